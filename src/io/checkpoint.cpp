@@ -1,0 +1,88 @@
+#include "ssm/io/checkpoint.h"
+
+#include <map>
+
+#include "ssm/io/json.h"
+#include "ssm/io/safetensors.h"
+
+namespace ssm {
+namespace {
+
+class SafetensorsSource : public TensorSource {
+ public:
+  explicit SafetensorsSource(SafetensorsFile file) : file_(std::move(file)) {}
+  std::vector<std::string> names() const override { return file_.names(); }
+  std::optional<Tensor> find(const std::string& name) const override {
+    if (!file_.contains(name)) return std::nullopt;
+    return file_.get(name);
+  }
+  std::string describe() const override { return file_.path().string(); }
+
+ private:
+  SafetensorsFile file_;
+};
+
+class ShardedSource : public TensorSource {
+ public:
+  ShardedSource(std::filesystem::path index, std::map<std::string, SafetensorsFile> shards,
+                std::map<std::string, std::string> where)
+      : index_(std::move(index)), shards_(std::move(shards)), where_(std::move(where)) {}
+  std::vector<std::string> names() const override {
+    std::vector<std::string> out;
+    for (const auto& [name, _] : where_) out.push_back(name);
+    return out;
+  }
+  std::optional<Tensor> find(const std::string& name) const override {
+    const auto it = where_.find(name);
+    if (it == where_.end()) return std::nullopt;
+    return shards_.at(it->second).get(name);
+  }
+  std::string describe() const override { return index_.string(); }
+
+ private:
+  std::filesystem::path index_;
+  std::map<std::string, SafetensorsFile> shards_;
+  std::map<std::string, std::string> where_;
+};
+
+}  // namespace
+
+std::unique_ptr<TensorSource> open_safetensors_source(const std::filesystem::path& file) {
+  return std::make_unique<SafetensorsSource>(SafetensorsFile::open(file));
+}
+
+std::unique_ptr<TensorSource> open_sharded_safetensors(const std::filesystem::path& index) {
+  const Json j = load_json_file(index);
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    throw Error(cat(index.string(), ": missing object 'weight_map'"));
+  std::map<std::string, SafetensorsFile> shards;
+  std::map<std::string, std::string> where;
+  for (const auto& [name, shard] : j["weight_map"].items()) {
+    if (!shard.is_string())
+      throw Error(cat(index.string(), ": weight_map entry '", name, "' is not a file name"));
+    const std::string file = shard.get<std::string>();
+    if (file.find('/') != std::string::npos || file == ".." || file.empty())
+      throw Error(cat(index.string(), ": shard name '", file, "' must be a plain file name"));
+    if (!shards.count(file))
+      shards.emplace(file, SafetensorsFile::open(index.parent_path() / file));
+    if (!shards.at(file).contains(name))
+      throw Error(cat(index.string(), ": tensor '", name, "' is not in shard ", file));
+    where[name] = file;
+  }
+  return std::make_unique<ShardedSource>(index, std::move(shards), std::move(where));
+}
+
+std::unique_ptr<TensorSource> open_checkpoint(const std::filesystem::path& model_dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(model_dir))
+    throw Error(cat(model_dir.string(), ": not a model directory"));
+  if (fs::exists(model_dir / "model.safetensors"))
+    return open_safetensors_source(model_dir / "model.safetensors");
+  if (fs::exists(model_dir / "model.safetensors.index.json"))
+    return open_sharded_safetensors(model_dir / "model.safetensors.index.json");
+  throw Error(cat(model_dir.string(),
+                  ": no weights found (expected model.safetensors or "
+                  "model.safetensors.index.json)"));
+}
+
+}  // namespace ssm

@@ -1,0 +1,280 @@
+#include "ssm/model/config.h"
+
+#include <set>
+
+#include "ssm/core/log.h"
+
+namespace ssm {
+namespace {
+
+// Reads typed values out of one JSON object, naming source and key in errors.
+class Reader {
+ public:
+  Reader(const Json& j, std::string where) : j_(j), where_(std::move(where)) {
+    if (!j_.is_object()) throw Error(cat(where_, ": expected a JSON object"));
+  }
+  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
+  int64_t integer(const char* key, int64_t fallback, bool required = false) {
+    seen_.insert(key);
+    if (!has(key)) return missing(key, fallback, required);
+    const Json& v = j_[key];
+    if (!v.is_number_integer() && !(v.is_number_float() && v.get<double>() == static_cast<int64_t>(v.get<double>())))
+      throw Error(cat(where_, ": key '", key, "' must be an integer, got ", v.dump()));
+    return v.get<int64_t>();
+  }
+  int64_t positive(const char* key, int64_t fallback, bool required = false) {
+    const int64_t v = integer(key, fallback, required);
+    if (v <= 0) throw Error(cat(where_, ": key '", key, "' must be positive, got ", v));
+    return v;
+  }
+  double number(const char* key, double fallback) {
+    seen_.insert(key);
+    if (!has(key)) return fallback;
+    return json_number(j_[key], cat(where_, ": key '", key, "'"));
+  }
+  bool boolean(const char* key, bool fallback) {
+    seen_.insert(key);
+    if (!has(key)) return fallback;
+    if (!j_[key].is_boolean()) throw Error(cat(where_, ": key '", key, "' must be true or false"));
+    return j_[key].get<bool>();
+  }
+  std::string string(const char* key, const std::string& fallback) {
+    seen_.insert(key);
+    if (!has(key)) return fallback;
+    if (!j_[key].is_string()) throw Error(cat(where_, ": key '", key, "' must be a string"));
+    return j_[key].get<std::string>();
+  }
+  const Json& object(const char* key) {
+    seen_.insert(key);
+    static const Json kEmpty = Json::object();
+    if (!has(key)) return kEmpty;
+    if (!j_[key].is_object()) throw Error(cat(where_, ": key '", key, "' must be an object"));
+    return j_[key];
+  }
+  const Json& raw(const char* key) {
+    seen_.insert(key);
+    return j_[key];
+  }
+  void ignore(std::initializer_list<const char*> keys) { seen_.insert(keys.begin(), keys.end()); }
+  // Keys nobody read: almost always a typo or an unsupported feature.
+  void warn_unknown() const {
+    for (const auto& [k, _] : j_.items())
+      if (!seen_.count(k)) log_warning(where_, ": ignoring unknown key '", k, "'");
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  int64_t missing(const char* key, int64_t fallback, bool required) const {
+    if (required) throw Error(cat(where_, ": missing required key '", key, "'"));
+    return fallback;
+  }
+  const Json& j_;
+  std::string where_;
+  std::set<std::string> seen_;
+};
+
+void check_divides(const std::string& where, const char* what, int64_t a, const char* by, int64_t b) {
+  if (b <= 0 || a % b != 0)
+    throw Error(cat(where, ": ", what, " (", a, ") is not divisible by ", by, " (", b, ")"));
+}
+
+void validate_mamba2(const Mamba2Config& c, const std::string& where) {
+  check_divides(where, "d_inner = expand * d_model", c.d_inner(), "headdim", c.headdim);
+  check_divides(where, "nheads", c.nheads(), "ngroups", c.ngroups);
+  if (c.dt_limit_lo > c.dt_limit_hi) throw Error(cat(where, ": dt_limit lower bound exceeds upper"));
+}
+
+void validate_mamba3(const Mamba3Config& c, const std::string& where) {
+  check_divides(where, "d_inner = expand * d_model", c.d_inner(), "headdim", c.headdim);
+  check_divides(where, "nheads", c.nheads(), "ngroups", c.ngroups);
+  if (c.rope_fraction < 0 || c.rope_fraction > 1)
+    throw Error(cat(where, ": rope_fraction must be in [0, 1], got ", c.rope_fraction));
+  if (c.is_mimo && c.mimo_rank <= 0) throw Error(cat(where, ": mimo_rank must be positive"));
+  if (c.A_floor < 0) throw Error(cat(where, ": A_floor must be non-negative"));
+}
+
+ModelConfig parse_state_spaces(const Json& j, const std::string& source) {
+  Reader r(j, source);
+  ModelConfig m;
+  m.convention = Convention::kStateSpaces;
+  m.d_model = r.positive("d_model", 0, true);
+  m.n_layer = r.positive("n_layer", 0, true);
+  m.vocab_size = r.positive("vocab_size", 0, true);
+  m.pad_vocab_size_multiple = r.positive("pad_vocab_size_multiple", 8);
+  m.d_intermediate = r.integer("d_intermediate", 0);
+  if (m.d_intermediate < 0) throw Error(cat(source, ": d_intermediate must be >= 0"));
+  m.rms_norm = r.boolean("rms_norm", true);
+  m.residual_in_fp32 = r.boolean("residual_in_fp32", true);
+  m.tie_embeddings = r.boolean("tie_embeddings", true);
+  m.norm_eps = static_cast<float>(r.number("norm_epsilon", 1e-5));
+  r.ignore({"fused_add_norm"});
+  if (!m.rms_norm) throw Error(cat(source, ": rms_norm=false (LayerNorm) is not supported"));
+
+  const Json& attn_idx = r.raw("attn_layer_idx");
+  if (!attn_idx.is_null()) {
+    if (!attn_idx.is_array()) throw Error(cat(source, ": attn_layer_idx must be a list"));
+    for (const Json& v : attn_idx) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= m.n_layer)
+        throw Error(cat(source, ": attn_layer_idx entry ", v.dump(), " is not a layer index"));
+      m.attn_layer_idx.push_back(v.get<int64_t>());
+    }
+  }
+
+  Reader s(r.object("ssm_cfg"), source + ": ssm_cfg");
+  const std::string layer = s.string("layer", "Mamba1");
+  s.ignore({"use_mem_eff_path", "dt_init", "dt_scale", "dt_init_floor", "dt_min", "dt_max",
+            "A_init_range", "layer_idx", "process_group", "sequence_parallel", "d_ssm",
+            "D_has_hdim", "activation", "dt_limit"});
+  if (layer == "Mamba2") {
+    m.ssm_kind = MixerKind::kMamba2;
+    Mamba2Config& c = m.mamba2;
+    c.d_model = m.d_model;
+    c.d_state = s.positive("d_state", 128);
+    c.d_conv = s.positive("d_conv", 4);
+    c.expand = s.positive("expand", 2);
+    c.headdim = s.positive("headdim", 64);
+    c.ngroups = s.positive("ngroups", 1);
+    c.chunk_size = s.positive("chunk_size", 256);
+    c.rmsnorm = s.boolean("rmsnorm", true);
+    c.norm_before_gate = s.boolean("norm_before_gate", false);
+    c.proj_bias = s.boolean("bias", false);
+    c.conv_bias = s.boolean("conv_bias", true);
+    c.dt_min = s.number("dt_min", 0.001);
+    c.dt_max = s.number("dt_max", 0.1);
+    c.dt_init_floor = s.number("dt_init_floor", 1e-4);
+    c.norm_eps = m.norm_eps;
+    const Json& lim = r.object("ssm_cfg").contains("dt_limit") ? r.object("ssm_cfg")["dt_limit"] : Json();
+    if (!lim.is_null()) {
+      if (!lim.is_array() || lim.size() != 2) throw Error(cat(source, ": ssm_cfg.dt_limit must be a pair"));
+      c.dt_limit_lo = json_number(lim[0], source + ": ssm_cfg.dt_limit");
+      c.dt_limit_hi = json_number(lim[1], source + ": ssm_cfg.dt_limit");
+    }
+    const Json& cfg = r.object("ssm_cfg");
+    if (cfg.contains("D_has_hdim") && cfg["D_has_hdim"] == true)
+      throw Error(cat(source, ": ssm_cfg.D_has_hdim=true is not supported"));
+    if (cfg.contains("d_ssm") && !cfg["d_ssm"].is_null() && cfg["d_ssm"] != c.d_inner())
+      throw Error(cat(source, ": ssm_cfg.d_ssm different from d_inner is not supported"));
+    validate_mamba2(c, source + ": ssm_cfg");
+  } else if (layer == "Mamba3") {
+    m.ssm_kind = MixerKind::kMamba3;
+    Mamba3Config& c = m.mamba3;
+    c.d_model = m.d_model;
+    c.d_state = s.positive("d_state", 128);
+    c.expand = s.positive("expand", 2);
+    c.headdim = s.positive("headdim", 64);
+    c.ngroups = s.positive("ngroups", 1);
+    c.rope_fraction = s.number("rope_fraction", 0.5);
+    c.A_floor = s.number("A_floor", 1e-4);
+    c.is_outproj_norm = s.boolean("is_outproj_norm", false);
+    c.is_mimo = s.boolean("is_mimo", false);
+    c.mimo_rank = s.positive("mimo_rank", 4);
+    c.chunk_size = s.positive("chunk_size", 64);
+    c.dt_min = s.number("dt_min", 0.001);
+    c.dt_max = s.number("dt_max", 0.1);
+    c.dt_init_floor = s.number("dt_init_floor", 1e-4);
+    c.norm_eps = m.norm_eps;
+    validate_mamba3(c, source + ": ssm_cfg");
+  } else {
+    throw Error(cat(source, ": ssm_cfg.layer '", layer, "' is not supported (Mamba2 or Mamba3)"));
+  }
+  s.warn_unknown();
+
+  Reader a(r.object("attn_cfg"), source + ": attn_cfg");
+  AttentionConfig& ac = m.attention;
+  ac.d_model = m.d_model;
+  if (!m.attn_layer_idx.empty()) {
+    ac.num_heads = a.positive("num_heads", 0, true);
+    ac.num_heads_kv = a.positive("num_heads_kv", ac.num_heads);
+    ac.head_dim = a.positive("head_dim", m.d_model / ac.num_heads);
+    ac.rotary_emb_dim = a.integer("rotary_emb_dim", 0);
+    ac.rotary_emb_base = a.number("rotary_emb_base", 10000.0);
+    ac.qkv_proj_bias = a.boolean("qkv_proj_bias", true);
+    ac.out_proj_bias = a.boolean("out_proj_bias", true);
+    ac.causal = a.boolean("causal", true);
+    ac.softmax_scale = a.number("softmax_scale", 0.0);
+    a.ignore({"mlp_dim", "d_conv", "rotary_emb_interleaved"});
+    check_divides(source + ": attn_cfg", "num_heads", ac.num_heads, "num_heads_kv", ac.num_heads_kv);
+    if (ac.rotary_emb_dim < 0 || ac.rotary_emb_dim % 2 != 0 || ac.rotary_emb_dim > ac.head_dim)
+      throw Error(cat(source, ": attn_cfg.rotary_emb_dim must be even and at most head_dim"));
+    if (!ac.causal) throw Error(cat(source, ": attn_cfg.causal=false is not supported by a language model"));
+    a.warn_unknown();
+  }
+  r.warn_unknown();
+  return m;
+}
+
+ModelConfig parse_hugging_face(const Json& j, const std::string& source) {
+  Reader r(j, source);
+  ModelConfig m;
+  m.convention = Convention::kHuggingFace;
+  m.d_model = r.positive("hidden_size", 0, true);
+  m.n_layer = r.positive("num_hidden_layers", 0, true);
+  m.vocab_size = r.positive("vocab_size", 0, true);
+  m.pad_vocab_size_multiple = 1;
+  m.tie_embeddings = r.boolean("tie_word_embeddings", true);
+  m.norm_eps = static_cast<float>(r.number("layer_norm_epsilon", 1e-5));
+  m.residual_in_fp32 = r.boolean("residual_in_fp32", true);
+  m.ssm_kind = MixerKind::kMamba2;
+  Mamba2Config& c = m.mamba2;
+  c.d_model = m.d_model;
+  c.d_state = r.positive("state_size", 128);
+  c.d_conv = r.positive("conv_kernel", 4);
+  c.expand = r.positive("expand", 2);
+  c.headdim = r.positive("head_dim", 64);
+  c.ngroups = r.positive("n_groups", 1);
+  c.chunk_size = r.positive("chunk_size", 256);
+  c.proj_bias = r.boolean("use_bias", false);
+  c.conv_bias = r.boolean("use_conv_bias", true);
+  c.rmsnorm = r.boolean("rms_norm", true);
+  c.norm_before_gate = r.boolean("norm_before_gate", false);
+  c.dt_min = r.number("time_step_min", 0.001);
+  c.dt_max = r.number("time_step_max", 0.1);
+  c.dt_init_floor = r.number("time_step_floor", 1e-4);
+  c.norm_eps = m.norm_eps;
+  if (r.has("time_step_limit")) {
+    const Json& lim = r.raw("time_step_limit");
+    if (!lim.is_array() || lim.size() != 2)
+      throw Error(cat(source, ": time_step_limit must be a pair of numbers"));
+    c.dt_limit_lo = json_number(lim[0], source + ": time_step_limit");
+    c.dt_limit_hi = json_number(lim[1], source + ": time_step_limit");
+  }
+  const int64_t num_heads = r.positive("num_heads", c.nheads());
+  validate_mamba2(c, source);
+  if (num_heads != c.nheads())
+    throw Error(cat(source, ": num_heads (", num_heads, ") != expand * hidden_size / head_dim (",
+                    c.nheads(), ")"));
+  const std::string act = r.string("hidden_act", "silu");
+  if (act != "silu") throw Error(cat(source, ": hidden_act '", act, "' is not supported (silu)"));
+  return m;  // HF configs carry many generic keys; unknown ones are not worth a warning.
+}
+
+}  // namespace
+
+MixerKind ModelConfig::mixer_kind(int64_t layer) const {
+  for (int64_t i : attn_layer_idx)
+    if (i == layer) return MixerKind::kAttention;
+  return ssm_kind;
+}
+
+std::string ModelConfig::embedding_name() const {
+  return convention == Convention::kHuggingFace ? "backbone.embeddings.weight"
+                                                : "backbone.embedding.weight";
+}
+
+std::string ModelConfig::layer_prefix(int64_t layer) const {
+  return cat("backbone.layers.", layer, ".");
+}
+
+ModelConfig parse_model_config(const Json& j, const std::string& source) {
+  if (!j.is_object()) throw Error(cat(source, ": config must be a JSON object"));
+  const bool hf = j.contains("hidden_size") || j.value("model_type", "") == "mamba2";
+  ModelConfig m = hf ? parse_hugging_face(j, source) : parse_state_spaces(j, source);
+  m.source = j;
+  return m;
+}
+
+ModelConfig load_model_config(const std::filesystem::path& config_json) {
+  return parse_model_config(load_json_file(config_json), config_json.string());
+}
+
+}  // namespace ssm
