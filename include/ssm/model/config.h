@@ -2,81 +2,16 @@
 #pragma once
 
 #include <filesystem>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "ssm/io/json.h"
+#include "ssm/layers/mixer_config.h"
 
 namespace ssm {
 
 enum class MixerKind { kMamba2, kMamba3, kAttention };
 enum class Convention { kStateSpaces, kHuggingFace };
-
-struct Mamba2Config {
-  int64_t d_model = 0;
-  int64_t d_state = 128;   // N
-  int64_t d_conv = 4;      // K
-  int64_t expand = 2;
-  int64_t headdim = 64;    // P
-  int64_t ngroups = 1;     // G
-  int64_t chunk_size = 256;
-  bool rmsnorm = true;
-  bool norm_before_gate = false;
-  bool proj_bias = false;  // in_proj.bias and out_proj.bias
-  bool conv_bias = true;
-  double dt_min = 0.001, dt_max = 0.1, dt_init_floor = 1e-4;
-  double dt_limit_lo = 0.0, dt_limit_hi = std::numeric_limits<double>::infinity();
-  double A_init_lo = 1.0, A_init_hi = 16.0;
-  float norm_eps = 1e-5f;
-
-  int64_t d_inner() const { return expand * d_model; }
-  int64_t nheads() const { return d_inner() / headdim; }
-  int64_t conv_dim() const { return d_inner() + 2 * ngroups * d_state; }
-  int64_t d_in_proj() const { return 2 * d_inner() + 2 * ngroups * d_state + nheads(); }
-};
-
-struct Mamba3Config {
-  int64_t d_model = 0;
-  int64_t d_state = 128;
-  int64_t expand = 2;
-  int64_t headdim = 64;
-  int64_t ngroups = 1;
-  double rope_fraction = 0.5;
-  double A_floor = 1e-4;
-  bool is_outproj_norm = false;
-  bool is_mimo = false;
-  int64_t mimo_rank = 4;  // R as configured; rank() is 1 unless MIMO
-  int64_t chunk_size = 64;
-  double dt_min = 0.001, dt_max = 0.1, dt_init_floor = 1e-4;
-  float norm_eps = 1e-5f;
-
-  int64_t rank() const { return is_mimo ? mimo_rank : 1; }
-  int64_t d_inner() const { return expand * d_model; }
-  int64_t nheads() const { return d_inner() / headdim; }
-  // Rotary entries: floor(N * rope_fraction), made even; angles = half.
-  int64_t rope_split() const {
-    int64_t s = static_cast<int64_t>(d_state * rope_fraction);
-    return s - s % 2;
-  }
-  int64_t n_angles() const { return rope_split() / 2; }
-  int64_t d_in_proj() const {
-    return 2 * d_inner() + 2 * rank() * ngroups * d_state + 3 * nheads() + n_angles();
-  }
-};
-
-struct AttentionConfig {
-  int64_t d_model = 0;
-  int64_t num_heads = 0;
-  int64_t num_heads_kv = 0;
-  int64_t head_dim = 0;
-  int64_t rotary_emb_dim = 0;
-  double rotary_emb_base = 10000.0;
-  bool qkv_proj_bias = true;
-  bool out_proj_bias = true;
-  bool causal = true;
-  double softmax_scale = 0.0;  // 0 means 1/sqrt(head_dim)
-};
 
 struct ModelConfig {
   Convention convention = Convention::kStateSpaces;

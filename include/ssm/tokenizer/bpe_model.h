@@ -1,0 +1,91 @@
+// Byte-level BPE over token ids: a word's bytes start as single-byte tokens
+// and the lowest-ranked adjacent pair is merged until no pair has a rule.
+// Merges run through a min-heap over a linked list of symbols, O(n log n) per
+// word, and whole words are cached since text repeats its words constantly.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace ssm::tok {
+
+struct MergeRule {
+  int32_t left = 0;
+  int32_t right = 0;
+  int32_t merged = 0;
+};
+
+// Open-addressing map from an id pair to its merge (rank and result): one
+// multiply and usually one probe per lookup.
+class PairRanks {
+ public:
+  struct Entry {
+    uint64_t key = kEmpty;
+    int32_t rank = 0;
+    int32_t merged = 0;
+  };
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+
+  explicit PairRanks(const std::vector<MergeRule>& rules);
+
+  // nullptr when the pair has no rule.
+  const Entry* find(int32_t left, int32_t right) const {
+    const uint64_t key = pack(left, right);
+    for (size_t i = slot(key);; i = (i + 1) & mask_) {
+      const Entry& e = table_[i];
+      if (e.key == key) return &e;
+      if (e.key == kEmpty) return nullptr;
+    }
+  }
+
+ private:
+  static uint64_t pack(int32_t left, int32_t right) {
+    return (uint64_t{static_cast<uint32_t>(left)} << 32) | static_cast<uint32_t>(right);
+  }
+  size_t slot(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ULL) >> shift_; }
+
+  std::vector<Entry> table_;
+  size_t mask_ = 0;
+  int shift_ = 64;
+};
+
+class BpeModel {
+ public:
+  struct Config {
+    std::array<int32_t, 256> byte_ids{};  // -1 where the vocab lacks the byte
+    std::vector<MergeRule> merges;        // in rank order
+    // ignore_merges: a word that is itself a token is emitted whole.
+    bool ignore_merges = false;
+    std::unordered_map<std::string, int32_t> word_ids;  // raw bytes -> id, for ignore_merges
+    int32_t unk_id = -1;  // stands in for bytes missing from the vocab; -1 drops them
+  };
+
+  explicit BpeModel(Config config);
+
+  // Appends the ids of one word (raw bytes). Thread-safe.
+  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+
+ private:
+  void merge(std::string_view word, std::vector<int32_t>& out) const;
+
+  // Past this many distinct words the cache starts over, bounding memory.
+  static constexpr size_t kCacheCapacity = 1 << 16;
+  static constexpr size_t kMaxCachedWord = 64;
+
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
+  Config config_;
+  PairRanks ranks_;
+  mutable std::mutex cache_mutex_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
+};
+
+}  // namespace ssm::tok

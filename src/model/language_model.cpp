@@ -1,0 +1,185 @@
+#include "ssm/model/language_model.h"
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+
+#include "ssm/core/log.h"
+#include "ssm/layers/gated_mlp.h"
+#include "ssm/ops/gemm.h"
+#include "ssm/ops/rms_norm.h"
+
+namespace ssm {
+
+struct LanguageModel::Block {
+  Param norm;
+  std::unique_ptr<SequenceLayer> mixer;
+  Param norm2;
+  std::unique_ptr<SequenceLayer> mlp;  // null without d_intermediate
+};
+
+LanguageModel::LanguageModel(ModelConfig config) : config_(std::move(config)) {
+  const int64_t D = config_.d_model;
+  embedding_ = Param{config_.embedding_name(), {config_.padded_vocab(), D}, ParamRole::kWeight, {}};
+  norm_f_ = Param{"backbone.norm_f.weight", {D}, ParamRole::kNoDecay, {}};
+  lm_head_ = Param{"lm_head.weight", {config_.padded_vocab(), D}, ParamRole::kWeight, {}};
+  for (int64_t i = 0; i < config_.n_layer; ++i) {
+    auto block = std::make_unique<Block>();
+    const std::string prefix = config_.layer_prefix(i);
+    block->norm = Param{prefix + "norm.weight", {D}, ParamRole::kNoDecay, {}};
+    block->mixer = make_mixer(config_, i);
+    if (config_.has_mlp()) {
+      block->norm2 = Param{prefix + "norm2.weight", {D}, ParamRole::kNoDecay, {}};
+      block->mlp = std::make_unique<GatedMlp>(D, config_.mlp_hidden());
+    }
+    mixers_.push_back(block->mixer.get());
+    blocks_.push_back(std::move(block));
+  }
+}
+
+LanguageModel::~LanguageModel() = default;
+LanguageModel::LanguageModel(LanguageModel&&) noexcept = default;
+
+void LanguageModel::for_each_param(const std::function<void(const std::string&, Param&)>& fn) {
+  fn(embedding_.name, embedding_);
+  for (int64_t i = 0; i < config_.n_layer; ++i) {
+    Block& b = *blocks_[i];
+    const std::string prefix = config_.layer_prefix(i);
+    fn(b.norm.name, b.norm);
+    for (Param& p : b.mixer->parameters()) fn(prefix + "mixer." + p.name, p);
+    if (b.mlp) {
+      fn(b.norm2.name, b.norm2);
+      for (Param& p : b.mlp->parameters()) fn(prefix + "mlp." + p.name, p);
+    }
+  }
+  fn(norm_f_.name, norm_f_);
+  if (!config_.tie_embeddings) fn(lm_head_.name, lm_head_);
+}
+
+int64_t LanguageModel::parameter_count() {
+  int64_t n = 0;
+  for_each_param([&](const std::string&, Param& p) { n += shape_numel(p.shape); });
+  return n;
+}
+
+void LanguageModel::load_weights(const TensorSource& source) {
+  std::set<std::string> used;
+  for_each_param([&](const std::string& name, Param& p) {
+    std::optional<Tensor> t = source.find(name);
+    if (!t) throw Error(cat(source.describe(), ": missing tensor '", name, "' (shape ",
+                            shape_str(p.shape), ")"));
+    if (t->shape() != p.shape)
+      throw Error(cat(source.describe(), ": tensor '", name, "' has shape ", shape_str(t->shape()),
+                      ", the config implies ", shape_str(p.shape)));
+    if (t->dtype() == DType::kI32 || t->dtype() == DType::kI64)
+      throw Error(cat(source.describe(), ": tensor '", name, "' has integer dtype ",
+                      dtype_name(t->dtype()), ", expected a floating type"));
+    const bool aligned = reinterpret_cast<uintptr_t>(t->raw()) % alignof(float) == 0;
+    // Aligned F32 stays in the (copy-on-write) mapping; the rest is widened.
+    p.value = (t->dtype() == DType::kF32 && aligned) ? *t : t->to_f32();
+    used.insert(name);
+  });
+  std::vector<std::string> extra;
+  for (const std::string& name : source.names())
+    if (!used.count(name) && name != "lm_head.weight") extra.push_back(name);
+  if (!extra.empty())
+    log_warning(source.describe(), ": ", extra.size(), " tensors not used by the model, e.g. '",
+                extra.front(), "'");
+}
+
+LanguageModel LanguageModel::load(const std::filesystem::path& model_dir) {
+  LanguageModel model(load_model_config(model_dir / "config.json"));
+  model.load_weights(*open_checkpoint(model_dir));
+  return model;
+}
+
+ModelState LanguageModel::make_state(int64_t batch) const {
+  ModelState s;
+  s.batch = batch;
+  for (const auto& b : blocks_) s.layers.push_back(b->mixer->make_state(batch));
+  return s;
+}
+
+Tensor LanguageModel::forward(const Tensor& ids, ModelState* state, Context& ctx, bool last_only,
+                              ForwardTrace* trace) {
+  if (ids.ndim() != 2) throw Error(cat("input_ids must be (batch, length), got ", shape_str(ids.shape())));
+  const int64_t B = ids.dim(0), L = ids.dim(1), D = config_.d_model, rows = B * L;
+  if (state && state->batch != B)
+    throw Error(cat("state holds ", state->batch, " sequences but the input has ", B));
+  if (L == 0) throw Error("input_ids has length 0");
+  ThreadPool& pool = ctx.pool();
+
+  Tensor h = Tensor::empty(DType::kF32, {B, L, D});
+  Tensor normed = Tensor::empty(DType::kF32, {B, L, D});
+  Tensor out = Tensor::empty(DType::kF32, {B, L, D});
+  const float* emb = embedding_.value.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t tok;
+    if (ids.dtype() == DType::kI64) tok = ids.data<int64_t>()[r];
+    else if (ids.dtype() == DType::kI32) tok = ids.data<int32_t>()[r];
+    else throw Error(cat("input_ids must be I64 or I32, got ", dtype_name(ids.dtype())));
+    if (tok < 0 || tok >= config_.vocab_size)
+      throw Error(cat("token id ", tok, " at position ", r, " is outside the vocabulary [0, ",
+                      config_.vocab_size, ")"));
+    std::memcpy(h.data<float>() + r * D, emb + tok * D, D * sizeof(float));
+  }
+  if (trace) *trace = ForwardTrace{};
+
+  float* hp = h.data<float>();
+  const float eps = config_.norm_eps;
+  for (int64_t i = 0; i < config_.n_layer; ++i) {
+    Block& b = *blocks_[i];
+    ops::rms_norm(hp, b.norm.value.data<float>(), rows, D, eps, normed.data<float>(), pool);
+    b.mixer->forward(normed, out, state ? state->layers[i].get() : nullptr, ctx);
+    if (trace) {
+      trace->mixer_in.push_back(normed.clone());
+      trace->mixer_out.push_back(out.clone());
+    }
+    for (int64_t k = 0; k < rows * D; ++k) hp[k] += out.data<float>()[k];
+    if (b.mlp) {
+      ops::rms_norm(hp, b.norm2.value.data<float>(), rows, D, eps, normed.data<float>(), pool);
+      b.mlp->forward(normed, out, nullptr, ctx);
+      for (int64_t k = 0; k < rows * D; ++k) hp[k] += out.data<float>()[k];
+    }
+    if (trace) trace->hidden.push_back(h.clone());
+  }
+  if (state) state->position += L;
+
+  // Only the rows whose logits are wanted go through norm_f and the head.
+  const int64_t out_rows = last_only ? B : rows;
+  Tensor final_in = Tensor::empty(DType::kF32, {out_rows, D});
+  for (int64_t r = 0; r < out_rows; ++r) {
+    const int64_t src = last_only ? r * L + (L - 1) : r;
+    std::memcpy(final_in.data<float>() + r * D, hp + src * D, D * sizeof(float));
+  }
+  ops::rms_norm(final_in.data<float>(), norm_f_.value.data<float>(), out_rows, D, eps,
+                final_in.data<float>(), pool);
+  if (trace) trace->hidden.push_back(final_in.reshape({B, last_only ? 1 : L, D}).clone());
+  const Param& head = config_.tie_embeddings ? embedding_ : lm_head_;
+  const int64_t V = config_.vocab_size;
+  Tensor logits = Tensor::empty(DType::kF32, {B, last_only ? 1 : L, V});
+  ops::linear(final_in.data<float>(), out_rows, D, head.value.data<float>(), V, nullptr,
+              logits.data<float>(), pool);
+  return logits;
+}
+
+void LanguageModel::set_wsla(bool on) {
+  for (auto& b : blocks_) {
+    b->mixer->set_wsla(on);
+    if (b->mlp) b->mlp->set_wsla(on);
+  }
+}
+
+std::vector<TrainableSlice> LanguageModel::trainable_parameters() {
+  std::vector<TrainableSlice> out;
+  const bool wsla = !blocks_.empty() && blocks_.front()->mixer->wsla();
+  if (!wsla) {
+    for_each_param([&](const std::string&, Param& p) { out.push_back({&p, 0, p.shape[0]}); });
+    return out;
+  }
+  for (auto& b : blocks_)
+    for (const TrainableSlice& s : b->mixer->trainable_parameters()) out.push_back(s);
+  return out;
+}
+
+}  // namespace ssm

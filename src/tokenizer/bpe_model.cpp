@@ -1,0 +1,111 @@
+#include "ssm/tokenizer/bpe_model.h"
+
+#include <algorithm>
+#include <bit>
+#include <functional>
+
+namespace ssm::tok {
+
+PairRanks::PairRanks(const std::vector<MergeRule>& rules) {
+  size_t capacity = 16;
+  while (capacity < rules.size() * 2) capacity *= 2;
+  table_.assign(capacity, Entry{});
+  mask_ = capacity - 1;
+  shift_ = 64 - std::countr_zero(capacity);
+  for (size_t rank = 0; rank < rules.size(); ++rank) {
+    const MergeRule& r = rules[rank];
+    const uint64_t key = pack(r.left, r.right);
+    size_t i = slot(key);
+    while (table_[i].key != kEmpty && table_[i].key != key) i = (i + 1) & mask_;
+    // A repeated pair keeps its first (best) rank.
+    if (table_[i].key == key) continue;
+    table_[i] = Entry{key, static_cast<int32_t>(rank), r.merged};
+  }
+}
+
+BpeModel::BpeModel(Config config) : config_(std::move(config)), ranks_(config_.merges) {}
+
+void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.size() == 1) {
+    const int32_t id = config_.byte_ids[static_cast<uint8_t>(word[0])];
+    if (id >= 0) out.push_back(id);
+    else if (config_.unk_id >= 0) out.push_back(config_.unk_id);
+    return;
+  }
+  if (config_.ignore_merges) {
+    if (auto it = config_.word_ids.find(std::string(word)); it != config_.word_ids.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  const bool cacheable = word.size() <= kMaxCachedWord;
+  if (cacheable) {
+    std::lock_guard lock(cache_mutex_);
+    if (auto it = cache_.find(word); it != cache_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  const size_t first = out.size();
+  merge(word, out);
+  if (cacheable) {
+    std::lock_guard lock(cache_mutex_);
+    if (cache_.size() >= kCacheCapacity) cache_.clear();
+    cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
+  }
+}
+
+void BpeModel::merge(std::string_view word, std::vector<int32_t>& out) const {
+  struct Symbol {
+    int32_t id;
+    int32_t prev;
+    int32_t next;  // -1 at either end
+  };
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  for (const char c : word) {
+    int32_t id = config_.byte_ids[static_cast<uint8_t>(c)];
+    if (id < 0) id = config_.unk_id;
+    if (id < 0) continue;
+    const auto n = static_cast<int32_t>(symbols.size());
+    symbols.push_back({id, n - 1, -1});
+    if (n > 0) symbols[n - 1].next = n;
+  }
+
+  // Candidates pack (rank, position) so that the smallest is the best merge,
+  // leftmost among equal ranks. Entries go stale as neighbours merge; a stale
+  // one is recognised on pop because its pair no longer has that rank (a rank
+  // names exactly one pair).
+  std::vector<uint64_t> heap;
+  auto push = [&](int32_t pos) {
+    const int32_t next = symbols[pos].next;
+    if (next < 0) return;
+    const PairRanks::Entry* e = ranks_.find(symbols[pos].id, symbols[next].id);
+    if (e == nullptr) return;
+    heap.push_back((uint64_t{static_cast<uint32_t>(e->rank)} << 32) | static_cast<uint32_t>(pos));
+    std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) push(i);
+
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
+    const uint64_t top = heap.back();
+    heap.pop_back();
+    const auto rank = static_cast<int32_t>(top >> 32);
+    const auto pos = static_cast<int32_t>(top & 0xFFFFFFFFu);
+    Symbol& left = symbols[pos];
+    if (left.id < 0 || left.next < 0) continue;
+    const PairRanks::Entry* e = ranks_.find(left.id, symbols[left.next].id);
+    if (e == nullptr || e->rank != rank) continue;
+    Symbol& right = symbols[left.next];
+    left.id = e->merged;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = pos;
+    right.id = -1;
+    if (left.prev >= 0) push(left.prev);
+    push(pos);
+  }
+  for (int32_t i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+}
+
+}  // namespace ssm::tok
