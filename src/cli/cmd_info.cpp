@@ -55,13 +55,15 @@ int run_info(const std::string& dir) {
   return 0;
 }
 
-}  // namespace
-
-void register_info(CLI::App& app, Action& action) {
+void setup_info(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("info", "print a model's architecture, parameters and memory");
   static std::string dir;
   cmd->add_option("MODEL", dir, "model directory (config.json + weights)")->required();
   cmd->callback([&action] { action = [] { return run_info(dir); }; });
 }
+
+}  // namespace
+
+SSM_COMMAND(info, setup_info);
 
 }  // namespace ssm::cli

@@ -26,9 +26,7 @@ int run_logits(const LogitsArgs& a) {
   return 0;
 }
 
-}  // namespace
-
-void register_logits(CLI::App& app, Action& action) {
+void setup_logits(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("logits", "compute logits of input_ids from a safetensors file");
   static LogitsArgs args;
   cmd->add_option("MODEL", args.model, "model directory")->required();
@@ -37,5 +35,9 @@ void register_logits(CLI::App& app, Action& action) {
   add_threads_option(*cmd, args.threads);
   cmd->callback([&action] { action = [] { return run_logits(args); }; });
 }
+
+}  // namespace
+
+SSM_COMMAND(logits, setup_logits);
 
 }  // namespace ssm::cli

@@ -1,20 +1,29 @@
-// Each sub-command lives in its own file and registers itself here.
+// Sub-commands register themselves: each lives in its own cmd_*.cpp file and
+// declares SSM_COMMAND(name, setup), so adding one touches no shared file.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 namespace ssm::cli {
 
-// Called after parsing when the sub-command was chosen; returns the exit code.
+// Runs after parsing when its sub-command was chosen; returns the exit code.
 using Action = std::function<int()>;
+// Adds one sub-command to app; its callback stores the work in action.
+using Setup = void (*)(CLI::App& app, Action& action);
 
-// Each register_* adds one sub-command to app and returns its action slot.
-void register_info(CLI::App& app, Action& action);
-void register_logits(CLI::App& app, Action& action);
-void register_tokenize(CLI::App& app, Action& action);
+struct CommandRegistrar {
+  CommandRegistrar(const char* name, Setup setup);
+};
 
-// --threads N on a sub-command, shared by every command that computes.
+// Every registered command, sorted by name.
+void add_registered_commands(CLI::App& app, Action& action);
+
+// --threads N, shared by every command that computes.
 void add_threads_option(CLI::App& cmd, int& threads);
 
 }  // namespace ssm::cli
+
+#define SSM_COMMAND(name, setup) \
+  static const ::ssm::cli::CommandRegistrar ssm_command_registrar_##name(#name, setup)

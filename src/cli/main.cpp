@@ -1,15 +1,26 @@
 // The ssm program: parses the command line and runs one sub-command. Errors
 // from the library reach the user as one line on stderr and exit code 1.
 #include <cstdio>
+#include <map>
 
 #include "cli/commands.h"
-#include "ssm/core/error.h"
 
 namespace ssm::cli {
+namespace {
+std::map<std::string, Setup>& registry() {
+  static std::map<std::string, Setup> commands;
+  return commands;
+}
+}  // namespace
+
+CommandRegistrar::CommandRegistrar(const char* name, Setup setup) { registry()[name] = setup; }
+
+void add_registered_commands(CLI::App& app, Action& action) {
+  for (const auto& [name, setup] : registry()) setup(app, action);
+}
 
 void add_threads_option(CLI::App& cmd, int& threads) {
-  cmd.add_option("--threads", threads, "worker threads (0: all cores)")
-      ->check(CLI::Range(0, 1024));
+  cmd.add_option("--threads", threads, "worker threads (0: all cores)")->check(CLI::Range(0, 1024));
 }
 
 }  // namespace ssm::cli
@@ -18,9 +29,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ssm: run, fine-tune and keep the state of state-space language models"};
   app.require_subcommand(1);
   ssm::cli::Action action;
-  ssm::cli::register_info(app, action);
-  ssm::cli::register_logits(app, action);
-  ssm::cli::register_tokenize(app, action);
+  ssm::cli::add_registered_commands(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
