@@ -46,21 +46,18 @@ AddedTokenMatcher::Match AddedTokenMatcher::find(std::string_view text, size_t f
       if (text.compare(pos, t.content.size(), t.content) != 0) continue;
       const size_t end = pos + t.content.size();
       if (!accepts(t, text, pos, end)) continue;
-      return {pos, end, t.id};
+      return {pos, end, static_cast<int32_t>(index)};
     }
   }
-  return {text.size(), text.size(), -1};
+  return {text.size(), text.size(), -1};  // no match
 }
 
 void AddedTokenMatcher::split(std::string_view text, std::vector<Piece>& out) const {
   size_t done = 0;  // text before this is emitted
-  size_t from = 0;
-  while (done < text.size()) {
-    if (tokens_.empty()) break;
-    Match m = find(text, from);
-    if (m.id < 0) break;
-    const AddedToken& token = *std::find_if(tokens_.begin(), tokens_.end(),
-                                            [&](const AddedToken& t) { return t.id == m.id; });
+  while (done < text.size() && !tokens_.empty()) {
+    Match m = find(text, done);
+    if (m.index < 0) break;
+    const AddedToken& token = tokens_[m.index];
     // Stripped whitespace belongs to the token: it is consumed, not encoded.
     if (token.lstrip) {
       while (m.begin > done) {
@@ -77,8 +74,8 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<Piece>& out) co
       }
     }
     if (m.begin > done) out.push_back({text.substr(done, m.begin - done), -1});
-    out.push_back({{}, m.id});
-    done = from = m.end;
+    out.push_back({{}, token.id});
+    done = m.end;
   }
   if (done < text.size()) out.push_back({text.substr(done), -1});
 }

@@ -43,7 +43,7 @@ class AddedTokenMatcher {
   struct Match {
     size_t begin = 0;
     size_t end = 0;
-    int32_t id = -1;
+    int32_t index = -1;  // into tokens_
   };
   Match find(std::string_view text, size_t from) const;
   bool accepts(const AddedToken& token, std::string_view text, size_t begin, size_t end) const;

@@ -1,0 +1,55 @@
+// Text <-> token ids. Two kinds: byte-level BPE read from an HF
+// tokenizer.json (the published Mamba checkpoints use GPT-NeoX's), and raw
+// bytes (id = byte value) for byte-level models. Tokens are byte strings, so
+// decoding is concatenation and never fails; StreamingDecoder turns a token
+// stream into whole UTF-8 characters.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ssm {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Any byte string is accepted: invalid UTF-8 is encoded byte for byte.
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+
+  // The bytes a token stands for; empty for an id that has no token.
+  virtual std::string_view token_bytes(int32_t id) const = 0;
+
+  // The id of a token as tokenizer.json spells it ("Ġthe", "<|endoftext|>").
+  virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
+
+  // One past the largest id.
+  virtual int32_t vocab_size() const = 0;
+
+  virtual bool is_special(int32_t id) const = 0;
+
+  // The concatenated bytes of the tokens. Ids with no token decode to
+  // nothing, as in HF: models pad their vocab beyond the tokenizer's.
+  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
+
+  bool has_token(int32_t id) const { return !token_bytes(id).empty(); }
+};
+
+std::unique_ptr<Tokenizer> make_raw_bytes_tokenizer();
+
+// Throws ssm::Error naming source and what is wrong for any malformed or
+// unsupported file.
+std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text, const std::string& source);
+std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& path);
+
+// path/tokenizer.json for a model directory that has one, the raw-bytes
+// tokenizer for one that does not; a path to a file is read as tokenizer.json.
+std::unique_ptr<Tokenizer> load_tokenizer_for_model(const std::filesystem::path& path);
+
+}  // namespace ssm
