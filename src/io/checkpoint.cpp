@@ -3,6 +3,7 @@
 #include <map>
 
 #include "ssm/io/json.h"
+#include "ssm/io/pytorch_archive.h"
 #include "ssm/io/safetensors.h"
 
 namespace ssm {
@@ -22,9 +23,11 @@ class SafetensorsSource : public TensorSource {
   SafetensorsFile file_;
 };
 
+// Shards of either format: File is SafetensorsFile or PyTorchArchive.
+template <typename File>
 class ShardedSource : public TensorSource {
  public:
-  ShardedSource(std::filesystem::path index, std::map<std::string, SafetensorsFile> shards,
+  ShardedSource(std::filesystem::path index, std::map<std::string, File> shards,
                 std::map<std::string, std::string> where)
       : index_(std::move(index)), shards_(std::move(shards)), where_(std::move(where)) {}
   std::vector<std::string> names() const override {
@@ -41,9 +44,40 @@ class ShardedSource : public TensorSource {
 
  private:
   std::filesystem::path index_;
-  std::map<std::string, SafetensorsFile> shards_;
+  std::map<std::string, File> shards_;
   std::map<std::string, std::string> where_;
 };
+
+// An index {"weight_map": {name: shard file}}, checked to name plain files.
+std::map<std::string, std::string> read_weight_map(const std::filesystem::path& index) {
+  const Json j = load_json_file(index);
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    throw Error(cat(index.string(), ": missing object 'weight_map'"));
+  std::map<std::string, std::string> where;
+  for (const auto& [name, shard] : j["weight_map"].items()) {
+    if (!shard.is_string())
+      throw Error(cat(index.string(), ": weight_map entry '", name, "' is not a file name"));
+    const std::string file = shard.get<std::string>();
+    if (file.find('/') != std::string::npos || file == ".." || file.empty())
+      throw Error(cat(index.string(), ": shard name '", file, "' must be a plain file name"));
+    where[name] = file;
+  }
+  return where;
+}
+
+// Opens each shard once and checks that it holds the tensors the index puts
+// there.
+template <typename File>
+std::unique_ptr<TensorSource> open_sharded(const std::filesystem::path& index) {
+  std::map<std::string, std::string> where = read_weight_map(index);
+  std::map<std::string, File> shards;
+  for (const auto& [name, file] : where) {
+    if (!shards.count(file)) shards.emplace(file, File::open(index.parent_path() / file));
+    if (!shards.at(file).contains(name))
+      throw Error(cat(index.string(), ": tensor '", name, "' is not in shard ", file));
+  }
+  return std::make_unique<ShardedSource<File>>(index, std::move(shards), std::move(where));
+}
 
 }  // namespace
 
@@ -52,24 +86,11 @@ std::unique_ptr<TensorSource> open_safetensors_source(const std::filesystem::pat
 }
 
 std::unique_ptr<TensorSource> open_sharded_safetensors(const std::filesystem::path& index) {
-  const Json j = load_json_file(index);
-  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-    throw Error(cat(index.string(), ": missing object 'weight_map'"));
-  std::map<std::string, SafetensorsFile> shards;
-  std::map<std::string, std::string> where;
-  for (const auto& [name, shard] : j["weight_map"].items()) {
-    if (!shard.is_string())
-      throw Error(cat(index.string(), ": weight_map entry '", name, "' is not a file name"));
-    const std::string file = shard.get<std::string>();
-    if (file.find('/') != std::string::npos || file == ".." || file.empty())
-      throw Error(cat(index.string(), ": shard name '", file, "' must be a plain file name"));
-    if (!shards.count(file))
-      shards.emplace(file, SafetensorsFile::open(index.parent_path() / file));
-    if (!shards.at(file).contains(name))
-      throw Error(cat(index.string(), ": tensor '", name, "' is not in shard ", file));
-    where[name] = file;
-  }
-  return std::make_unique<ShardedSource>(index, std::move(shards), std::move(where));
+  return open_sharded<SafetensorsFile>(index);
+}
+
+std::unique_ptr<TensorSource> open_sharded_pytorch(const std::filesystem::path& index) {
+  return open_sharded<PyTorchArchive>(index);
 }
 
 std::unique_ptr<TensorSource> open_checkpoint(const std::filesystem::path& model_dir) {
@@ -80,9 +101,14 @@ std::unique_ptr<TensorSource> open_checkpoint(const std::filesystem::path& model
     return open_safetensors_source(model_dir / "model.safetensors");
   if (fs::exists(model_dir / "model.safetensors.index.json"))
     return open_sharded_safetensors(model_dir / "model.safetensors.index.json");
+  if (fs::exists(model_dir / "pytorch_model.bin"))
+    return open_pytorch_source(model_dir / "pytorch_model.bin");
+  if (fs::exists(model_dir / "pytorch_model.bin.index.json"))
+    return open_sharded_pytorch(model_dir / "pytorch_model.bin.index.json");
   throw Error(cat(model_dir.string(),
-                  ": no weights found (expected model.safetensors or "
-                  "model.safetensors.index.json)"));
+                  ": no weights found (expected model.safetensors, "
+                  "model.safetensors.index.json, pytorch_model.bin or "
+                  "pytorch_model.bin.index.json)"));
 }
 
 }  // namespace ssm
