@@ -18,6 +18,12 @@ struct LanguageModel::Block {
   std::unique_ptr<SequenceLayer> mlp;  // null without d_intermediate
 };
 
+// Per-batch activations of step(), (B, D) each, plus the logits (B, V).
+struct LanguageModel::StepBuffers {
+  int64_t batch = 0;
+  Tensor h, normed, out, logits;
+};
+
 LanguageModel::LanguageModel(ModelConfig config) : config_(std::move(config)) {
   const int64_t D = config_.d_model;
   embedding_ = Param{config_.embedding_name(), {config_.padded_vocab(), D}, ParamRole::kWeight, {}};
@@ -55,6 +61,8 @@ void LanguageModel::for_each_param(const std::function<void(const std::string&, 
   fn(norm_f_.name, norm_f_);
   if (!config_.tie_embeddings) fn(lm_head_.name, lm_head_);
 }
+
+SequenceLayer* LanguageModel::mlp(int64_t layer) { return blocks_.at(layer)->mlp.get(); }
 
 int64_t LanguageModel::parameter_count() {
   int64_t n = 0;
@@ -180,6 +188,72 @@ std::vector<TrainableSlice> LanguageModel::trainable_parameters() {
   for (auto& b : blocks_)
     for (const TrainableSlice& s : b->mixer->trainable_parameters()) out.push_back(s);
   return out;
+}
+
+// ---- Decoding -------------------------------------------------------------
+
+Tensor& LanguageModel::step(const int64_t* tokens, ModelState& state, Context& ctx) {
+  const int64_t B = state.batch, D = config_.d_model, V = config_.vocab_size;
+  if (!step_buffers_) step_buffers_ = std::make_unique<StepBuffers>();
+  StepBuffers& sb = *step_buffers_;
+  if (sb.batch != B) {
+    sb.batch = B;
+    sb.h = Tensor::empty(DType::kF32, {B, D});
+    sb.normed = Tensor::empty(DType::kF32, {B, D});
+    sb.out = Tensor::empty(DType::kF32, {B, D});
+    sb.logits = Tensor::empty(DType::kF32, {B, V});
+  }
+  ThreadPool& pool = ctx.pool();
+  float* hp = sb.h.data<float>();
+  const float* emb = embedding_.value.data<float>();
+  for (int64_t b = 0; b < B; ++b) {
+    if (tokens[b] < 0 || tokens[b] >= V)
+      throw Error(cat("token id ", tokens[b], " of sequence ", b,
+                      " is outside the vocabulary [0, ", V, ")"));
+    std::memcpy(hp + b * D, emb + tokens[b] * D, D * sizeof(float));
+  }
+  const float eps = config_.norm_eps;
+  const float* outp = sb.out.data<float>();
+  for (int64_t i = 0; i < config_.n_layer; ++i) {
+    Block& blk = *blocks_[i];
+    ops::rms_norm(hp, blk.norm.value.data<float>(), B, D, eps, sb.normed.data<float>(), pool);
+    LayerState* ls = state.layers[i].get();
+    SSM_CHECK(ls, "layer ", i, " has no decode state");
+    blk.mixer->step(sb.normed, sb.out, *ls, ctx);
+    for (int64_t k = 0; k < B * D; ++k) hp[k] += outp[k];
+    if (blk.mlp) {
+      ops::rms_norm(hp, blk.norm2.value.data<float>(), B, D, eps, sb.normed.data<float>(), pool);
+      blk.mlp->forward(sb.normed, sb.out, nullptr, ctx);  // stateless: one row per sequence
+      for (int64_t k = 0; k < B * D; ++k) hp[k] += outp[k];
+    }
+  }
+  state.position += 1;
+  ops::rms_norm(hp, norm_f_.value.data<float>(), B, D, eps, sb.normed.data<float>(), pool);
+  const Param& head = config_.tie_embeddings ? embedding_ : lm_head_;
+  ops::linear(sb.normed.data<float>(), B, D, head.value.data<float>(), V, nullptr,
+              sb.logits.data<float>(), pool);
+  return sb.logits;
+}
+
+void copy_state_row(ModelState& dst, int64_t dst_row, ModelState& src, int64_t src_row) {
+  SSM_CHECK(dst.layers.size() == src.layers.size(), "states of different models");
+  SSM_CHECK(dst_row >= 0 && dst_row < dst.batch && src_row >= 0 && src_row < src.batch,
+            "row out of range");
+  for (size_t i = 0; i < dst.layers.size(); ++i) {
+    if (!dst.layers[i]) continue;
+    auto d = dst.layers[i]->tensors();
+    auto s = src.layers[i]->tensors();
+    SSM_CHECK(d.size() == s.size(), "layer ", i, " states differ");
+    for (size_t j = 0; j < d.size(); ++j) {
+      Tensor& dt = *d[j].second;
+      const Tensor& st = *s[j].second;
+      const size_t row_bytes = dt.nbytes() / static_cast<size_t>(dst.batch);
+      SSM_CHECK(st.nbytes() / static_cast<size_t>(src.batch) == row_bytes, "layer ", i, " state '",
+                d[j].first, "' rows differ: ", shape_str(dt.shape()), " vs ", shape_str(st.shape()));
+      std::memcpy(static_cast<char*>(dt.raw()) + dst_row * row_bytes,
+                  static_cast<const char*>(st.raw()) + src_row * row_bytes, row_bytes);
+    }
+  }
 }
 
 }  // namespace ssm

@@ -46,6 +46,8 @@ class LanguageModel {
   const ModelConfig& config() const { return config_; }
   int64_t n_layer() const { return config_.n_layer; }
   SequenceLayer& mixer(int64_t layer) { return *mixers_.at(layer); }
+  // The MLP sub-block of layer i, null without d_intermediate (training).
+  SequenceLayer* mlp(int64_t layer);
 
   // Visits every parameter with its full checkpoint name: the one table used
   // by loading, saving, initialisation and optimisers.
@@ -60,10 +62,19 @@ class LanguageModel {
   Tensor forward(const Tensor& ids, ModelState* state, Context& ctx, bool last_only = false,
                  ForwardTrace* trace = nullptr);
 
+  // Decoding: one token per sequence (tokens: B ids, any vocabulary id) is
+  // consumed and the state advanced; returns the next-token logits
+  // (B, vocab_size), a buffer the model holds and overwrites on the next call
+  // (callers may change it in place, as samplers do). Nothing is allocated
+  // once the buffers have grown to the batch.
+  Tensor& step(const int64_t* tokens, ModelState& state, Context& ctx);
+
   void set_wsla(bool on);
   std::vector<TrainableSlice> trainable_parameters();
 
  private:
+  struct StepBuffers;
+  std::unique_ptr<StepBuffers> step_buffers_;
   struct Block;
   ModelConfig config_;
   Param embedding_;
@@ -72,6 +83,10 @@ class LanguageModel {
   std::vector<std::unique_ptr<Block>> blocks_;
   std::vector<SequenceLayer*> mixers_;
 };
+
+// Copies sequence src_row of src into sequence dst_row of dst (both made by
+// the same model; every state tensor is indexed by sequence first).
+void copy_state_row(ModelState& dst, int64_t dst_row, ModelState& src, int64_t src_row);
 
 // The mixer for layer i of config (Mamba-2, Mamba-3 or attention).
 std::unique_ptr<SequenceLayer> make_mixer(const ModelConfig& config, int64_t layer);

@@ -1,0 +1,56 @@
+// Loss and gradients of a whole language model (SPEC §1, §6). The training
+// forward keeps only the residual stream entering each block (and between
+// mixer and MLP); each layer's backward recomputes its internals from there.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ssm/core/context.h"
+#include "ssm/model/language_model.h"
+
+namespace ssm {
+
+// One F32 gradient per parameter, in for_each_param order. Parameters that
+// do not train (WSLA) get an empty tensor and no gradient is computed.
+class Gradients {
+ public:
+  // all: a gradient for every parameter; otherwise only for the parameters
+  // that model.trainable_parameters() names (whole tensors).
+  explicit Gradients(LanguageModel& model, bool all = false);
+
+  void zero();
+  size_t size() const { return params_.size(); }
+  const std::string& name(size_t i) const { return names_[i]; }
+  Param& param(size_t i) { return *params_[i]; }
+  Tensor& grad(size_t i) { return grads_[i]; }
+  // The gradient of a parameter (empty when it does not train).
+  Tensor& of(const Param& p);
+  bool wanted(const Param& p) { return of(p).numel() > 0; }
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<Param*> params_;
+  std::vector<Tensor> grads_;
+};
+
+// Next-token targets of ids (B, L): targets[b*L + t] = ids[b, t+1], -1 at t = L-1.
+std::vector<int64_t> next_token_targets(const Tensor& ids, int64_t vocab_size);
+
+struct LossSum {
+  double sum = 0;     // sum of -log p(target) over predicted positions
+  int64_t count = 0;  // predicted positions: B * (L - 1)
+  double mean() const { return count ? sum / static_cast<double>(count) : 0.0; }
+};
+
+// Loss of the batch; with grads, adds scale * d(mean loss)/d(param) to them
+// (scale = 1 / micro-batches under gradient accumulation).
+LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
+                            Context& ctx, std::vector<double>* position_loss = nullptr);
+
+// Forward only (no residuals kept), the same loss; position_loss (B*L) is
+// filled with each position's loss when given.
+LossSum model_loss(LanguageModel& model, const Tensor& ids, Context& ctx,
+                   std::vector<double>* position_loss = nullptr);
+
+}  // namespace ssm
