@@ -8,6 +8,7 @@
 #include "ssm/ops/gemm.h"
 #include "ssm/ops/rms_norm.h"
 #include "ssm/ops/ssd_scan.h"
+#include "ssm/ops/ssd_step.h"
 
 namespace ssm {
 namespace {
@@ -105,6 +106,61 @@ void Mamba2Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
       for (int64_t i = 0; i < d_inner; ++i) ys[r * d_inner + i] *= ops::silu(zxbcdt[r * width + i]);
   }
   ops::linear(ys, rows, d_inner, param("out_proj.weight").value.data<float>(), c.d_model,
+              optional(*this, "out_proj.bias", c.proj_bias), y.data<float>(), pool);
+}
+
+void Mamba2Layer::step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx) {
+  const auto& c = cfg_;
+  const int64_t B = x.dim(0);
+  const int64_t d_inner = c.d_inner(), conv_dim = c.conv_dim(), H = c.nheads();
+  const int64_t width = c.d_in_proj();
+  ThreadPool& pool = ctx.pool();
+  auto& st = static_cast<Mamba2State&>(state);
+  SSM_CHECK(st.ssm.dim(0) == B, "state holds ", st.ssm.dim(0), " sequences, input has ", B);
+
+  // [z | xBC | dt] = u @ in_proj^T
+  float* zxbcdt = scratch(zxbcdt_, B, width);
+  ops::linear(x.data<float>(), B, c.d_model, param("in_proj.weight").value.data<float>(), width,
+              optional(*this, "in_proj.bias", c.proj_bias), zxbcdt, pool);
+
+  // xBC = SiLU(conv(xBC) + bias), the conv window advanced by one input
+  float* xbc = scratch(xbc_, B, conv_dim);
+  ops::causal_conv1d_step({.batch = B, .channels = conv_dim, .kernel = c.d_conv,
+                           .in = zxbcdt + d_inner, .ld_in = width,
+                           .weight = param("conv1d.weight").value.data<float>(),
+                           .bias = optional(*this, "conv1d.bias", c.conv_bias),
+                           .state = st.conv.data<float>(), .out = xbc, .silu = true},
+                          pool);
+
+  // dt = clamp(softplus(dt + dt_bias)), A = -exp(A_log)
+  float* dt = scratch(dt_, B, H);
+  float* A = scratch(A_, 1, H);
+  const float* dt_bias = param("dt_bias").value.data<float>();
+  const float* A_log = param("A_log").value.data<float>();
+  const float lo = static_cast<float>(c.dt_limit_lo), hi = static_cast<float>(c.dt_limit_hi);
+  for (int64_t h = 0; h < H; ++h) A[h] = -std::exp(A_log[h]);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      dt[b * H + h] = std::clamp(ops::softplus(zxbcdt[b * width + d_inner + conv_dim + h] + dt_bias[h]), lo, hi);
+
+  // S = exp(dt A) S + dt x B^T,  y = S C + D x
+  float* ys = scratch(ys_, B, d_inner);
+  ops::ssd_step({.batch = B, .heads = H, .headdim = c.headdim, .d_state = c.d_state,
+                 .groups = c.ngroups, .x = xbc, .ld_x = conv_dim, .B = xbc + d_inner,
+                 .C = xbc + d_inner + c.ngroups * c.d_state, .ld_bc = conv_dim, .dt = dt,
+                 .ld_dt = H, .A = A, .D = param("D").value.data<float>(), .y = ys,
+                 .ld_y = d_inner, .state = st.ssm.data<float>()},
+                pool);
+
+  // y = GroupRMSNorm(y * SiLU(z)) * w   (or y * SiLU(z) without the norm)
+  if (c.rmsnorm) {
+    ops::gated_rms_norm(ys, zxbcdt, width, param("norm.weight").value.data<float>(), B, d_inner,
+                        d_inner / c.ngroups, c.norm_eps, c.norm_before_gate, ys, pool);
+  } else {
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < d_inner; ++i) ys[b * d_inner + i] *= ops::silu(zxbcdt[b * width + i]);
+  }
+  ops::linear(ys, B, d_inner, param("out_proj.weight").value.data<float>(), c.d_model,
               optional(*this, "out_proj.bias", c.proj_bias), y.data<float>(), pool);
 }
 

@@ -20,6 +20,9 @@ class Mamba2Layer : public SequenceLayer {
   std::string kind() const override { return "mamba2"; }
   std::unique_ptr<LayerState> make_state(int64_t batch) const override;
   void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx) override;
+  // The recurrence for one token on the layer's workspaces: no allocation
+  // once they have grown to the batch.
+  void step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx) override;
   std::vector<TrainableSlice> trainable_parameters() override;
   const Mamba2Config& config() const { return cfg_; }
 
@@ -31,6 +34,7 @@ class Mamba2Layer : public SequenceLayer {
   bool reference_scan_ = false;
   // Workspace, grown to the largest (B * L) seen and then reused.
   Tensor zxbcdt_, xbc_, dt_, ys_;
+  Tensor A_;  // (H) for step: -exp(A_log), recomputed per call (A_log may train)
 };
 
 }  // namespace ssm

@@ -46,4 +46,32 @@ void causal_conv1d(const Conv1dArgs& a, ThreadPool& pool) {
   });
 }
 
+void causal_conv1d_step(const Conv1dStepArgs& a, ThreadPool& pool) {
+  constexpr int64_t kBlock = 256;
+  const int64_t nblocks = (a.channels + kBlock - 1) / kBlock;
+  // One pointer in the capture keeps std::function from allocating per token.
+  const Conv1dStepArgs* args = &a;
+  pool.parallel_for(a.batch * nblocks, [args, nblocks](int64_t w0, int64_t w1) {
+    const Conv1dStepArgs& a = *args;
+    const int64_t C = a.channels, K = a.kernel;
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t b = w / nblocks;
+      const int64_t c0 = (w % nblocks) * kBlock, c1 = std::min(C, c0 + kBlock);
+      const float* in = a.in + b * a.ld_in;
+      float* st = a.state + b * (K - 1) * C;
+      float* o = a.out + b * C;
+      for (int64_t c = c0; c < c1; ++c) {
+        const float* wc = a.weight + c * K;
+        float acc = a.bias ? a.bias[c] : 0.f;
+        // Taps in the order causal_conv1d uses: oldest input first.
+        for (int64_t k = 0; k + 1 < K; ++k) acc += wc[k] * st[k * C + c];
+        acc += wc[K - 1] * in[c];
+        o[c] = a.silu ? silu(acc) : acc;
+        for (int64_t k = 0; k + 2 < K; ++k) st[k * C + c] = st[(k + 1) * C + c];
+        if (K > 1) st[(K - 2) * C + c] = in[c];
+      }
+    }
+  });
+}
+
 }  // namespace ssm::ops

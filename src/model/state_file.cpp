@@ -1,0 +1,211 @@
+#include "ssm/model/state_file.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "ssm/io/atomic_file.h"
+#include "ssm/io/json.h"
+
+namespace ssm {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'S', 'M', 'S', 'T', 'A', 'T', 'E'};
+constexpr size_t kPreamble = 24;  // magic, version, header length, file length
+constexpr size_t kTrailer = 4;    // crc32
+
+uint32_t crc_update(uint32_t crc, const void* data, size_t n) {
+  return static_cast<uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), n));
+}
+
+template <typename T>
+void put_le(std::string& out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+template <typename T>
+T get_le(const std::string& in, size_t at) {
+  T v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<T>(static_cast<unsigned char>(in[at + i])) << (8 * i);
+  return v;
+}
+
+// The layer-state tensors of a session in file order, with their names.
+std::vector<std::pair<std::string, Tensor*>> state_tensors(ModelState& state) {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (size_t i = 0; i < state.layers.size(); ++i)
+    if (state.layers[i])
+      for (auto& [name, t] : state.layers[i]->tensors()) out.emplace_back(cat("layers.", i, ".", name), t);
+  return out;
+}
+
+}  // namespace
+
+std::string model_fingerprint(LanguageModel& model, Context& ctx) {
+  uint32_t layout = crc_update(0, nullptr, 0);
+  const std::string config = model.config().source.dump();
+  layout = crc_update(layout, config.data(), config.size());
+  // Weights in pieces of at most 16 MiB so that large tensors spread over
+  // the pool; the pieces and their order depend only on the model.
+  struct Piece {
+    const char* data;
+    size_t size;
+    uint32_t crc;
+  };
+  constexpr size_t kPiece = size_t{16} << 20;
+  std::vector<Piece> pieces;
+  model.for_each_param([&](const std::string& name, Param& p) {
+    const std::string entry = cat(name, shape_str(p.shape), ";");
+    layout = crc_update(layout, entry.data(), entry.size());
+    const Tensor& v = p.value;
+    SSM_CHECK(v.defined() && v.dtype() == DType::kF32, "parameter ", name, " is not loaded");
+    const char* bytes = static_cast<const char*>(v.raw());
+    for (size_t at = 0; at < v.nbytes(); at += kPiece)
+      pieces.push_back({bytes + at, std::min(kPiece, v.nbytes() - at), 0});
+  });
+  ctx.pool().parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      pieces[i].crc = crc_update(crc_update(0, nullptr, 0), pieces[i].data, pieces[i].size);
+  });
+  uint32_t weights = crc_update(0, nullptr, 0);
+  for (const Piece& p : pieces) {
+    unsigned char le[4];
+    for (int i = 0; i < 4; ++i) le[i] = static_cast<unsigned char>(p.crc >> (8 * i));
+    weights = crc_update(weights, le, 4);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%08x%08x", layout, weights);
+  return hex;
+}
+
+void save_state(const std::filesystem::path& path, SessionState& session,
+                const std::string& fingerprint) {
+  const int64_t B = session.batch();
+  SSM_CHECK(static_cast<int64_t>(session.pending.size()) == B &&
+                static_cast<int64_t>(session.recent.size()) == B &&
+                static_cast<int64_t>(session.consumed.size()) == B,
+            "session fields disagree with its batch of ", B);
+  Json header;
+  header["fingerprint"] = fingerprint;
+  header["batch"] = B;
+  header["position"] = session.model.position;
+  Json seqs = Json::array();
+  for (int64_t b = 0; b < B; ++b)
+    seqs.push_back({{"pending", session.pending[b]},
+                    {"consumed", session.consumed[b]},
+                    {"recent", session.recent[b]}});
+  header["sequences"] = seqs;
+  const auto tensors = state_tensors(session.model);
+  Json list = Json::array();
+  size_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    list.push_back({{"name", name}, {"dtype", dtype_name(t->dtype())}, {"shape", t->shape()},
+                    {"offset", offset}});
+    offset += t->nbytes();
+  }
+  header["tensors"] = list;
+  const std::string json = header.dump();
+
+  std::string preamble(kMagic, sizeof kMagic);
+  put_le<uint32_t>(preamble, kStateFileVersion);
+  put_le<uint32_t>(preamble, static_cast<uint32_t>(json.size()));
+  put_le<uint64_t>(preamble, kPreamble + json.size() + offset + kTrailer);
+  write_file_atomically(path, [&](FileWriter& w) {
+    uint32_t crc = crc_update(0, nullptr, 0);
+    auto emit = [&](const void* data, size_t n) {
+      crc = crc_update(crc, data, n);
+      w.write(data, n);
+    };
+    emit(preamble.data(), preamble.size());
+    emit(json.data(), json.size());
+    for (const auto& [name, t] : tensors) emit(t->raw(), t->nbytes());
+    std::string trailer;
+    put_le<uint32_t>(trailer, crc);
+    w.write(trailer);
+  });
+}
+
+SessionState load_state(const std::filesystem::path& path, const LanguageModel& model,
+                        const std::string& fingerprint) {
+  const std::string file = path.string();
+  auto fail = [&](const auto&... what) -> Error { return Error(cat(file, ": ", what...)); };
+  const std::string bytes = read_file(path);
+  const size_t size = bytes.size();
+  if (size < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    throw fail(size < sizeof kMagic ? "truncated or not a session state file (" : "not a session state file (",
+               size, " bytes, no SSMSTATE magic)");
+  if (size < kPreamble + kTrailer)
+    throw fail("truncated: ", size, " bytes, shorter than the fixed preamble");
+  const uint32_t version = get_le<uint32_t>(bytes, 8);
+  if (version > kStateFileVersion)
+    throw fail("state file format version ", version, " is newer than this build reads (",
+               kStateFileVersion, "); update ssm");
+  if (version == 0) throw fail("corrupted: format version 0");
+  const uint64_t expected = get_le<uint64_t>(bytes, 16);
+  if (expected != size)
+    throw fail(size < expected ? "truncated: " : "corrupted: ", size, " bytes, the header says ",
+               expected);
+  const uint32_t stored_crc = get_le<uint32_t>(bytes, size - kTrailer);
+  if (crc_update(crc_update(0, nullptr, 0), bytes.data(), size - kTrailer) != stored_crc)
+    throw fail("corrupted: checksum mismatch");
+  const size_t header_len = get_le<uint32_t>(bytes, 12);
+  if (header_len > size - kPreamble - kTrailer) throw fail("corrupted: header runs past the end");
+
+  Json header;
+  try {
+    header = Json::parse(bytes.substr(kPreamble, header_len));
+    const std::string fp = header.at("fingerprint").get<std::string>();
+    if (fp != fingerprint)
+      throw fail("saved by a different model (fingerprint ", fp, "; this model's is ",
+                 fingerprint, ")");
+    const int64_t B = header.at("batch").get<int64_t>();
+    if (B <= 0) throw fail("corrupted: batch ", B);
+    SessionState s = make_session(model, B);
+    s.model.position = header.at("position").get<int64_t>();
+    const Json& seqs = header.at("sequences");
+    if (static_cast<int64_t>(seqs.size()) != B) throw fail("corrupted: ", seqs.size(), " sequences for batch ", B);
+    for (int64_t b = 0; b < B; ++b) {
+      s.pending[b] = seqs[b].at("pending").get<int64_t>();
+      s.consumed[b] = seqs[b].at("consumed").get<int64_t>();
+      s.recent[b] = seqs[b].at("recent").get<std::vector<int64_t>>();
+      if (s.pending[b] >= model.config().vocab_size)
+        throw fail("corrupted: pending token ", s.pending[b], " of sequence ", b);
+    }
+    const auto tensors = state_tensors(s.model);
+    const Json& list = header.at("tensors");
+    if (list.size() != tensors.size())
+      throw fail("holds ", list.size(), " state tensors, the model has ", tensors.size());
+    const size_t data_start = kPreamble + header_len, data_size = size - kTrailer - data_start;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const auto& [name, t] = tensors[i];
+      const Json& e = list[i];
+      const auto shape = e.at("shape").get<Shape>();
+      if (e.at("name").get<std::string>() != name || e.at("dtype").get<std::string>() != dtype_name(t->dtype()) ||
+          shape != t->shape())
+        throw fail("state tensor ", i, " is '", e.at("name").get<std::string>(), "' ",
+                   e.at("dtype").get<std::string>(), " ", shape_str(shape), ", the model expects '",
+                   name, "' ", dtype_name(t->dtype()), " ", shape_str(t->shape()));
+      const size_t offset = e.at("offset").get<size_t>();
+      if (offset > data_size || t->nbytes() > data_size - offset)
+        throw fail("corrupted: tensor '", name, "' lies outside the file");
+      std::memcpy(t->raw(), bytes.data() + data_start + offset, t->nbytes());
+    }
+    return s;
+  } catch (const Json::exception& e) {
+    throw fail("malformed header: ", e.what());
+  }
+}
+
+void save_state(const std::filesystem::path& path, LanguageModel& model, SessionState& session,
+                Context& ctx) {
+  save_state(path, session, model_fingerprint(model, ctx));
+}
+
+SessionState load_state(const std::filesystem::path& path, LanguageModel& model, Context& ctx) {
+  return load_state(path, model, model_fingerprint(model, ctx));
+}
+
+}  // namespace ssm
