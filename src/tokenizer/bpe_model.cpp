@@ -38,64 +38,45 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
       return;
     }
   }
-  const bool cacheable = word.size() <= kMaxCachedWord;
-  if (cacheable) {
-    std::lock_guard lock(cache_mutex_);
-    if (auto it = cache_.find(word); it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
-  }
+  if (cache_.find(word, out)) return;
   const size_t first = out.size();
   merge(word, out);
-  if (cacheable) {
-    std::lock_guard lock(cache_mutex_);
-    if (cache_.size() >= kCacheCapacity) cache_.clear();
-    cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
-  }
+  cache_.insert(word, out.data() + first, out.size() - first);
 }
 
-void BpeModel::merge(std::string_view word, std::vector<int32_t>& out) const {
-  struct Symbol {
-    int32_t id;
-    int32_t prev;
-    int32_t next;  // -1 at either end
-  };
-  std::vector<Symbol> symbols;
-  symbols.reserve(word.size());
-  for (const char c : word) {
-    int32_t id = config_.byte_ids[static_cast<uint8_t>(c)];
-    if (id < 0) id = config_.unk_id;
-    if (id < 0) continue;
-    const auto n = static_cast<int32_t>(symbols.size());
-    symbols.push_back({id, n - 1, -1});
-    if (n > 0) symbols[n - 1].next = n;
-  }
+namespace {
 
+struct Symbol {
+  int32_t id;
+  int32_t prev;
+  int32_t next;  // -1 at either end
+};
+
+// Merges symbols[0..n) in place; heap needs room for 3n entries (n - 1 initial
+// candidates plus at most two per merge).
+void merge_symbols(const PairRanks& ranks, Symbol* symbols, int32_t n, uint64_t* heap) {
   // Candidates pack (rank, position) so that the smallest is the best merge,
   // leftmost among equal ranks. Entries go stale as neighbours merge; a stale
   // one is recognised on pop because its pair no longer has that rank (a rank
   // names exactly one pair).
-  std::vector<uint64_t> heap;
+  size_t size = 0;
   auto push = [&](int32_t pos) {
     const int32_t next = symbols[pos].next;
     if (next < 0) return;
-    const PairRanks::Entry* e = ranks_.find(symbols[pos].id, symbols[next].id);
+    const PairRanks::Entry* e = ranks.find(symbols[pos].id, symbols[next].id);
     if (e == nullptr) return;
-    heap.push_back((uint64_t{static_cast<uint32_t>(e->rank)} << 32) | static_cast<uint32_t>(pos));
-    std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+    heap[size++] = (uint64_t{static_cast<uint32_t>(e->rank)} << 32) | static_cast<uint32_t>(pos);
+    std::push_heap(heap, heap + size, std::greater<>{});
   };
-  for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) push(i);
-
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
-    const uint64_t top = heap.back();
-    heap.pop_back();
+  for (int32_t i = 0; i + 1 < n; ++i) push(i);
+  while (size > 0) {
+    std::pop_heap(heap, heap + size, std::greater<>{});
+    const uint64_t top = heap[--size];
     const auto rank = static_cast<int32_t>(top >> 32);
     const auto pos = static_cast<int32_t>(top & 0xFFFFFFFFu);
     Symbol& left = symbols[pos];
     if (left.id < 0 || left.next < 0) continue;
-    const PairRanks::Entry* e = ranks_.find(left.id, symbols[left.next].id);
+    const PairRanks::Entry* e = ranks.find(left.id, symbols[left.next].id);
     if (e == nullptr || e->rank != rank) continue;
     Symbol& right = symbols[left.next];
     left.id = e->merged;
@@ -105,7 +86,36 @@ void BpeModel::merge(std::string_view word, std::vector<int32_t>& out) const {
     if (left.prev >= 0) push(left.prev);
     push(pos);
   }
-  for (int32_t i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+}
+
+}  // namespace
+
+void BpeModel::merge(std::string_view word, std::vector<int32_t>& out) const {
+  // Most words fit on the stack; only long ones pay for allocations.
+  constexpr size_t kStackBytes = 64;
+  std::array<Symbol, kStackBytes> stack_symbols;
+  std::array<uint64_t, 3 * kStackBytes> stack_heap;
+  std::vector<Symbol> heap_symbols;
+  std::vector<uint64_t> heap_heap;
+  Symbol* symbols = stack_symbols.data();
+  uint64_t* heap = stack_heap.data();
+  if (word.size() > kStackBytes) {
+    heap_symbols.resize(word.size());
+    heap_heap.resize(3 * word.size());
+    symbols = heap_symbols.data();
+    heap = heap_heap.data();
+  }
+  int32_t n = 0;
+  for (const char c : word) {
+    int32_t id = config_.byte_ids[static_cast<uint8_t>(c)];
+    if (id < 0) id = config_.unk_id;
+    if (id < 0) continue;  // as HF without an unk token: the byte is dropped
+    symbols[n] = {id, n - 1, -1};
+    if (n > 0) symbols[n - 1].next = n;
+    ++n;
+  }
+  merge_symbols(ranks_, symbols, n, heap);
+  for (int32_t i = n == 0 ? -1 : 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
 }
 
 }  // namespace ssm::tok

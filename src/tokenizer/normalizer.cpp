@@ -1,6 +1,6 @@
 #include "ssm/tokenizer/normalizer.h"
 
-#include <cstdlib>
+#include <vector>
 #include <utf8proc.h>
 
 #include "ssm/core/error.h"
@@ -30,24 +30,74 @@ bool surely_nfc(std::string_view text) {
   return true;
 }
 
-void append_normalized(std::string_view valid, utf8proc_option_t options, std::string& out) {
-  utf8proc_uint8_t* result = nullptr;
-  const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(valid.data()),
-                   static_cast<utf8proc_ssize_t>(valid.size()), &result, options);
-  // The run was validated with the same rules, so only memory can fail here.
-  SSM_CHECK(n >= 0, "utf8proc_map: ", utf8proc_errmsg(n));
-  out.append(reinterpret_cast<const char*>(result), static_cast<size_t>(n));
-  std::free(result);
+bool is_continuation(unsigned char b) { return (b & 0xC0) == 0x80; }
+
+// Runs utf8proc's decompose + recompose (what utf8proc_map does) in a buffer
+// reused across calls instead of two mallocs per call.
+class Utf8procRunner {
+ public:
+  explicit Utf8procRunner(utf8proc_option_t options) : options_(options) {}
+
+  void append(std::string_view valid, std::string& out) {
+    const auto* src = reinterpret_cast<const utf8proc_uint8_t*>(valid.data());
+    const auto length = static_cast<utf8proc_ssize_t>(valid.size());
+    if (buffer_.size() < valid.size() * 2 + 16) buffer_.resize(valid.size() * 2 + 16);
+    utf8proc_ssize_t n;
+    while (true) {
+      // One slot is left free: reencode may write a terminating NUL.
+      n = utf8proc_decompose(src, length, buffer_.data(),
+                             static_cast<utf8proc_ssize_t>(buffer_.size()) - 1, options_);
+      // The run was validated with the same rules, so only memory can fail.
+      SSM_CHECK(n >= 0, "utf8proc_decompose: ", utf8proc_errmsg(n));
+      if (static_cast<size_t>(n) < buffer_.size()) break;
+      buffer_.resize(static_cast<size_t>(n) + 1);
+    }
+    n = utf8proc_reencode(buffer_.data(), n, options_);
+    SSM_CHECK(n >= 0, "utf8proc_reencode: ", utf8proc_errmsg(n));
+    out.append(reinterpret_cast<const char*>(buffer_.data()), static_cast<size_t>(n));
+  }
+
+ private:
+  utf8proc_option_t options_;
+  std::vector<utf8proc_int32_t> buffer_;
+};
+
+// NFC only where it can change something. A character below U+0300 is a
+// starter that NFC leaves alone and that never composes with what precedes
+// it, so NFC(text) is the concatenation of NFC over pieces cut before such
+// characters. Only the pieces holding a character >= U+0300 (with the starter
+// before it, which may absorb it) go through utf8proc; English text skips it
+// almost entirely.
+void append_nfc(std::string_view valid, Utf8procRunner& runner, std::string& out) {
+  const auto* p = reinterpret_cast<const unsigned char*>(valid.data());
+  const size_t n = valid.size();
+  size_t done = 0;
+  while (done < n) {
+    size_t high = done;
+    while (high < n && p[high] < 0xCC) ++high;
+    if (high == n) break;
+    size_t start = high;
+    if (start > done) {
+      --start;
+      while (start > done && is_continuation(p[start])) --start;
+    }
+    size_t end = high;
+    while (end < n && (p[end] >= 0xCC || is_continuation(p[end]))) ++end;
+    out.append(valid.substr(done, start - done));
+    runner.append(valid.substr(start, end - start), out);
+    done = end;
+  }
+  out.append(valid.substr(done));
 }
 
 void normalize_into(std::string_view text, NormalForm form, std::string& out) {
   out.clear();
   out.reserve(text.size() + text.size() / 8);
-  const utf8proc_option_t options = options_of(form);
+  Utf8procRunner runner(options_of(form));
   while (!text.empty()) {
     const size_t valid = valid_utf8_prefix(text);
-    if (valid > 0) append_normalized(text.substr(0, valid), options, out);
+    if (form == NormalForm::kNfc) append_nfc(text.substr(0, valid), runner, out);
+    else if (valid > 0) runner.append(text.substr(0, valid), out);
     text.remove_prefix(valid);
     if (!text.empty()) {
       out += text.front();  // one invalid byte, kept as it is

@@ -6,11 +6,12 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "ssm/tokenizer/word_cache.h"
 
 namespace ssm::tok {
 
@@ -73,19 +74,9 @@ class BpeModel {
  private:
   void merge(std::string_view word, std::vector<int32_t>& out) const;
 
-  // Past this many distinct words the cache starts over, bounding memory.
-  static constexpr size_t kCacheCapacity = 1 << 16;
-  static constexpr size_t kMaxCachedWord = 64;
-
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-
   Config config_;
   PairRanks ranks_;
-  mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
+  mutable WordCache cache_;
 };
 
 }  // namespace ssm::tok
