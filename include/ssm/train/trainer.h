@@ -1,0 +1,89 @@
+// The training loop: batches from a BatchSampler, gradient accumulation,
+// global-norm clipping, AdamW on the trainable slices (WSLA-aware) under a
+// warmup + cosine schedule, and checkpoints that resume bit-exactly.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ssm/core/context.h"
+#include "ssm/io/json.h"
+#include "ssm/model/language_model.h"
+#include "ssm/train/data.h"
+#include "ssm/train/optimizer.h"
+
+namespace ssm {
+
+struct TrainOptions {
+  int64_t steps = 1000;
+  int64_t batch = 8;
+  int64_t seq_len = 256;
+  int64_t accumulation = 1;  // micro-batches per optimizer step
+  double lr = 1e-3;
+  int64_t warmup = 100;
+  double min_lr_ratio = 0.1;
+  double weight_decay = 0.1;
+  double clip = 1.0;  // <= 0: no clipping
+  uint64_t seed = 0;
+  bool wsla = false;
+
+  // The options that shape the loss curve, for checkpoints.
+  Json to_json() const;
+  static TrainOptions from_json(const Json& j, const std::string& source);
+};
+
+struct StepReport {
+  int64_t step = 0;  // 1-based: the number of optimizer steps done
+  double loss = 0;   // mean training loss of the step's micro-batches
+  double lr = 0;
+  double grad_norm = 0;  // before clipping
+  int64_t tokens = 0;    // tokens consumed by this step
+};
+
+class Trainer {
+ public:
+  // train_tokens must outlive the trainer. set_wsla is applied to model.
+  Trainer(LanguageModel& model, const std::vector<int32_t>& train_tokens, TrainOptions options,
+          Context& ctx);
+  ~Trainer();
+
+  // One optimizer step.
+  StepReport step();
+  int64_t steps_done() const { return optimizer_.steps(); }
+  bool finished() const { return steps_done() >= options_.steps; }
+  const TrainOptions& options() const { return options_; }
+
+  // Called with the summed gradients before clipping: where a data-parallel
+  // all-reduce slots in. Unset: single process.
+  void set_gradient_hook(std::function<void(Gradients&)> hook) { hook_ = std::move(hook); }
+
+  // Writes dir/model.safetensors (weights) and dir/checkpoint.safetensors
+  // (weights, AdamW moments, step, data position, options), each atomically.
+  void save_checkpoint(const std::filesystem::path& dir);
+  // Restores from a checkpoint.safetensors written by save_checkpoint;
+  // ssm::Error for a truncated, malformed or mismatched file.
+  void load_checkpoint(const std::filesystem::path& file);
+
+ private:
+  LanguageModel& model_;
+  const std::vector<int32_t>& tokens_;
+  TrainOptions options_;
+  Context& ctx_;
+  BatchSampler sampler_;
+  Gradients grads_;
+  AdamW optimizer_;
+  LrSchedule schedule_;
+  std::function<void(Gradients&)> hook_;
+};
+
+// Reads the options stored in a checkpoint (for a resume that must reuse them).
+TrainOptions read_checkpoint_options(const std::filesystem::path& file);
+
+// Writes every parameter of model as F32 safetensors (atomically).
+void save_model_weights(LanguageModel& model, const std::filesystem::path& file);
+
+}  // namespace ssm

@@ -1,0 +1,174 @@
+// ssm train MODEL --data FILE [--wsla] [--resume]: trains on a text file
+// through the model's tokenizer (raw bytes without tokenizer.json), with a
+// held-out split, a progress bar on a terminal (log lines otherwise),
+// atomic checkpoints every N steps and on Ctrl-C, and exact resumption.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "ssm/io/atomic_file.h"
+#include "ssm/tokenizer/tokenizer.h"
+#include "ssm/train/evaluate.h"
+#include "ssm/train/trainer.h"
+
+namespace ssm::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Set by SIGINT; the loop saves a checkpoint and stops. A second Ctrl-C
+// kills the program (the handler restores the default action).
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);
+}
+
+struct TrainArgs {
+  std::string model, data, out;
+  TrainOptions opt;
+  bool resume = false;
+  int64_t checkpoint_every = 0, eval_every = 0, eval_tokens = 1 << 16, log_every = 10;
+  double holdout = 0.05;
+  int threads = 1;
+  CLI::App* cmd = nullptr;
+};
+
+std::string duration(double s) {
+  const long t = static_cast<long>(s);
+  return t >= 3600 ? cat(t / 3600, "h", (t / 60) % 60, "m") : cat(t / 60, "m", t % 60, "s");
+}
+
+// On resume the checkpoint's options rule; one given on the command line that
+// differs is an error rather than a silently different run.
+TrainOptions resumed_options(const TrainArgs& a, const fs::path& checkpoint) {
+  const TrainOptions stored = read_checkpoint_options(checkpoint);
+  const Json s = stored.to_json(), given = a.opt.to_json();
+  const std::pair<const char*, const char*> flags[] = {
+      {"steps", "--steps"}, {"batch", "--batch"}, {"seq_len", "--seq-len"},
+      {"accumulation", "--accumulation"}, {"lr", "--lr"}, {"warmup", "--warmup"},
+      {"weight_decay", "--weight-decay"}, {"clip", "--clip"}, {"seed", "--seed"}, {"wsla", "--wsla"}};
+  for (const auto& [key, flag] : flags)
+    if (a.cmd->count(flag) && s[key] != given[key])
+      throw Error(cat(checkpoint.string(), ": was made with ", flag, " ", s[key].dump(),
+                      "; resume with the checkpoint's options"));
+  return stored;
+}
+
+int run_train(TrainArgs& a) {
+  const fs::path src(a.model), out(a.out.empty() ? a.model : a.out);
+  const fs::path checkpoint = out / "checkpoint.safetensors";
+  if (a.resume && !fs::exists(checkpoint))
+    throw Error(cat(checkpoint.string(), ": no checkpoint to resume from"));
+  if (out != src) {
+    fs::create_directories(out);
+    for (const char* f : {"config.json", "tokenizer.json"})
+      if (fs::exists(src / f) && !(a.resume && fs::exists(out / f)))
+        fs::copy_file(src / f, out / f, fs::copy_options::overwrite_existing);
+  }
+  const TrainOptions opt = a.resume ? resumed_options(a, checkpoint) : a.opt;
+  LanguageModel model = LanguageModel::load(a.resume ? out : src);
+  const auto tok = load_tokenizer_for_model(src);
+  if (tok->vocab_size() > model.config().vocab_size)
+    throw Error(cat(src.string(), ": the tokenizer has ", tok->vocab_size(),
+                    " ids but the model's vocabulary is ", model.config().vocab_size));
+  const TokenSplit data = split_tokens(tok->encode(read_file(a.data)), a.holdout, opt.seq_len, a.data);
+  const auto held_out = fixed_windows(data.held_out, opt.batch, opt.seq_len, a.eval_tokens);
+  auto bytes_of = [&](int64_t id) { return static_cast<int64_t>(tok->token_bytes(id).size()); };
+
+  Context ctx(a.threads);
+  Trainer trainer(model, data.train, opt, ctx);
+  if (a.resume) trainer.load_checkpoint(checkpoint);
+  std::printf("training %s: %lld train / %lld held-out tokens, %lld steps of %lld x %lld x %lld%s%s\n",
+              out.c_str(), static_cast<long long>(data.train.size()),
+              static_cast<long long>(data.held_out.size()), static_cast<long long>(opt.steps),
+              static_cast<long long>(opt.batch), static_cast<long long>(opt.seq_len),
+              static_cast<long long>(opt.accumulation), opt.wsla ? ", WSLA" : "",
+              a.resume ? cat(", resuming at step ", trainer.steps_done()).c_str() : "");
+  std::fflush(stdout);
+
+  const bool tty = ::isatty(STDOUT_FILENO);
+  g_interrupted.store(false);
+  std::signal(SIGINT, on_sigint);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t first = trainer.steps_done();
+  int64_t tokens = 0;
+  auto evaluate = [&] {
+    const EvalResult r = evaluate_batches(model, held_out, bytes_of, ctx);
+    std::printf("%sstep %lld held-out loss %.6f perplexity %.3f bits/byte %.4f\n", tty ? "\n" : "",
+                static_cast<long long>(trainer.steps_done()), r.loss(), r.perplexity(), r.bits_per_byte());
+  };
+  while (!trainer.finished() && !g_interrupted.load()) {
+    const StepReport r = trainer.step();
+    tokens += r.tokens;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double tps = static_cast<double>(tokens) / std::max(secs, 1e-9);
+    const double eta = secs / static_cast<double>(r.step - first) * static_cast<double>(opt.steps - r.step);
+    if (tty) {
+      const int width = 24, done = static_cast<int>(width * r.step / std::max<int64_t>(1, opt.steps));
+      std::printf("\r[%s%s] step %lld/%lld loss %.4f | %.0f tok/s | ETA %s   ",
+                  std::string(done, '#').c_str(), std::string(width - done, '.').c_str(),
+                  static_cast<long long>(r.step), static_cast<long long>(opt.steps), r.loss, tps,
+                  duration(eta).c_str());
+    } else if (r.step % a.log_every == 0 || r.step == opt.steps || r.step == first + 1) {
+      std::printf("step %lld/%lld loss %.9g lr %.3g grad_norm %.4g tok/s %.0f eta %s\n",
+                  static_cast<long long>(r.step), static_cast<long long>(opt.steps), r.loss, r.lr,
+                  r.grad_norm, tps, duration(eta).c_str());
+    }
+    std::fflush(stdout);
+    if (a.checkpoint_every > 0 && r.step % a.checkpoint_every == 0) trainer.save_checkpoint(out);
+    if (a.eval_every > 0 && r.step % a.eval_every == 0 && !held_out.empty()) evaluate();
+  }
+  std::signal(SIGINT, SIG_DFL);
+  trainer.save_checkpoint(out);
+  if (g_interrupted.load()) {
+    std::printf("%sinterrupted: checkpoint at step %lld saved in %s (continue with --resume)\n",
+                tty ? "\n" : "", static_cast<long long>(trainer.steps_done()), out.c_str());
+    return 130;
+  }
+  if (!held_out.empty()) evaluate();
+  std::printf("done: %lld steps, weights in %s\n", static_cast<long long>(trainer.steps_done()),
+              (out / "model.safetensors").c_str());
+  return 0;
+}
+
+void setup_train(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("train", "train or fine-tune a model on a text file");
+  static TrainArgs a;
+  a.cmd = cmd;
+  TrainOptions& o = a.opt;
+  cmd->add_option("MODEL", a.model, "model directory (config.json, weights, tokenizer.json)")->required();
+  cmd->add_option("--data", a.data, "text file to train on")->required();
+  cmd->add_option("--out", a.out, "directory for weights and checkpoints (default: MODEL)");
+  cmd->add_flag("--wsla", o.wsla, "fast-adapt: train only the B and C rows of each SSM in_proj");
+  cmd->add_flag("--resume", a.resume, "continue from the checkpoint in the output directory");
+  cmd->add_option("--steps", o.steps, "optimizer steps")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--batch", o.batch, "sequences per micro-batch")->check(CLI::Range(1, 4096));
+  cmd->add_option("--seq-len", o.seq_len, "tokens per sequence")->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--accumulation", o.accumulation, "micro-batches per step")->check(CLI::Range(1, 4096));
+  cmd->add_option("--lr", o.lr, "peak learning rate")->check(CLI::Range(0.0, 10.0));
+  cmd->add_option("--warmup", o.warmup, "warmup steps")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")->check(CLI::Range(0.0, 10.0));
+  cmd->add_option("--clip", o.clip, "global gradient-norm clip (0: none)")->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--seed", o.seed, "data-sampling seed");
+  cmd->add_option("--checkpoint-every", a.checkpoint_every, "checkpoint every N steps (0: only at the end)");
+  cmd->add_option("--eval-every", a.eval_every, "held-out evaluation every N steps (0: only at the end)");
+  cmd->add_option("--eval-tokens", a.eval_tokens, "held-out tokens per evaluation");
+  cmd->add_option("--log-every", a.log_every, "log line every N steps (when not on a terminal)")->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--holdout", a.holdout, "fraction of the file held out")->check(CLI::Range(0.0, 0.9));
+  add_threads_option(*cmd, a.threads);
+  cmd->callback([&action] { action = [] { return run_train(a); }; });
+}
+
+}  // namespace
+
+SSM_COMMAND(train, setup_train);
+
+}  // namespace ssm::cli

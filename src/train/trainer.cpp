@@ -1,0 +1,78 @@
+#include "ssm/train/trainer.h"
+
+namespace ssm {
+namespace {
+
+LanguageModel& with_wsla(LanguageModel& model, bool wsla) {
+  model.set_wsla(wsla);
+  return model;
+}
+
+}  // namespace
+
+Json TrainOptions::to_json() const {
+  return Json{{"steps", steps},         {"batch", batch},
+              {"seq_len", seq_len},     {"accumulation", accumulation},
+              {"lr", lr},               {"warmup", warmup},
+              {"min_lr_ratio", min_lr_ratio}, {"weight_decay", weight_decay},
+              {"clip", clip},           {"seed", seed},
+              {"wsla", wsla}};
+}
+
+TrainOptions TrainOptions::from_json(const Json& j, const std::string& source) {
+  TrainOptions o;
+  try {
+    o.steps = j.at("steps").get<int64_t>();
+    o.batch = j.at("batch").get<int64_t>();
+    o.seq_len = j.at("seq_len").get<int64_t>();
+    o.accumulation = j.at("accumulation").get<int64_t>();
+    o.lr = j.at("lr").get<double>();
+    o.warmup = j.at("warmup").get<int64_t>();
+    o.min_lr_ratio = j.at("min_lr_ratio").get<double>();
+    o.weight_decay = j.at("weight_decay").get<double>();
+    o.clip = j.at("clip").get<double>();
+    o.seed = j.at("seed").get<uint64_t>();
+    o.wsla = j.at("wsla").get<bool>();
+  } catch (const Json::exception& e) {
+    throw Error(cat(source, ": malformed training options: ", e.what()));
+  }
+  return o;
+}
+
+Trainer::Trainer(LanguageModel& model, const std::vector<int32_t>& train_tokens,
+                 TrainOptions options, Context& ctx)
+    : model_(with_wsla(model, options.wsla)),
+      tokens_(train_tokens),
+      options_(options),
+      ctx_(ctx),
+      sampler_(train_tokens, options.batch, options.seq_len, options.seed),
+      grads_(model),
+      optimizer_(model.trainable_parameters(),
+                 AdamWOptions{.weight_decay = options.weight_decay}),
+      schedule_{.peak = options.lr, .warmup = options.warmup, .total = options.steps,
+                .min_ratio = options.min_lr_ratio} {
+  if (options.batch < 1 || options.seq_len < 2 || options.accumulation < 1 || options.steps < 0)
+    throw Error(cat("training needs batch >= 1, seq_len >= 2, accumulation >= 1 (got ",
+                    options.batch, ", ", options.seq_len, ", ", options.accumulation, ")"));
+}
+
+Trainer::~Trainer() = default;
+
+StepReport Trainer::step() {
+  StepReport r;
+  grads_.zero();
+  const double scale = 1.0 / static_cast<double>(options_.accumulation);
+  for (int64_t k = 0; k < options_.accumulation; ++k) {
+    const Tensor ids = sampler_.next();
+    r.loss += model_loss_and_grad(model_, ids, &grads_, scale, ctx_).mean() * scale;
+    r.tokens += ids.numel();
+  }
+  if (hook_) hook_(grads_);
+  r.grad_norm = clip_grad_norm(optimizer_.slices(), grads_, options_.clip);
+  r.lr = schedule_.at(optimizer_.steps());
+  optimizer_.step(grads_, r.lr);
+  r.step = optimizer_.steps();
+  return r;
+}
+
+}  // namespace ssm
