@@ -1,4 +1,6 @@
+#include "ssm/layers/attention_layer.h"
 #include "ssm/layers/mamba2_layer.h"
+#include "ssm/layers/mamba3_layer.h"
 #include "ssm/model/language_model.h"
 
 namespace ssm {
@@ -6,10 +8,8 @@ namespace ssm {
 std::unique_ptr<SequenceLayer> make_mixer(const ModelConfig& config, int64_t layer) {
   switch (config.mixer_kind(layer)) {
     case MixerKind::kMamba2: return std::make_unique<Mamba2Layer>(config.mamba2);
-    case MixerKind::kMamba3:
-      throw Error(cat("layer ", layer, ": Mamba-3 mixers are not supported yet"));
-    case MixerKind::kAttention:
-      throw Error(cat("layer ", layer, ": attention mixers are not supported yet"));
+    case MixerKind::kMamba3: return std::make_unique<Mamba3Layer>(config.mamba3);
+    case MixerKind::kAttention: return std::make_unique<AttentionLayer>(config.attention);
   }
   throw Error(cat("layer ", layer, ": unknown mixer kind"));
 }

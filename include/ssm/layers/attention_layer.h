@@ -1,0 +1,55 @@
+// The attention mixer of hybrid models (SPEC §5): grouped-query heads,
+// causal softmax, optional rotary, a KV cache as decode state.
+#pragma once
+
+#include "ssm/layers/mixer_config.h"
+#include "ssm/layers/sequence_layer.h"
+
+namespace ssm {
+
+// KV cache of a batch of sequences, each with its own length, so that
+// sequences of different lengths decode together. Rotary positions are the
+// per-sequence lengths. A fresh (or zeroed) state is empty.
+struct AttentionState : LayerState {
+  Tensor k;        // (B, H_kv, capacity, head_dim); rows [0, lengths[b]) valid
+  Tensor v;        // (B, H_kv, capacity, head_dim)
+  Tensor lengths;  // (B) I64: tokens cached per sequence
+
+  int64_t batch() const { return lengths.numel(); }
+  int64_t capacity() const { return k.dim(2); }
+  int64_t length(int64_t b) const { return lengths.data<int64_t>()[b]; }
+  // Grows the capacity to at least max_len tokens per sequence, keeping the
+  // cached rows; a decode loop that reserves first never allocates.
+  void reserve(int64_t max_len);
+  // Room for `extra` more tokens in every sequence, growing geometrically.
+  void ensure_room(int64_t extra);
+
+  std::vector<std::pair<std::string, Tensor*>> tensors() override {
+    return {{"k", &k}, {"v", &v}, {"lengths", &lengths}};
+  }
+};
+
+class AttentionLayer : public SequenceLayer {
+ public:
+  explicit AttentionLayer(const AttentionConfig& config);
+  std::string kind() const override { return "attention"; }
+  std::unique_ptr<LayerState> make_state(int64_t batch) const override;
+  // With a state, x continues each sequence after its cached tokens.
+  void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx) override;
+  // Appends one token per sequence; allocates nothing once the workspaces
+  // and the cache (see AttentionState::reserve) are large enough.
+  void step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx) override;
+  const AttentionConfig& config() const { return cfg_; }
+
+ private:
+  void run(const float* x, int64_t batch, int64_t length, float* y, AttentionState& state,
+           Context& ctx);
+
+  AttentionConfig cfg_;
+  Param *in_proj_ = nullptr, *in_bias_ = nullptr, *out_proj_ = nullptr, *out_bias_ = nullptr;
+  std::vector<float> inv_freq_;  // rotary_emb_dim / 2 rotary frequencies
+  // Workspace, grown and then reused.
+  Tensor qkv_, attn_, scratch_;
+};
+
+}  // namespace ssm

@@ -1,0 +1,114 @@
+// Chunked Mamba-3 scan (SPEC §4). The trapezoid folds into the Mamba-2 SSD
+// form: with c_s = (1 - lam_{s+1}) dt_{s+1} (0 at the last step of the
+// sequence), the look-ahead state S'_t = S_t + c_t u_t, u_t = sum_r v_t,r k_t,r^T,
+// obeys the plain recurrence S'_t = exp(a_t) S'_{t-1} + w_t u_t with
+// w_t = gamma_t + c_t and a_t = A_t dt_t, and o_t = S'_t q_t - c_t u_t q_t.
+// Inside a chunk the weight of u_s in o_t is exp(cs_t - cs_s) w_s for s < t
+// and exp(0) (w_t - c_t) = gamma_t on the diagonal. A saved state enters as
+// S'_{-1} = S + c_{-1} u_prev with c_{-1} = (1 - lam_0) dt_0, and the last
+// S' equals S because c vanishes at the end. With MIMO every (time, rank)
+// pair is one row of the chunk's matrices. Every exponent is <= 0.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ssm/ops/gemm.h"
+#include "ssm/ops/mamba3_scan.h"
+
+namespace ssm::ops {
+namespace {
+
+struct Workspace {
+  std::vector<float> scores, decay, qs, vw, w, cs;
+};
+
+// One (batch row, head): a contiguous run of L*R rows.
+void scan_head(const Mamba3ScanArgs& a, int64_t i, int64_t Q, Workspace& ws) {
+  const int64_t L = a.length, H = a.heads, P = a.headdim, N = a.d_state, R = a.rank;
+  const float* dt = a.dt + i * L;
+  const float* A = a.A + i * L;
+  const float* lam = a.lam + i * L;
+  float* S = a.ssm + i * P * N;
+  float* k_prev = a.k_prev + i * R * N;
+  float* v_prev = a.v_prev + i * R * P;
+  float* w = ws.w.data();
+  for (int64_t s = 0; s < L; ++s)
+    w[s] = lam[s] * dt[s] + (s + 1 < L ? (1.f - lam[s + 1]) * dt[s + 1] : 0.f);
+
+  // S'_{-1} = S + (1 - lam_0) dt_0 V_prev^T K_prev.
+  gemm(true, false, P, N, R, (1.f - lam[0]) * dt[0], v_prev, P, k_prev, N, 1.f, S, N);
+
+  float* scores = ws.scores.data();
+  float* decay = ws.decay.data();
+  float* qs = ws.qs.data();
+  float* vw = ws.vw.data();
+  float* cs = ws.cs.data();
+  for (int64_t t0 = 0; t0 < L; t0 += Q) {
+    const int64_t q = std::min(Q, L - t0), m = q * R;
+    const float* Qc = a.q + (i * L + t0) * R * N;
+    const float* Kc = a.k + (i * L + t0) * R * N;
+    const float* Vc = a.v + (i * L + t0) * R * P;
+    float* Y = a.o + (i * L + t0) * R * P;
+    float run = 0.f;
+    for (int64_t t = 0; t < q; ++t) cs[t] = run += A[t0 + t] * dt[t0 + t];
+
+    // Intra-chunk: Y = (Q K^T o decay) V.
+    for (int64_t t = 0; t < q; ++t) {
+      for (int64_t s = 0; s < t; ++s) decay[t * q + s] = std::exp(cs[t] - cs[s]) * w[t0 + s];
+      decay[t * q + t] = lam[t0 + t] * dt[t0 + t];
+      for (int64_t s = t + 1; s < q; ++s) decay[t * q + s] = 0.f;
+    }
+    gemm(false, true, m, m, N, 1.f, Qc, N, Kc, N, 0.f, scores, m);
+    for (int64_t row = 0; row < m; ++row) {
+      const float* d = decay + (row / R) * q;
+      float* sc = scores + row * m;
+      for (int64_t col = 0; col < m; ++col) sc[col] *= d[col / R];
+    }
+    gemm(false, false, m, P, m, 1.f, scores, m, Vc, P, 0.f, Y, P);
+
+    // Carried state: o_t += exp(cs_t) S' q_t.
+    for (int64_t row = 0; row < m; ++row) {
+      const float e = std::exp(cs[row / R]);
+      for (int64_t n = 0; n < N; ++n) qs[row * N + n] = Qc[row * N + n] * e;
+    }
+    gemm(false, true, m, P, N, 1.f, qs, N, S, N, 1.f, Y, P);
+
+    // S' <- exp(cs_end) S' + sum_s exp(cs_end - cs_s) w_s u_s.
+    const float end = cs[q - 1];
+    for (int64_t row = 0; row < m; ++row) {
+      const int64_t s = row / R;
+      const float e = std::exp(end - cs[s]) * w[t0 + s];
+      for (int64_t p = 0; p < P; ++p) vw[row * P + p] = Vc[row * P + p] * e;
+    }
+    gemm(true, false, P, N, m, 1.f, vw, P, Kc, N, std::exp(end), S, N);
+
+    if (a.D) {
+      const float D = a.D[i % H];
+      for (int64_t j = 0; j < m * P; ++j) Y[j] += D * Vc[j];
+    }
+  }
+  const int64_t last = i * L + L - 1;
+  std::copy(a.k + last * R * N, a.k + (last + 1) * R * N, k_prev);
+  std::copy(a.v + last * R * P, a.v + (last + 1) * R * P, v_prev);
+}
+
+}  // namespace
+
+void mamba3_scan_chunked(const Mamba3ScanArgs& a, ThreadPool& pool) {
+  const int64_t L = a.length, R = a.rank;
+  if (L == 0) return;
+  // The chunk counts rows, so MIMO chunks hold chunk / R time steps.
+  const int64_t Q = std::clamp<int64_t>(a.chunk / R, 1, L), M = Q * R;
+  pool.parallel_for(a.batch * a.heads, [&](int64_t i0, int64_t i1) {
+    Workspace ws;
+    ws.scores.resize(M * M);
+    ws.decay.resize(Q * Q);
+    ws.qs.resize(M * a.d_state);
+    ws.vw.resize(M * a.headdim);
+    ws.w.resize(L);
+    ws.cs.resize(Q);
+    for (int64_t i = i0; i < i1; ++i) scan_head(a, i, Q, ws);
+  });
+}
+
+}  // namespace ssm::ops
