@@ -53,8 +53,7 @@ TEST_P(PyTorchLogits, CliLogitsMatchGolden) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mamba2, PyTorchLogits, ::testing::Values(Twins{"mamba2_ssm_bin", "mamba2_ssm_tiny"}));
-// Enabled once Mamba-3 is in the committed model factory.
-INSTANTIATE_TEST_SUITE_P(DISABLED_Mamba3, PyTorchLogits, ::testing::Values(Twins{"mamba3_siso_bin", "mamba3_siso_tiny"}));
+INSTANTIATE_TEST_SUITE_P(Mamba3, PyTorchLogits, ::testing::Values(Twins{"mamba3_siso_bin", "mamba3_siso_tiny"}));
 
 }  // namespace
 }  // namespace ssm
