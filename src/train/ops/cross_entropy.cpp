@@ -43,7 +43,9 @@ double cross_entropy_rows(float* logits, int64_t rows, int64_t V, const int64_t*
 
 double head_cross_entropy(const HeadLossArgs& a, ThreadPool& pool) {
   // Blocks of about 4M logits (16 MB) keep memory flat for large vocabularies.
-  const int64_t block = std::max<int64_t>(16, (int64_t{4} << 20) / std::max<int64_t>(1, a.V));
+  const int64_t block = a.block_rows > 0
+                            ? a.block_rows
+                            : std::max<int64_t>(16, (int64_t{4} << 20) / std::max<int64_t>(1, a.V));
   std::vector<float> logits(std::min(block, a.rows) * a.V);
   double total = 0;
   for (int64_t r0 = 0; r0 < a.rows; r0 += block) {

@@ -25,6 +25,7 @@ struct HeadLossArgs {
   float* df = nullptr;               // (rows, D) overwritten when grad_scale != 0
   float* dhead = nullptr;            // (V, D) accumulated, may be null
   double* row_loss = nullptr;        // (rows) optional
+  int64_t block_rows = 0;            // rows of logits at a time (0: about 16 MB)
 };
 
 // Sum of the row losses; logits are formed in blocks of rows.
