@@ -48,9 +48,11 @@ int run_convert(const ConvertArgs& a) {
 }
 
 void setup_convert(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("convert", "write a model directory's weights as model.safetensors");
+  auto* cmd =
+      app.add_subcommand("convert", "write a model directory's weights as model.safetensors");
   static ConvertArgs args;
-  cmd->add_option("SRC_DIR", args.src, "model directory (safetensors or pytorch_model.bin)")->required();
+  cmd->add_option("SRC_DIR", args.src, "model directory (safetensors or pytorch_model.bin)")
+      ->required();
   cmd->add_option("DST_DIR", args.dst, "output directory, created if missing")->required();
   cmd->callback([&action] { action = [] { return run_convert(args); }; });
 }

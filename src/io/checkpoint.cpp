@@ -95,8 +95,7 @@ std::unique_ptr<TensorSource> open_sharded_pytorch(const std::filesystem::path& 
 
 std::unique_ptr<TensorSource> open_checkpoint(const std::filesystem::path& model_dir) {
   namespace fs = std::filesystem;
-  if (!fs::is_directory(model_dir))
-    throw Error(cat(model_dir.string(), ": not a model directory"));
+  if (!fs::is_directory(model_dir)) throw Error(cat(model_dir.string(), ": not a model directory"));
   if (fs::exists(model_dir / "model.safetensors"))
     return open_safetensors_source(model_dir / "model.safetensors");
   if (fs::exists(model_dir / "model.safetensors.index.json"))

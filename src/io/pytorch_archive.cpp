@@ -190,7 +190,8 @@ std::string record_prefix(const std::vector<std::string>& names, const std::stri
     const size_t slash = n.find('/');
     if (slash == std::string::npos || n.substr(slash) != "/data.pkl") continue;
     if (!prefix.empty())
-      throw Error(cat(where, ": holds more than one data.pkl (", prefix, ", ", n.substr(0, slash), ")"));
+      throw Error(
+          cat(where, ": holds more than one data.pkl (", prefix, ", ", n.substr(0, slash), ")"));
     prefix = n.substr(0, slash);
   }
   if (prefix.empty())
@@ -205,8 +206,9 @@ PyTorchArchive PyTorchArchive::open(const std::filesystem::path& path) {
   std::shared_ptr<MappedFile> file = MappedFile::open(path);
   if (file->size() == 0) throw Error(cat(where, ": empty file"));
   if (static_cast<unsigned char>(file->data()[0]) == 0x80)
-    throw Error(cat(where, ": legacy (non-zip) torch.save format, written by torch < 1.6; "
-                           "re-save it with a current torch"));
+    throw Error(cat(where,
+                    ": legacy (non-zip) torch.save format, written by torch < 1.6; "
+                    "re-save it with a current torch"));
   ZipReader zip(*file, where);
   const std::string prefix = record_prefix(zip.names(), where);
 
@@ -214,12 +216,13 @@ PyTorchArchive PyTorchArchive::open(const std::filesystem::path& path) {
     if (order->size > 16) throw Error(cat(where, ": byteorder entry too long"));
     const std::string text = zip.read_string(*order);
     if (text != "little")
-      throw Error(cat(where, ": tensors are stored '", text, "'-endian; only little-endian is read"));
+      throw Error(
+          cat(where, ": tensors are stored '", text, "'-endian; only little-endian is read"));
   }
   const auto pkl = zip.find(prefix + "/data.pkl");
   if (pkl->size > kMaxPickleBytes)
-    throw Error(cat(where, ": data.pkl of ", pkl->size, " bytes exceeds the limit of ",
-                    kMaxPickleBytes));
+    throw Error(
+        cat(where, ": data.pkl of ", pkl->size, " bytes exceeds the limit of ", kMaxPickleBytes));
   const TorchStateDict state = unpickle_state_dict(zip.read_string(*pkl), cat(where, ": data.pkl"));
 
   PyTorchArchive archive;
@@ -250,14 +253,16 @@ PyTorchArchive PyTorchArchive::open(const std::filesystem::path& path) {
       } else if (nbytes > 0) {
         const size_t padded = (nbytes + 63) / 64 * 64;
         void* p = std::aligned_alloc(64, padded);
-        if (!p) throw Error(cat(where, ": out of memory reading ", nbytes, " bytes of ", entry_name));
+        if (!p)
+          throw Error(cat(where, ": out of memory reading ", nbytes, " bytes of ", entry_name));
         storage.owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
         storage.data = static_cast<char*>(p);
         zip.read(*entry, storage.data, nbytes);
       }
       archive.storages_.push_back(std::move(storage));
     }
-    archive.tensors_[name] = Entry{it->second, static_cast<size_t>(t.offset) * elem, s.dtype, t.shape};
+    archive.tensors_[name] =
+        Entry{it->second, static_cast<size_t>(t.offset) * elem, s.dtype, t.shape};
     archive.order_.push_back(name);
   }
   log_info(where, ": ", archive.borrowed_, " storages used in place, ", archive.copied_storages(),

@@ -14,14 +14,15 @@ namespace ssm {
 namespace {
 
 using testing::golden_dir;
-using testing::shell_quoted;
 using testing::run_cli;
+using testing::shell_quoted;
 using testing::slurp;
 using testing::TempDir;
 
 // Every tensor of src appears in dst with the same dtype, shape and bytes,
 // and dst holds nothing else.
-void expect_same_tensors(const std::filesystem::path& src_dir, const std::filesystem::path& dst_file) {
+void expect_same_tensors(const std::filesystem::path& src_dir,
+                         const std::filesystem::path& dst_file) {
   const std::unique_ptr<TensorSource> src = open_checkpoint(src_dir);
   const SafetensorsFile dst = SafetensorsFile::open(dst_file);
   std::vector<std::string> src_names = src->names();
@@ -41,14 +42,17 @@ TEST_P(ConvertGolden, PyTorchFolderConvertsBitForBit) {
   TempDir tmp;
   const std::filesystem::path dst = tmp / "made/by/convert";
   std::string out;
-  ASSERT_EQ(run_cli("convert " + shell_quoted(golden_dir(GetParam())) + " " + shell_quoted(dst), &out), 0) << out;
+  ASSERT_EQ(
+      run_cli("convert " + shell_quoted(golden_dir(GetParam())) + " " + shell_quoted(dst), &out), 0)
+      << out;
   expect_same_tensors(golden_dir(GetParam()), dst / "model.safetensors");
   EXPECT_EQ(slurp(dst / "config.json"), slurp(golden_dir(GetParam()) + "/config.json"));
   EXPECT_FALSE(std::filesystem::exists(dst / "tokenizer.json"));
   EXPECT_EQ(SafetensorsFile::open(dst / "model.safetensors").metadata().at("format"), "pt");
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, ConvertGolden, ::testing::Values("mamba2_ssm_bin", "mamba3_siso_bin"));
+INSTANTIATE_TEST_SUITE_P(Cases, ConvertGolden,
+                         ::testing::Values("mamba2_ssm_bin", "mamba3_siso_bin"));
 
 TEST(Convert, SafetensorsFolderWithTokenizerRoundTrips) {
   TempDir tmp;
@@ -67,9 +71,14 @@ TEST(Convert, SafetensorsFolderWithTokenizerRoundTrips) {
 TEST(Convert, ConvertedFolderGivesTheGoldenLogits) {
   TempDir tmp;
   std::string out;
-  ASSERT_EQ(run_cli("convert " + shell_quoted(golden_dir("mamba2_ssm_bin")) + " " + shell_quoted(tmp.path()), &out), 0) << out;
+  ASSERT_EQ(run_cli("convert " + shell_quoted(golden_dir("mamba2_ssm_bin")) + " " +
+                        shell_quoted(tmp.path()),
+                    &out),
+            0)
+      << out;
   LanguageModel model = LanguageModel::load(tmp.path());
-  const SafetensorsFile golden = SafetensorsFile::open(golden_dir("mamba2_ssm_bin") + "/golden.safetensors");
+  const SafetensorsFile golden =
+      SafetensorsFile::open(golden_dir("mamba2_ssm_bin") + "/golden.safetensors");
   Context ctx(2);
   const Tensor logits = model.forward(golden.get("input_ids").clone(), nullptr, ctx);
   EXPECT_LE(testing::max_rel_error(logits, golden.get("logits")), 5e-4);
@@ -78,19 +87,23 @@ TEST(Convert, ConvertedFolderGivesTheGoldenLogits) {
 TEST(Convert, FailuresExitNonZeroWithAMessage) {
   TempDir tmp;
   std::string out;
-  EXPECT_EQ(run_cli("convert " + shell_quoted(tmp / "absent") + " " + shell_quoted(tmp / "dst"), &out), 1);
+  EXPECT_EQ(
+      run_cli("convert " + shell_quoted(tmp / "absent") + " " + shell_quoted(tmp / "dst"), &out),
+      1);
   EXPECT_NE(out.find("ssm: error:"), std::string::npos) << out;
   EXPECT_NE(out.find("no config.json"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(tmp / "dst"));
 
   // A hostile archive: refused, nothing written, nothing run.
   std::filesystem::create_directories(tmp / "evil");
-  std::filesystem::copy_file(golden_dir("mamba2_ssm_bin") + "/config.json", tmp / "evil/config.json");
+  std::filesystem::copy_file(golden_dir("mamba2_ssm_bin") + "/config.json",
+                             tmp / "evil/config.json");
   testing::PickleWriter w;
   const std::filesystem::path marker = tmp / "pwned";
   w.proto().global("os", "system").str("touch " + marker.string()).op(0x85).op('R').op('.');
   testing::write_torch_archive(tmp / "evil/pytorch_model.bin", w.bytes(), {});
-  EXPECT_EQ(run_cli("convert " + shell_quoted(tmp / "evil") + " " + shell_quoted(tmp / "dst"), &out), 1);
+  EXPECT_EQ(
+      run_cli("convert " + shell_quoted(tmp / "evil") + " " + shell_quoted(tmp / "dst"), &out), 1);
   EXPECT_NE(out.find("global 'os.system' is not allowed"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(marker));
   EXPECT_FALSE(std::filesystem::exists(tmp / "dst"));

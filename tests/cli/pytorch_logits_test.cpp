@@ -43,8 +43,9 @@ TEST_P(PyTorchLogits, CliLogitsMatchGolden) {
   testing::TempDir tmp;
   save_safetensors(tmp / "in.safetensors", {{"input_ids", golden.get("input_ids").clone()}});
   std::string out;
-  ASSERT_EQ(testing::run_cli("logits " + shell_quoted(golden_dir(t.bin)) + " --input " + shell_quoted(tmp / "in.safetensors") +
-                                 " --output " + shell_quoted(tmp / "out.safetensors") + " --threads 2",
+  ASSERT_EQ(testing::run_cli("logits " + shell_quoted(golden_dir(t.bin)) + " --input " +
+                                 shell_quoted(tmp / "in.safetensors") + " --output " +
+                                 shell_quoted(tmp / "out.safetensors") + " --threads 2",
                              &out),
             0)
       << out;
@@ -52,8 +53,10 @@ TEST_P(PyTorchLogits, CliLogitsMatchGolden) {
   EXPECT_LE(max_rel_error(result.get("logits"), golden.get("logits")), kTolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(Mamba2, PyTorchLogits, ::testing::Values(Twins{"mamba2_ssm_bin", "mamba2_ssm_tiny"}));
-INSTANTIATE_TEST_SUITE_P(Mamba3, PyTorchLogits, ::testing::Values(Twins{"mamba3_siso_bin", "mamba3_siso_tiny"}));
+INSTANTIATE_TEST_SUITE_P(Mamba2, PyTorchLogits,
+                         ::testing::Values(Twins{"mamba2_ssm_bin", "mamba2_ssm_tiny"}));
+INSTANTIATE_TEST_SUITE_P(Mamba3, PyTorchLogits,
+                         ::testing::Values(Twins{"mamba3_siso_bin", "mamba3_siso_tiny"}));
 
 }  // namespace
 }  // namespace ssm

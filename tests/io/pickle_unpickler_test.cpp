@@ -51,7 +51,8 @@ TEST(Unpickler, DecodesOrderedDictWithMetadataParametersAndLargeNumbers) {
   std::vector<FakeTensor> tensors;
   // Enough entries for LONG_BINPUT, a storage past 2^31 elements for LONG1.
   for (int i = 0; i < 80; ++i)
-    tensors.push_back({"p" + std::to_string(i), std::to_string(i), 6, {2, 3}, 0, {}, "HalfStorage", i % 2 == 1});
+    tensors.push_back(
+        {"p" + std::to_string(i), std::to_string(i), 6, {2, 3}, 0, {}, "HalfStorage", i % 2 == 1});
   tensors.push_back({"big", "big", int64_t{3} << 31, {int64_t{3} << 30, 2}, 0, {}, "IntStorage"});
   const TorchStateDict sd = unpickle_state_dict(state_dict_pickle(tensors, true), "test.pkl");
   ASSERT_EQ(sd.size(), tensors.size());
@@ -68,7 +69,8 @@ TEST(Unpickler, AcceptsAnyStrideOnSizeOneDimensions) {
   EXPECT_EQ(sd[0].second.shape, (Shape{2, 1, 4}));
 }
 
-std::string call_global(const std::string& module, const std::string& name, const std::string& arg) {
+std::string call_global(const std::string& module, const std::string& name,
+                        const std::string& arg) {
   PickleWriter w;
   return w.proto().global(module, name).str(arg).op(0x85).op('R').op('.').bytes();
 }
@@ -88,7 +90,8 @@ TEST(Unpickler, RefusesGlobalsThatCouldRunCode) {
                                                         {"torch._utils", "_rebuild_tensor"},
                                                         {"collections", "OrderedDictX"}}) {
     const std::string msg = error_of(call_global(module, name, cmd));
-    EXPECT_NE(msg.find("global '" + module + "." + name + "' is not allowed"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("global '" + module + "." + name + "' is not allowed"), std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("test.pkl: byte 2"), std::string::npos) << msg;
   }
   EXPECT_FALSE(std::filesystem::exists(marker));
@@ -106,17 +109,20 @@ TEST(Unpickler, RefusesOpcodesOutsideTorchStateDicts) {
   PickleWriter inst, stack_global, newobj, unknown, binfloat;
   const std::vector<Case> cases = {
       {inst.proto().raw("ios\nsystem\n").op('.').bytes(), "opcode INST (0x69)"},
-      {stack_global.proto().str("os").str("system").op(0x93).op('.').bytes(), "opcode STACK_GLOBAL (0x93)"},
+      {stack_global.proto().str("os").str("system").op(0x93).op('.').bytes(),
+       "opcode STACK_GLOBAL (0x93)"},
       {newobj.proto().op(')').op(')').op(0x81).op('.').bytes(), "opcode NEWOBJ (0x81)"},
       {unknown.proto().op('}').op(0xff).op('.').bytes(), "unknown opcode 0xff"},
       {binfloat.proto().op('G').le(0, 8).op('.').bytes(), "opcode BINFLOAT (0x47)"},
   };
-  for (const Case& c : cases) EXPECT_NE(error_of(c.pickle).find(c.expect), std::string::npos) << error_of(c.pickle);
+  for (const Case& c : cases)
+    EXPECT_NE(error_of(c.pickle).find(c.expect), std::string::npos) << error_of(c.pickle);
 }
 
 TEST(Unpickler, RefusesOtherProtocols) {
   PickleWriter w;
-  EXPECT_NE(error_of(w.proto(4).op('}').op('.').bytes()).find("pickle protocol 4"), std::string::npos);
+  EXPECT_NE(error_of(w.proto(4).op('}').op('.').bytes()).find("pickle protocol 4"),
+            std::string::npos);
 }
 
 TEST(Unpickler, ChecksTensorViewsAgainstTheirStorage) {
@@ -144,21 +150,25 @@ TEST(Unpickler, RefusesMalformedStructure) {
   struct Case {
     std::string pickle, expect;
   };
-  PickleWriter empty, underflow, memo, no_mark, not_dict, not_tensor, two_left, huge_str, storage_call;
+  PickleWriter empty, underflow, memo, no_mark, not_dict, not_tensor, two_left, huge_str,
+      storage_call;
   const std::vector<Case> cases = {
       {empty.bytes(), "truncated pickle"},
       {underflow.proto().op('R').op('.').bytes(), "stack underflow"},
       {memo.proto().get(7).op('.').bytes(), "memo entry 7 was never stored"},
       {no_mark.proto().op('}').op('t').op('.').bytes(), "no MARK"},
       {not_dict.proto().op(']').op('.').bytes(), "holds a list, not a state dict"},
-      {not_tensor.proto().op('}').str("k").integer(3).op('s').op('.').bytes(), "'k' is a int, not a tensor"},
+      {not_tensor.proto().op('}').str("k").integer(3).op('s').op('.').bytes(),
+       "'k' is a int, not a tensor"},
       {state_dict_pickle({{"k", "0", 4, {4}}, {"k", "0", 4, {2}}}), "'k' appears twice"},
       {two_left.proto().op('}').op('}').op('.').bytes(), "STOP with a stack"},
       {huge_str.proto().op('X').le(0xffffffffu, 4).raw("abc").bytes(), "truncated pickle"},
       {storage_call.proto().global("torch", "FloatStorage").op(')').op('R').op('.').bytes(),
        "torch.FloatStorage cannot be called"},
   };
-  for (const Case& c : cases) EXPECT_NE(error_of(c.pickle).find(c.expect), std::string::npos) << c.expect << " <- " << error_of(c.pickle);
+  for (const Case& c : cases)
+    EXPECT_NE(error_of(c.pickle).find(c.expect), std::string::npos)
+        << c.expect << " <- " << error_of(c.pickle);
 }
 
 TEST(Unpickler, SurvivesEveryTruncationAndByteFlip) {

@@ -29,18 +29,24 @@ std::string open_error(const std::filesystem::path& path) {
 
 const std::vector<float> kValues = {0.5f, -1, 2, 3.25f, 4, 5, 6, 7, 8, 9, 10, 11};
 
-std::vector<float> values(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
+std::vector<float> values(const Tensor& t) {
+  return {t.data<float>(), t.data<float>() + t.numel()};
+}
 
 TEST(CraftedArchive, LoadsStoredAndDeflatedEntries) {
   for (bool deflate : {false, true}) {
     TempDir dir;
-    const std::vector<FakeTensor> tensors = {{"w", "0", 12, {3, 4}}, {"v", "0", 12, {2, 2}, 6, {}, "FloatStorage", true}};
-    write_torch_archive(dir / "m.bin", state_dict_pickle(tensors, true), {{"0", floats_bytes(kValues)}}, deflate);
+    const std::vector<FakeTensor> tensors = {{"w", "0", 12, {3, 4}},
+                                             {"v", "0", 12, {2, 2}, 6, {}, "FloatStorage", true}};
+    write_torch_archive(dir / "m.bin", state_dict_pickle(tensors, true),
+                        {{"0", floats_bytes(kValues)}}, deflate);
     const PyTorchArchive a = PyTorchArchive::open(dir / "m.bin");
     EXPECT_EQ(a.names(), (std::vector<std::string>{"w", "v"}));
     EXPECT_EQ(values(a.get("w")), kValues);
     EXPECT_EQ(values(a.get("v")), (std::vector<float>{6, 7, 8, 9}));
-    EXPECT_EQ(static_cast<const char*>(a.get("v").raw()) - static_cast<const char*>(a.get("w").raw()), 24);
+    EXPECT_EQ(
+        static_cast<const char*>(a.get("v").raw()) - static_cast<const char*>(a.get("w").raw()),
+        24);
     EXPECT_EQ(a.borrowed_storages() + a.copied_storages(), 1u);
     if (deflate) {
       EXPECT_EQ(a.copied_storages(), 1u);
@@ -58,8 +64,10 @@ TEST(CraftedArchive, RefusesPicklesThatCallCode) {
     w.proto().global(module, name).str("touch " + marker.string()).op(0x85).op('R').op('.');
     write_torch_archive(dir / "m.bin", w.bytes(), {});
     const std::string msg = open_error(dir / "m.bin");
-    EXPECT_NE(msg.find("m.bin: data.pkl: byte 2: global '" + module + "." + name + "' is not allowed"),
-              std::string::npos) << msg;
+    EXPECT_NE(
+        msg.find("m.bin: data.pkl: byte 2: global '" + module + "." + name + "' is not allowed"),
+        std::string::npos)
+        << msg;
   }
   EXPECT_FALSE(std::filesystem::exists(marker));
 }
@@ -68,7 +76,8 @@ TEST(CraftedArchive, RefusesUnknownOpcode) {
   TempDir dir;
   PickleWriter w;
   write_torch_archive(dir / "m.bin", w.proto().op('}').op(0xfe).op('.').bytes(), {});
-  EXPECT_NE(open_error(dir / "m.bin").find("unknown opcode 0xfe"), std::string::npos) << open_error(dir / "m.bin");
+  EXPECT_NE(open_error(dir / "m.bin").find("unknown opcode 0xfe"), std::string::npos)
+      << open_error(dir / "m.bin");
 }
 
 TEST(CraftedArchive, ChecksTensorsAgainstTheirStorageEntries) {
@@ -79,15 +88,25 @@ TEST(CraftedArchive, ChecksTensorsAgainstTheirStorageEntries) {
   };
   const std::string data = floats_bytes(kValues);
   const std::vector<Case> cases = {
-      {{{"w", "0", 12, {12}}, {"u", "7", 12, {12}}}, {{"0", data}},
+      {{{"w", "0", 12, {12}}, {"u", "7", 12, {12}}},
+       {{"0", data}},
        "storage '7' of tensor 'u' is missing from the archive (no entry archive/data/7)"},
-      {{{"w", "0", 12, {3, 4}, 4}}, {{"0", data}}, "'w': elements [4, 4 + 12) reach past the end of storage '0'"},
-      {{{"w", "0", 16, {16}}}, {{"0", data}},
-       "storage '0' of tensor 'w' declares 16 F32 elements (64 bytes) but entry archive/data/0 holds 48 bytes"},
-      {{{"w", "0", 1000000000000000, {1000000000000000}}}, {{"0", data}},
+      {{{"w", "0", 12, {3, 4}, 4}},
+       {{"0", data}},
+       "'w': elements [4, 4 + 12) reach past the end of storage '0'"},
+      {{{"w", "0", 16, {16}}},
+       {{"0", data}},
+       "storage '0' of tensor 'w' declares 16 F32 elements (64 bytes) but entry archive/data/0 "
+       "holds 48 bytes"},
+      {{{"w", "0", 1000000000000000, {1000000000000000}}},
+       {{"0", data}},
        "declares 1000000000000000 F32 elements (4000000000000000 bytes)"},
-      {{{"w", "0", 12, {1000, 1000000000000}}}, {{"0", data}}, "reach past the end of storage '0' of 12"},
-      {{{"w", "0", 12, {3, 4}, 0, {1, 3}}}, {{"0", data}}, "'w': shape [3, 4] with stride [1, 3] is not contiguous"},
+      {{{"w", "0", 12, {1000, 1000000000000}}},
+       {{"0", data}},
+       "reach past the end of storage '0' of 12"},
+      {{{"w", "0", 12, {3, 4}, 0, {1, 3}}},
+       {{"0", data}},
+       "'w': shape [3, 4] with stride [1, 3] is not contiguous"},
   };
   for (const Case& c : cases) {
     TempDir dir;
@@ -99,7 +118,8 @@ TEST(CraftedArchive, ChecksTensorsAgainstTheirStorageEntries) {
 
 TEST(CraftedArchive, TruncatedOrForeignFilesGiveErrors) {
   TempDir dir;
-  write_torch_archive(dir / "m.bin", state_dict_pickle({{"w", "0", 12, {3, 4}}}), {{"0", floats_bytes(kValues)}});
+  write_torch_archive(dir / "m.bin", state_dict_pickle({{"w", "0", 12, {3, 4}}}),
+                      {{"0", floats_bytes(kValues)}});
   const std::string whole = testing::slurp(dir / "m.bin");
   ASSERT_FALSE(open_error(dir / "m.bin").size());
   for (size_t n = 0; n < whole.size(); n += 7) {
@@ -107,16 +127,18 @@ TEST(CraftedArchive, TruncatedOrForeignFilesGiveErrors) {
     EXPECT_NE(open_error(dir / "cut.bin"), "") << n;
   }
   testing::spit(dir / "cut.bin", whole.substr(0, whole.size() - 10));
-  EXPECT_NE(open_error(dir / "cut.bin").find("not a readable zip archive"), std::string::npos) << open_error(dir / "cut.bin");
+  EXPECT_NE(open_error(dir / "cut.bin").find("not a readable zip archive"), std::string::npos)
+      << open_error(dir / "cut.bin");
 
   testing::spit(dir / "legacy.bin", state_dict_pickle({{"w", "0", 12, {3, 4}}}));
-  EXPECT_NE(open_error(dir / "legacy.bin").find("legacy (non-zip) torch.save format"), std::string::npos);
+  EXPECT_NE(open_error(dir / "legacy.bin").find("legacy (non-zip) torch.save format"),
+            std::string::npos);
   testing::spit(dir / "text.bin", "version https://git-lfs.github.com/spec/v1\n");
   EXPECT_NE(open_error(dir / "text.bin").find("not a readable zip archive"), std::string::npos);
   testing::write_zip(dir / "plain.zip", {{"readme.txt", "hello"}});
   EXPECT_NE(open_error(dir / "plain.zip").find("without <folder>/data.pkl"), std::string::npos);
-  write_torch_archive(dir / "big.bin", state_dict_pickle({{"w", "0", 12, {12}}}), {{"0", floats_bytes(kValues)}},
-                      false, "big");
+  write_torch_archive(dir / "big.bin", state_dict_pickle({{"w", "0", 12, {12}}}),
+                      {{"0", floats_bytes(kValues)}}, false, "big");
   EXPECT_NE(open_error(dir / "big.bin").find("stored 'big'-endian"), std::string::npos);
 }
 

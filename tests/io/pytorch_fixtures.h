@@ -73,8 +73,10 @@ inline std::vector<int64_t> row_major(const Shape& shape) {
 inline std::string state_dict_pickle(const std::vector<FakeTensor>& tensors, bool ordered = false) {
   PickleWriter w;
   w.proto();
-  if (ordered) w.global("collections", "OrderedDict").op(')').op('R');
-  else w.op('}');
+  if (ordered)
+    w.global("collections", "OrderedDict").op(')').op('R');
+  else
+    w.op('}');
   w.put(0).op('(');
   uint32_t memo = 1;
   for (const FakeTensor& t : tensors) {
@@ -85,7 +87,8 @@ inline std::string state_dict_pickle(const std::vector<FakeTensor>& tensors, boo
     w.integer(t.storage_numel).op('t').put(memo++).op('Q');
     w.integer(t.offset).tuple(t.shape).tuple(t.stride.empty() ? row_major(t.shape) : t.stride);
     w.op(0x89).global("collections", "OrderedDict").op(')').op('R').op('t').op('R').put(memo++);
-    if (t.as_parameter) w.op(0x88).global("collections", "OrderedDict").op(')').op('R').op('t').op('R');
+    if (t.as_parameter)
+      w.op(0x88).global("collections", "OrderedDict").op(')').op('R').op('t').op('R');
   }
   w.op('u');
   if (ordered) {
@@ -115,7 +118,8 @@ inline void write_zip(const std::filesystem::path& path, const std::vector<ZipEn
     zip_source_t* src = zip_source_buffer(za, e.bytes.data(), e.bytes.size(), 0);
     const zip_int64_t idx = src ? zip_file_add(za, e.name.c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
     if (idx < 0) throw Error(cat("zip_file_add ", e.name, ": ", zip_strerror(za)));
-    zip_set_file_compression(za, static_cast<zip_uint64_t>(idx), e.deflate ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0);
+    zip_set_file_compression(za, static_cast<zip_uint64_t>(idx),
+                             e.deflate ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0);
   }
   if (zip_close(za) != 0) throw Error(cat("zip_close ", path.string(), ": ", zip_strerror(za)));
 }
@@ -127,7 +131,8 @@ inline void write_torch_archive(const std::filesystem::path& path, const std::st
                                 bool deflate = false, const std::string& byteorder = "little") {
   std::vector<ZipEntry> entries{{"archive/data.pkl", pickle, deflate}};
   if (!byteorder.empty()) entries.push_back({"archive/byteorder", byteorder});
-  for (const auto& [key, bytes] : storages) entries.push_back({"archive/data/" + key, bytes, deflate});
+  for (const auto& [key, bytes] : storages)
+    entries.push_back({"archive/data/" + key, bytes, deflate});
   entries.push_back({"archive/version", "3\n"});
   write_zip(path, entries);
 }
@@ -176,6 +181,8 @@ inline int run_cli(const std::string& args, std::string* output = nullptr) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-inline std::string shell_quoted(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
+inline std::string shell_quoted(const std::filesystem::path& path) {
+  return "'" + path.string() + "'";
+}
 
 }  // namespace ssm::testing
