@@ -49,7 +49,11 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
       }
       words.clear();
       pre_tokenizer_.split(piece.text, prefixed, words);
-      for (const std::string_view word : words) model_->encode_word(word, ids);
+      constexpr size_t kAhead = 8;
+      for (size_t i = 0; i < words.size(); ++i) {
+        if (i + kAhead < words.size()) model_->prefetch(words[i + kAhead]);
+        model_->encode_word(words[i], ids);
+      }
     }
   }
   return ids;

@@ -12,14 +12,6 @@ WordCache::WordCache(size_t sets)
   SSM_CHECK(sets >= 2 && std::has_single_bit(sets), "sets must be a power of two");
 }
 
-uint64_t WordCache::hash_of(std::string_view word) {
-  // FNV-1a, finished with a multiply so that the top bits (the set) mix.
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (const char c : word) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL;
-  h *= 0x9E3779B97F4A7C15ULL;
-  return h == 0 ? 1 : h;
-}
-
 bool WordCache::holds(const Slot& s, std::string_view word) {
   return s.word_bytes == word.size() && std::memcmp(s.word, word.data(), word.size()) == 0;
 }

@@ -130,3 +130,27 @@ TEST(Pipeline, NormalizedAddedTokensMatchAfterNormalization) {
 
 }  // namespace
 }  // namespace ssm
+
+namespace ssm {
+namespace {
+
+std::vector<std::string> gpt2_split(std::string_view text) {
+  std::vector<std::string_view> pieces;
+  tok::Regex(tok::kGpt2SplitPattern).split(text, pieces);
+  return {pieces.begin(), pieces.end()};
+}
+
+TEST(Gpt2Split, WordsNumbersPunctuationAndSpaces) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(gpt2_split("Hello, world!"), (V{"Hello", ",", " world", "!"}));
+  EXPECT_EQ(gpt2_split("it's  42x"), (V{"it", "'s", " ", " 42", "x"}));
+  EXPECT_EQ(gpt2_split("a   b\n\n"), (V{"a", "  ", " b", "\n\n"}));
+  EXPECT_EQ(gpt2_split("naïve 中文"), (V{"naïve", " 中文"}));
+  // NEL is whitespace to HF (Oniguruma), so it splits like a space.
+  EXPECT_EQ(gpt2_split("a \xc2\x85" "b"), (V{"a", " ", "\xc2\x85", "b"}));
+  // U+3000 (ideographic space) is whitespace too.
+  EXPECT_EQ(gpt2_split("x\xe3\x80\x80y"), (V{"x", "\xe3\x80\x80", "y"}));
+}
+
+}  // namespace
+}  // namespace ssm

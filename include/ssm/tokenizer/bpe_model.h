@@ -71,6 +71,9 @@ class BpeModel {
   // Appends the ids of one word (raw bytes). Thread-safe.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
+  // A hint that word will be encoded soon.
+  void prefetch(std::string_view word) const { cache_.prefetch(word); }
+
  private:
   void merge(std::string_view word, std::vector<int32_t>& out) const;
 

@@ -34,7 +34,9 @@ class Regex {
 };
 
 // The GPT-2 split used by the ByteLevel pre-tokenizer when use_regex is set.
+// HF's Oniguruma takes \s as Unicode White_Space, which has U+0085 (NEL);
+// PCRE2's \s in UCP mode (Z and the ASCII controls) lacks it, so it is added.
 inline constexpr const char* kGpt2SplitPattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\x{85}\p{L}\p{N}]+|[\s\x{85}]+(?![^\s\x{85}])|[\s\x{85}]+)";
 
 }  // namespace ssm::tok
