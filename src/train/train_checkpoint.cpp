@@ -52,6 +52,12 @@ const std::string& meta(const SafetensorsFile& f, const std::string& key) {
   return it->second;
 }
 
+void check_format(const SafetensorsFile& f) {
+  if (meta(f, "format") != kFormat)
+    throw Error(cat(f.path().string(), ": not a training checkpoint (format '", meta(f, "format"),
+                    "', expected '", kFormat, "')"));
+}
+
 }  // namespace
 
 void save_model_weights(LanguageModel& model, const std::filesystem::path& file) {
@@ -80,16 +86,14 @@ void Trainer::save_checkpoint(const std::filesystem::path& dir) {
 
 TrainOptions read_checkpoint_options(const std::filesystem::path& file) {
   const SafetensorsFile f = SafetensorsFile::open(file);
-  if (meta(f, "format") != kFormat)
-    throw Error(cat(file.string(), ": unsupported checkpoint format '", meta(f, "format"), "'"));
+  check_format(f);
   return TrainOptions::from_json(parse_json(meta(f, "options"), file.string()), file.string());
 }
 
 void Trainer::load_checkpoint(const std::filesystem::path& file) {
   const std::string where = file.string();
   const SafetensorsFile f = SafetensorsFile::open(file);  // refuses truncated files
-  if (meta(f, "format") != kFormat)
-    throw Error(cat(where, ": unsupported checkpoint format '", meta(f, "format"), "'"));
+  check_format(f);
   const Json stored = parse_json(meta(f, "options"), where);
   if (stored != options_.to_json())
     throw Error(cat(where, ": the checkpoint was made with options ", stored.dump(),
