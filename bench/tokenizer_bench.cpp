@@ -22,8 +22,8 @@ namespace {
 constexpr size_t kTextBytes = 4 << 20;
 
 std::string make_word(std::mt19937& rng) {
-  static const char* kOnsets[] = {"b", "c", "d", "f", "g", "h", "l", "m", "n", "p", "r", "s",
-                                  "t", "w", "th", "st", "pr", "ch", "sh", "tr", "", ""};
+  static const char* kOnsets[] = {"b", "c", "d", "f",  "g",  "h",  "l",  "m",  "n",  "p", "r",
+                                  "s", "t", "w", "th", "st", "pr", "ch", "sh", "tr", "",  ""};
   static const char* kVowels[] = {"a", "e", "i", "o", "u", "ea", "ou", "io", "ai"};
   static const char* kCodas[] = {"", "", "", "n", "r", "s", "t", "l", "nd", "ng", "st", "ck"};
   std::string w;
@@ -37,12 +37,13 @@ std::string make_word(std::mt19937& rng) {
 }
 
 std::string make_unicode_word(std::mt19937& rng) {
-  static const char* kWords[] = {"naïve", "café", "résumé", "Ünïcödé", "straße", "façade",
-                                 "привет", "мир", "данные", "ἀλήθεια", "שלום", "مرحبا"};
+  static const char* kWords[] = {"naïve",  "café", "résumé", "Ünïcödé", "straße", "façade",
+                                 "привет", "мир",  "данные", "ἀλήθεια", "שלום",   "مرحبا"};
   std::string w;
   switch (rng() % 4) {
     case 0:
-    case 1: return kWords[rng() % std::size(kWords)];
+    case 1:
+      return kWords[rng() % std::size(kWords)];
     case 2:  // a run of CJK ideographs
       for (int i = std::uniform_int_distribution<int>(2, 8)(rng); i > 0; --i)
         tok::append_utf8(w, std::uniform_int_distribution<char32_t>(0x4E00, 0x9FFF)(rng));
@@ -75,14 +76,16 @@ std::string make_text() {
     const int words = std::uniform_int_distribution<int>(5, 20)(rng);
     for (int i = 0; i < words; ++i) {
       const int roll = percent(rng);
-      std::string w = roll < 10  ? make_unicode_word(rng)
+      std::string w = roll < 10   ? make_unicode_word(rng)
                       : roll < 14 ? std::to_string(rng() % 100000)
                                   : lexicon[zipf(rng)];
       if (i == 0 && w[0] >= 'a' && w[0] <= 'z') w[0] = static_cast<char>(w[0] - 'a' + 'A');
       if (i > 0) text += ' ';
       text += w;
-      if (roll > 96) text += "'s";
-      else if (roll == 96) text += ',';
+      if (roll > 96)
+        text += "'s";
+      else if (roll == 96)
+        text += ',';
     }
     text += percent(rng) < 80 ? ". " : "?\n";
     if (percent(rng) < 10) text += "\n\n";
@@ -100,7 +103,8 @@ const std::string& text() {
 std::unique_ptr<Tokenizer> golden() {
   if (const char* path = std::getenv("SSM_BENCH_TOKENIZER")) return load_tokenizer_for_model(path);
   const std::filesystem::path source(__FILE__);
-  return load_tokenizer_json(source.parent_path().parent_path() / "tests/golden/tokenizer/tokenizer.json");
+  return load_tokenizer_json(source.parent_path().parent_path() /
+                             "tests/golden/tokenizer/tokenizer.json");
 }
 
 // Steady state: the word cache is warm after the first pass.
@@ -113,7 +117,8 @@ void BM_EncodeBpe(benchmark::State& state) {
     benchmark::DoNotOptimize(ids.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text().size()));
-  state.counters["bytes_per_token"] = static_cast<double>(text().size()) / static_cast<double>(tokens);
+  state.counters["bytes_per_token"] =
+      static_cast<double>(text().size()) / static_cast<double>(tokens);
 }
 BENCHMARK(BM_EncodeBpe)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 

@@ -28,8 +28,10 @@ BpeModel::BpeModel(Config config) : config_(std::move(config)), ranks_(config_.m
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (word.size() == 1) {
     const int32_t id = config_.byte_ids[static_cast<uint8_t>(word[0])];
-    if (id >= 0) out.push_back(id);
-    else if (config_.unk_id >= 0) out.push_back(config_.unk_id);
+    if (id >= 0)
+      out.push_back(id);
+    else if (config_.unk_id >= 0)
+      out.push_back(config_.unk_id);
     return;
   }
   if (config_.ignore_merges) {

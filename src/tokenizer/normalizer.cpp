@@ -1,7 +1,8 @@
 #include "ssm/tokenizer/normalizer.h"
 
-#include <vector>
 #include <utf8proc.h>
+
+#include <vector>
 
 #include "ssm/core/error.h"
 #include "ssm/tokenizer/utf8.h"
@@ -12,8 +13,10 @@ namespace {
 utf8proc_option_t options_of(NormalForm form) {
   const int stable = UTF8PROC_STABLE;
   switch (form) {
-    case NormalForm::kNfc: return static_cast<utf8proc_option_t>(stable | UTF8PROC_COMPOSE);
-    case NormalForm::kNfd: return static_cast<utf8proc_option_t>(stable | UTF8PROC_DECOMPOSE);
+    case NormalForm::kNfc:
+      return static_cast<utf8proc_option_t>(stable | UTF8PROC_COMPOSE);
+    case NormalForm::kNfd:
+      return static_cast<utf8proc_option_t>(stable | UTF8PROC_DECOMPOSE);
     case NormalForm::kNfkc:
       return static_cast<utf8proc_option_t>(stable | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
     case NormalForm::kNfkd:
@@ -96,8 +99,10 @@ void normalize_into(std::string_view text, NormalForm form, std::string& out) {
   Utf8procRunner runner(options_of(form));
   while (!text.empty()) {
     const size_t valid = valid_utf8_prefix(text);
-    if (form == NormalForm::kNfc) append_nfc(text.substr(0, valid), runner, out);
-    else if (valid > 0) runner.append(text.substr(0, valid), out);
+    if (form == NormalForm::kNfc)
+      append_nfc(text.substr(0, valid), runner, out);
+    else if (valid > 0)
+      runner.append(text.substr(0, valid), out);
     text.remove_prefix(valid);
     if (!text.empty()) {
       out += text.front();  // one invalid byte, kept as it is

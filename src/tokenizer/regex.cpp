@@ -1,8 +1,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "ssm/tokenizer/regex.h"
 
-#include <memory>
 #include <pcre2.h>
+
+#include <memory>
 #include <utility>
 
 #include "ssm/core/error.h"

@@ -125,9 +125,12 @@ void read_pre_step(const Reader& r, const Json& j, const std::string& where,
     if (behavior != "Isolated") r.fail(where, cat("unsupported split behavior '", behavior, "'"));
     if (r.boolean(j, "invert", false, where)) r.fail(where, "inverted splits are not supported");
     std::string regex;
-    if (pattern.contains("Regex")) regex = r.string(pattern["Regex"], where + ".pattern.Regex");
-    else if (pattern.contains("String")) regex = escape_regex(r.string(pattern["String"], where + ".pattern.String"));
-    else r.fail(where + ".pattern", "expected 'Regex' or 'String'");
+    if (pattern.contains("Regex"))
+      regex = r.string(pattern["Regex"], where + ".pattern.Regex");
+    else if (pattern.contains("String"))
+      regex = escape_regex(r.string(pattern["String"], where + ".pattern.String"));
+    else
+      r.fail(where + ".pattern", "expected 'Regex' or 'String'");
     try {
       spec.splits.emplace_back(regex);
     } catch (const Error& e) {
@@ -142,13 +145,15 @@ tok::PreTokenizer read_pre_tokenizer(const Reader& r, const Json& j) {
   if (j.is_null()) r.fail("pre_tokenizer", "missing; only byte-level BPE is supported");
   PreTokenizerSpec spec;
   if (r.type_of(j, "pre_tokenizer") == "Sequence") {
-    const Json& list = r.array(r.at(j, "pretokenizers", "pre_tokenizer"), "pre_tokenizer.pretokenizers");
+    const Json& list =
+        r.array(r.at(j, "pretokenizers", "pre_tokenizer"), "pre_tokenizer.pretokenizers");
     for (size_t i = 0; i < list.size(); ++i)
       read_pre_step(r, list[i], cat("pre_tokenizer.pretokenizers[", i, "]"), spec);
   } else {
     read_pre_step(r, j, "pre_tokenizer", spec);
   }
-  if (!spec.byte_level) r.fail("pre_tokenizer", "no ByteLevel step; only byte-level BPE is supported");
+  if (!spec.byte_level)
+    r.fail("pre_tokenizer", "no ByteLevel step; only byte-level BPE is supported");
   return tok::PreTokenizer(spec.add_prefix_space, std::move(spec.splits));
 }
 
@@ -162,7 +167,8 @@ void check_post_processor(const Reader& r, const Json& j, const std::string& sou
   if (j.is_null()) return;
   const std::string type = r.type_of(j, "post_processor");
   if (type != "ByteLevel")
-    log_warning(source, ": post_processor '", type, "' is ignored: no tokens are added around the text");
+    log_warning(source, ": post_processor '", type,
+                "' is ignored: no tokens are added around the text");
 }
 
 std::unordered_map<std::string, int32_t> read_vocab(const Reader& r, const Json& model) {
@@ -258,7 +264,8 @@ BpeTokenizer::Parts read_parts(const Reader& r, const Json& root, const std::str
   const Json& unk = Reader::optional(model, "unk_token");
   if (!unk.is_null()) {
     const auto it = vocab.find(r.string(unk, "model.unk_token"));
-    if (it == vocab.end()) r.fail("model.unk_token", cat("\"", unk.get<std::string>(), "\" is not in the vocab"));
+    if (it == vocab.end())
+      r.fail("model.unk_token", cat("\"", unk.get<std::string>(), "\" is not in the vocab"));
     parts.model.unk_id = it->second;
   } else {
     parts.model.unk_id = -1;
@@ -291,7 +298,8 @@ BpeTokenizer::Parts read_parts(const Reader& r, const Json& root, const std::str
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text, const std::string& source) {
+std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text,
+                                                const std::string& source) {
   const Json root = parse_json(text, source);
   const Reader reader(source);
   try {

@@ -1,8 +1,9 @@
 #include "ssm/tokenizer/utf8.h"
 
+#include <utf8proc.h>
+
 #include <cstdint>
 #include <cstring>
-#include <utf8proc.h>
 
 namespace ssm::tok {
 namespace {
@@ -112,8 +113,7 @@ bool is_unicode_whitespace(char32_t c) {
   if (c == ' ' || (c >= 0x09 && c <= 0x0D) || c == 0x85) return true;
   if (c < 0x80) return false;
   const utf8proc_category_t cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-  return cat == UTF8PROC_CATEGORY_ZS || cat == UTF8PROC_CATEGORY_ZL ||
-         cat == UTF8PROC_CATEGORY_ZP;
+  return cat == UTF8PROC_CATEGORY_ZS || cat == UTF8PROC_CATEGORY_ZL || cat == UTF8PROC_CATEGORY_ZP;
 }
 
 bool is_word_char(char32_t c) {

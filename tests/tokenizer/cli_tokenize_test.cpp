@@ -1,9 +1,9 @@
 // `ssm tokenize` end to end: the program prints what the library computes.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cstdio>
 #include <string>
-#include <sys/wait.h>
 
 namespace {
 
@@ -32,13 +32,15 @@ TEST(CliTokenize, EncodesToCommaSeparatedIds) {
 }
 
 TEST(CliTokenize, DecodesIds) {
-  const CliResult r = run_cli("tokenize " + kTokenizerDir + "/tokenizer.json --decode --text '41,1096, 334,13,299,261,1502,2'");
+  const CliResult r = run_cli("tokenize " + kTokenizerDir +
+                              "/tokenizer.json --decode --text '41,1096, 334,13,299,261,1502,2'");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out, "Hello, world!\n");
 }
 
 TEST(CliTokenize, RawBytesForModelWithoutTokenizer) {
-  const CliResult r = run_cli("tokenize " + std::string(SSM_GOLDEN_DIR) + "/mamba2_hf_tiny --text hi");
+  const CliResult r =
+      run_cli("tokenize " + std::string(SSM_GOLDEN_DIR) + "/mamba2_hf_tiny --text hi");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out, "104,105\n");
 }

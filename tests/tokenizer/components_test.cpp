@@ -56,7 +56,8 @@ TEST(AddedTokens, LeftmostLongestWithStripAndSingleWord) {
     std::vector<tok::AddedTokenMatcher::Piece> pieces;
     matcher.split(text, pieces);
     std::string out;
-    for (const auto& p : pieces) out += p.id >= 0 ? "#" + std::to_string(p.id) : "|" + std::string(p.text) + "|";
+    for (const auto& p : pieces)
+      out += p.id >= 0 ? "#" + std::to_string(p.id) : "|" + std::string(p.text) + "|";
     return out;
   };
   EXPECT_EQ(split("x<a><b>y<a>"), "|x|#2|y|#1");
@@ -74,13 +75,12 @@ TEST(Pipeline, AddPrefixSpace) {
   EXPECT_EQ(prefixed->encode("hello world"), plain->encode(" hello world"));
   EXPECT_EQ(prefixed->encode(" hello"), plain->encode(" hello"));
   // Every segment between added tokens gets its own space, as in HF.
-  EXPECT_EQ(prefixed->encode("a<|endoftext|>b"),
-            [&] {
-              std::vector<int32_t> ids = plain->encode(" a");
-              ids.push_back(0);
-              for (int32_t id : plain->encode(" b")) ids.push_back(id);
-              return ids;
-            }());
+  EXPECT_EQ(prefixed->encode("a<|endoftext|>b"), [&] {
+    std::vector<int32_t> ids = plain->encode(" a");
+    ids.push_back(0);
+    for (int32_t id : plain->encode(" b")) ids.push_back(id);
+    return ids;
+  }());
 }
 
 TEST(Pipeline, SplitSequenceMatchesByteLevelRegex) {
@@ -92,12 +92,17 @@ TEST(Pipeline, SplitSequenceMatchesByteLevelRegex) {
     j["pre_tokenizer"] = {
         {"type", "Sequence"},
         {"pretokenizers",
-         Json::array({{{"type", "Split"}, {"pattern", pattern}, {"behavior", "Isolated"}, {"invert", false}},
-                      {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+         Json::array(
+             {{{"type", "Split"},
+               {"pattern", pattern},
+               {"behavior", "Isolated"},
+               {"invert", false}},
+              {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
     return from(j);
   };
   const std::string text = "The quick brown fox, it's 42 naïve\n\n  end";
-  EXPECT_EQ(split_then_byte_level({{"Regex", tok::kGpt2SplitPattern}})->encode(text), plain->encode(text));
+  EXPECT_EQ(split_then_byte_level({{"Regex", tok::kGpt2SplitPattern}})->encode(text),
+            plain->encode(text));
   // A literal String pattern splits at every occurrence and keeps it.
   const auto commas = split_then_byte_level({{"String", ","}});
   std::vector<int32_t> expected;
@@ -118,10 +123,8 @@ TEST(Pipeline, IgnoreMergesEmitsWholeWords) {
 TEST(Pipeline, NormalizedAddedTokensMatchAfterNormalization) {
   Json j = golden_json();
   // "é" written decomposed in the file; it must match the composed text.
-  j["added_tokens"].push_back({{"id", 3000},
-                               {"content", "<e\xcc\x81>"},
-                               {"special", false},
-                               {"normalized", true}});
+  j["added_tokens"].push_back(
+      {{"id", 3000}, {"content", "<e\xcc\x81>"}, {"special", false}, {"normalized", true}});
   const auto t = from(j);
   EXPECT_EQ(t->encode("x<\xc3\xa9>"), (std::vector<int32_t>{t->encode("x")[0], 3000}));
   EXPECT_EQ(t->encode("x<e\xcc\x81>"), (std::vector<int32_t>{t->encode("x")[0], 3000}));
@@ -147,7 +150,9 @@ TEST(Gpt2Split, WordsNumbersPunctuationAndSpaces) {
   EXPECT_EQ(gpt2_split("a   b\n\n"), (V{"a", "  ", " b", "\n\n"}));
   EXPECT_EQ(gpt2_split("naïve 中文"), (V{"naïve", " 中文"}));
   // NEL is whitespace to HF (Oniguruma), so it splits like a space.
-  EXPECT_EQ(gpt2_split("a \xc2\x85" "b"), (V{"a", " ", "\xc2\x85", "b"}));
+  EXPECT_EQ(gpt2_split("a \xc2\x85"
+                       "b"),
+            (V{"a", " ", "\xc2\x85", "b"}));
   // U+3000 (ideographic space) is whitespace too.
   EXPECT_EQ(gpt2_split("x\xe3\x80\x80y"), (V{"x", "\xe3\x80\x80", "y"}));
 }

@@ -38,7 +38,8 @@ void expect_error(const std::string& text, const std::string& needle) {
   } catch (const Error& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find(kSource), std::string::npos) << message;
-    EXPECT_NE(message.find(needle), std::string::npos) << "wanted '" << needle << "' in: " << message;
+    EXPECT_NE(message.find(needle), std::string::npos)
+        << "wanted '" << needle << "' in: " << message;
   }
 }
 
@@ -83,7 +84,11 @@ TEST(TokenizerJson, WrongTypes) {
   expect_error([](Json& j) { j["model"]["vocab"] = Json::array({"a"}); }, "model.vocab");
   expect_error([](Json& j) { j["model"]["merges"] = Json::object(); }, "model.merges");
   expect_error([](Json& j) { j["model"]["merges"][0] = 5; }, "model.merges[0]");
-  expect_error([](Json& j) { j["model"]["merges"][0] = Json::array({"a", 1}); }, "model.merges[0][1]");
+  expect_error(
+      [](Json& j) {
+        j["model"]["merges"][0] = Json::array({"a", 1});
+      },
+      "model.merges[0][1]");
   expect_error([](Json& j) { j["model"]["vocab"]["ab"] = "256"; }, "expected a token id");
   expect_error([](Json& j) { j["model"]["vocab"]["ab"] = 2.5; }, "expected a token id");
   expect_error([](Json& j) { j["model"]["vocab"]["ab"] = -3; }, "out of range");
@@ -112,17 +117,19 @@ TEST(TokenizerJson, UnsupportedParts) {
   expect_error([](Json& j) { j["model"]["type"] = "WordPiece"; }, "unsupported model type");
   expect_error([](Json& j) { j["normalizer"]["type"] = "Lowercase"; }, "unsupported normalizer");
   expect_error([](Json& j) { j["pre_tokenizer"] = nullptr; }, "pre_tokenizer");
-  expect_error([](Json& j) { j["pre_tokenizer"]["type"] = "Whitespace"; }, "unsupported pre_tokenizer");
+  expect_error([](Json& j) { j["pre_tokenizer"]["type"] = "Whitespace"; },
+               "unsupported pre_tokenizer");
   expect_error([](Json& j) { j["decoder"]["type"] = "WordPiece"; }, "unsupported decoder");
-  expect_error([](Json& j) { j["model"]["continuing_subword_prefix"] = "##"; }, "continuing_subword_prefix");
+  expect_error([](Json& j) { j["model"]["continuing_subword_prefix"] = "##"; },
+               "continuing_subword_prefix");
   expect_error(
       [](Json& j) {
-        j["pre_tokenizer"] = {{"type", "Sequence"},
-                              {"pretokenizers",
-                               Json::array({{{"type", "Split"},
-                                             {"pattern", {{"Regex", "(unclosed"}}},
-                                             {"behavior", "Isolated"}},
-                                            {{"type", "ByteLevel"}, {"use_regex", false}}})}};
+        j["pre_tokenizer"] = {
+            {"type", "Sequence"},
+            {"pretokenizers", Json::array({{{"type", "Split"},
+                                            {"pattern", {{"Regex", "(unclosed"}}},
+                                            {"behavior", "Isolated"}},
+                                           {{"type", "ByteLevel"}, {"use_regex", false}}})}};
       },
       "pre_tokenizer.pretokenizers[0].pattern");
 }

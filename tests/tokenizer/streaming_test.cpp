@@ -50,11 +50,13 @@ TEST(StreamingDecoder, HoldsBackOnlyTheIncompleteTail) {
 TEST(StreamingDecoder, InvalidBytesPassThroughAndFinishFlushes) {
   const auto tokenizer = make_raw_bytes_tokenizer();
   StreamingDecoder decoder(*tokenizer);
-  EXPECT_EQ(decoder.push(0xFF), "\xff");          // can never start a character
-  EXPECT_EQ(decoder.push(0xE0), "");              // may start one
-  EXPECT_EQ(decoder.push(0x41), "\xe0" "A");      // and did not
+  EXPECT_EQ(decoder.push(0xFF), "\xff");  // can never start a character
+  EXPECT_EQ(decoder.push(0xE0), "");      // may start one
+  EXPECT_EQ(decoder.push(0x41),
+            "\xe0"
+            "A");  // and did not
   EXPECT_EQ(decoder.push(0xE4), "");
-  EXPECT_EQ(decoder.finish(), "\xe4");            // the stream ended inside it
+  EXPECT_EQ(decoder.finish(), "\xe4");  // the stream ended inside it
   EXPECT_EQ(decoder.finish(), "");
 }
 

@@ -37,6 +37,7 @@ class Regex {
 // HF's Oniguruma takes \s as Unicode White_Space, which has U+0085 (NEL);
 // PCRE2's \s in UCP mode (Z and the ASCII controls) lacks it, so it is added.
 inline constexpr const char* kGpt2SplitPattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\x{85}\p{L}\p{N}]+|[\s\x{85}]+(?![^\s\x{85}])|[\s\x{85}]+)";
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\x{85}\p{L}\p{N}]+|)"
+    R"([\s\x{85}]+(?![^\s\x{85}])|[\s\x{85}]+)";
 
 }  // namespace ssm::tok

@@ -60,9 +60,9 @@ class WordCache {
   static bool holds(const Slot& s, std::string_view word);
 
   mutable std::mutex mutex_;
-  std::vector<Tags> tags_;  // by set
+  std::vector<Tags> tags_;   // by set
   std::vector<Slot> slots_;  // set * kWays + way
-  int shift_;  // set = hash >> shift_
+  int shift_;                // set = hash >> shift_
   size_t victim_ = 0;
 };
 
