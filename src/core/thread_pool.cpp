@@ -32,7 +32,7 @@ void ThreadPool::worker_loop(int index) {
   t_inside_pool = true;
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* task;
+    RangeFn task;
     int64_t n;
     {
       std::unique_lock lock(mutex_);
@@ -47,7 +47,7 @@ void ThreadPool::worker_loop(int index) {
     std::exception_ptr err;
     if (begin < end) {
       try {
-        (*task)(begin, end);
+        task(begin, end);
       } catch (...) {
         err = std::current_exception();
       }
@@ -58,7 +58,7 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::run(int64_t n, RangeFn fn) {
   if (n <= 0) return;
   if (n_threads_ == 1 || n == 1 || t_inside_pool) {
     fn(0, n);
@@ -66,7 +66,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   }
   {
     std::lock_guard lock(mutex_);
-    task_ = &fn;
+    task_ = fn;
     task_n_ = n;
     pending_ = n_threads_ - 1;
     error_ = nullptr;

@@ -164,6 +164,10 @@ std::vector<SequenceOutput> Generator::generate(SessionState& session,
   auto t0 = std::chrono::steady_clock::now();
   prefill(session, prompts);
   stats_.prefill_seconds = seconds_since(t0);
+  // KV caches get room for every token the loop may append.
+  const int64_t longest = *std::max_element(session.consumed.begin(), session.consumed.end());
+  reserve_state(session.model, longest + config.max_new_tokens);
+  if (B > 1) reserve_state(stopped, longest + config.max_new_tokens);
 
   t0 = std::chrono::steady_clock::now();
   float* logits = logits_.data<float>();

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ssm/core/log.h"
+#include "ssm/layers/attention_layer.h"
 #include "ssm/layers/gated_mlp.h"
 #include "ssm/ops/gemm.h"
 #include "ssm/ops/rms_norm.h"
@@ -235,12 +236,38 @@ Tensor& LanguageModel::step(const int64_t* tokens, ModelState& state, Context& c
   return sb.logits;
 }
 
+namespace {
+
+// A KV cache row: the sequence's valid rows of every head, and its length.
+void copy_cache_row(AttentionState& dst, int64_t dst_row, const AttentionState& src, int64_t src_row) {
+  const int64_t len = src.length(src_row), Hkv = src.k.dim(1), hd = src.k.dim(3);
+  dst.reserve(len);
+  const int64_t dcap = dst.capacity(), scap = src.capacity();
+  for (int64_t h = 0; h < Hkv; ++h) {
+    const int64_t d = ((dst_row * Hkv + h) * dcap) * hd, s = ((src_row * Hkv + h) * scap) * hd;
+    std::memcpy(dst.k.data<float>() + d, src.k.data<float>() + s, len * hd * sizeof(float));
+    std::memcpy(dst.v.data<float>() + d, src.v.data<float>() + s, len * hd * sizeof(float));
+  }
+  dst.lengths.data<int64_t>()[dst_row] = len;
+}
+
+}  // namespace
+
+void reserve_state(ModelState& state, int64_t max_len) {
+  for (auto& l : state.layers)
+    if (auto* a = dynamic_cast<AttentionState*>(l.get())) a->reserve(max_len);
+}
+
 void copy_state_row(ModelState& dst, int64_t dst_row, ModelState& src, int64_t src_row) {
   SSM_CHECK(dst.layers.size() == src.layers.size(), "states of different models");
   SSM_CHECK(dst_row >= 0 && dst_row < dst.batch && src_row >= 0 && src_row < src.batch,
             "row out of range");
   for (size_t i = 0; i < dst.layers.size(); ++i) {
     if (!dst.layers[i]) continue;
+    if (auto* cache = dynamic_cast<AttentionState*>(dst.layers[i].get())) {
+      copy_cache_row(*cache, dst_row, dynamic_cast<AttentionState&>(*src.layers[i]), src_row);
+      continue;
+    }
     auto d = dst.layers[i]->tensors();
     auto s = src.layers[i]->tensors();
     SSM_CHECK(d.size() == s.size(), "layer ", i, " states differ");

@@ -8,6 +8,7 @@
 
 #include "ssm/io/atomic_file.h"
 #include "ssm/io/json.h"
+#include "ssm/layers/attention_layer.h"
 
 namespace ssm {
 namespace {
@@ -40,6 +41,24 @@ std::vector<std::pair<std::string, Tensor*>> state_tensors(ModelState& state) {
     if (state.layers[i])
       for (auto& [name, t] : state.layers[i]->tensors()) out.emplace_back(cat("layers.", i, ".", name), t);
   return out;
+}
+
+// A KV cache cut to its longest sequence: the file holds no spare capacity.
+void trim_cache(AttentionState& a) {
+  int64_t len = 0;
+  for (int64_t b = 0; b < a.batch(); ++b) len = std::max(len, a.length(b));
+  if (len == a.capacity()) return;
+  AttentionState t;
+  t.k = Tensor::zeros(DType::kF32, {a.k.dim(0), a.k.dim(1), 0, a.k.dim(3)});
+  t.v = t.k.clone();
+  t.reserve(len);
+  const int64_t rows = a.k.dim(0) * a.k.dim(1), hd = a.k.dim(3), cap = a.capacity();
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(t.k.data<float>() + r * len * hd, a.k.data<float>() + r * cap * hd, len * hd * sizeof(float));
+    std::memcpy(t.v.data<float>() + r * len * hd, a.v.data<float>() + r * cap * hd, len * hd * sizeof(float));
+  }
+  a.k = t.k;
+  a.v = t.v;
 }
 
 }  // namespace
@@ -98,7 +117,23 @@ void save_state(const std::filesystem::path& path, SessionState& session,
                     {"consumed", session.consumed[b]},
                     {"recent", session.recent[b]}});
   header["sequences"] = seqs;
-  const auto tensors = state_tensors(session.model);
+  // KV caches are written without spare capacity, from trimmed copies so
+  // that the session itself is left as it is.
+  std::vector<std::unique_ptr<AttentionState>> trimmed;
+  std::vector<std::pair<std::string, Tensor*>> tensors;
+  for (size_t i = 0; i < session.model.layers.size(); ++i) {
+    LayerState* l = session.model.layers[i].get();
+    if (auto* a = dynamic_cast<AttentionState*>(l)) {
+      trimmed.push_back(std::make_unique<AttentionState>());
+      trimmed.back()->k = a->k;
+      trimmed.back()->v = a->v;
+      trimmed.back()->lengths = a->lengths;
+      trim_cache(*trimmed.back());
+      l = trimmed.back().get();
+    }
+    if (l)
+      for (auto& [name, t] : l->tensors()) tensors.emplace_back(cat("layers.", i, ".", name), t);
+  }
   Json list = Json::array();
   size_t offset = 0;
   for (const auto& [name, t] : tensors) {
@@ -174,8 +209,19 @@ SessionState load_state(const std::filesystem::path& path, const LanguageModel& 
       if (s.pending[b] >= model.config().vocab_size)
         throw fail("corrupted: pending token ", s.pending[b], " of sequence ", b);
     }
-    const auto tensors = state_tensors(s.model);
     const Json& list = header.at("tensors");
+    // KV caches take the length they were saved with.
+    for (const Json& e : list) {
+      const std::string name = e.at("name").get<std::string>();
+      size_t layer = 0;
+      if (std::sscanf(name.c_str(), "layers.%zu.", &layer) != 1 || layer >= s.model.layers.size())
+        throw fail("corrupted: state tensor name '", name, "'");
+      auto* cache = dynamic_cast<AttentionState*>(s.model.layers[layer].get());
+      const Shape shape = e.at("shape").get<Shape>();
+      if (cache && shape.size() == 4 && shape[2] >= 0 && shape[2] <= (int64_t{1} << 32))
+        cache->reserve(shape[2]);
+    }
+    const auto tensors = state_tensors(s.model);
     if (list.size() != tensors.size())
       throw fail("holds ", list.size(), " state tensors, the model has ", tensors.size());
     const size_t data_start = kPreamble + header_len, data_size = size - kTrailer - data_start;

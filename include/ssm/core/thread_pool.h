@@ -8,6 +8,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace ssm {
@@ -24,9 +25,22 @@ class ThreadPool {
 
   // Calls fn(begin, end) on disjoint ranges covering [0, n). Blocks until all
   // are done; rethrows the first exception. Nested calls run inline.
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  // fn is referenced, never copied, so no call allocates (a std::function
+  // would for captures past its small buffer, once per call in decode loops).
+  template <typename F>
+  void parallel_for(int64_t n, F&& fn) {
+    run(n, RangeFn{const_cast<void*>(static_cast<const void*>(&fn)),
+                   [](void* f, int64_t b, int64_t e) { (*static_cast<std::remove_reference_t<F>*>(f))(b, e); }});
+  }
 
  private:
+  // A non-owning reference to the caller's callable, alive until run returns.
+  struct RangeFn {
+    void* object;
+    void (*call)(void*, int64_t, int64_t);
+    void operator()(int64_t b, int64_t e) const { call(object, b, e); }
+  };
+  void run(int64_t n, RangeFn fn);
   void worker_loop(int index);
 
   int n_threads_;
@@ -34,7 +48,7 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  const std::function<void(int64_t, int64_t)>* task_ = nullptr;
+  RangeFn task_{};
   int64_t task_n_ = 0;
   uint64_t generation_ = 0;
   int pending_ = 0;

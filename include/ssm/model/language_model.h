@@ -85,8 +85,13 @@ class LanguageModel {
 };
 
 // Copies sequence src_row of src into sequence dst_row of dst (both made by
-// the same model; every state tensor is indexed by sequence first).
+// the same model; every state tensor is indexed by sequence first, KV caches
+// are copied up to the sequence's length and grown to hold it).
 void copy_state_row(ModelState& dst, int64_t dst_row, ModelState& src, int64_t src_row);
+
+// Grows every KV cache of state to hold max_len tokens per sequence, so that
+// decoding up to that length allocates nothing. A no-op for pure SSMs.
+void reserve_state(ModelState& state, int64_t max_len);
 
 // The mixer for layer i of config (Mamba-2, Mamba-3 or attention).
 std::unique_ptr<SequenceLayer> make_mixer(const ModelConfig& config, int64_t layer);

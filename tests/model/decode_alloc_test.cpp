@@ -1,0 +1,76 @@
+// Nothing allocates per token: this test program's operator new counts every
+// heap allocation (on any thread), and decoding steps after warm-up must not
+// add to the count. A generation's count must not grow with its length.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "decode_support.h"
+#include "ssm/model/generator.h"
+
+namespace {
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+// Out of line, so that the compiler never sees free() meet a pointer from
+// operator new (which it would flag as mismatched after inlining).
+__attribute__((noinline)) void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace ssm {
+namespace {
+
+class DecodeAlloc : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DecodeAlloc, ModelStepAllocatesNothingAfterWarmUp) {
+  SSM_LOAD_GOLDEN_OR_SKIP(model, GetParam());
+  for (int threads : {1, 2}) {
+    Context ctx(threads);
+    ModelState state = model.make_state(3);
+    reserve_state(state, 64);
+    std::vector<int64_t> tok = {1, 2, 3};
+    model.step(tok.data(), state, ctx);  // buffers grow here
+    const int64_t before = g_allocations.load();
+    for (int i = 0; i < 20; ++i) {
+      const Tensor& logits = model.step(tok.data(), state, ctx);
+      for (int64_t b = 0; b < 3; ++b) tok[b] = (tok[b] * 31 + i + static_cast<int64_t>(logits.data<float>()[b] > 0)) % 256;
+    }
+    EXPECT_EQ(g_allocations.load() - before, 0) << threads << " threads";
+  }
+}
+
+TEST_P(DecodeAlloc, GenerationAllocationsDoNotGrowWithLength) {
+  SSM_LOAD_GOLDEN_OR_SKIP(model, GetParam());
+  Context ctx(2);
+  std::vector<std::string> bytes(256);
+  for (int i = 0; i < 256; ++i) bytes[i] = std::string(1, static_cast<char>(i));
+  Generator gen(model, ctx);
+  gen.set_token_text([&](int64_t id) { return std::string_view(bytes[id]); });
+  auto count = [&](int64_t n) {
+    GenerationConfig cfg{.max_new_tokens = n};
+    cfg.sampling = SamplingParams{.temperature = 1.f, .top_k = 20, .top_p = 0.9f, .repeat_penalty = 1.2f};
+    cfg.stop_strings = {"\xff\xfe\xfd never"};
+    int64_t seen = 0;
+    SessionState s = make_session(model, 2);
+    const int64_t before = g_allocations.load();
+    gen.generate(s, {{5, 6, 7}, {8, 9, 10}}, cfg, [&](int64_t, int64_t) { ++seen; });
+    const int64_t used = g_allocations.load() - before;
+    EXPECT_EQ(seen, 2 * n);
+    return used;
+  };
+  count(80);  // warm-up: workspaces (attention scores too) grow to the longest run
+  EXPECT_EQ(count(8), count(80));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, DecodeAlloc, ::testing::ValuesIn(testing::golden_model_cases()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace ssm
