@@ -17,8 +17,8 @@ PairRanks::PairRanks(const std::vector<MergeRule>& rules) {
     const uint64_t key = pack(r.left, r.right);
     size_t i = slot(key);
     while (table_[i].key != kEmpty && table_[i].key != key) i = (i + 1) & mask_;
-    // A repeated pair keeps its first (best) rank.
-    if (table_[i].key == key) continue;
+    // A repeated pair takes its last rank, as in HF and GPT-2 (a map filled
+    // in file order).
     table_[i] = Entry{key, static_cast<int32_t>(rank), r.merged};
   }
 }
