@@ -36,6 +36,7 @@ struct TrainArgs {
   TrainOptions opt;
   bool resume = false;
   int64_t checkpoint_every = 0, eval_every = 0, eval_tokens = 1 << 16, log_every = 10;
+  int64_t stop_at = 0;  // stop (with a checkpoint) once this step is done; 0: run to the end
   double holdout = 0.05;
   int threads = 1;
   CLI::App* cmd = nullptr;
@@ -105,7 +106,8 @@ int run_train(TrainArgs& a) {
     std::printf("%sstep %lld held-out loss %.6f perplexity %.3f bits/byte %.4f\n", tty ? "\n" : "",
                 static_cast<long long>(trainer.steps_done()), r.loss(), r.perplexity(), r.bits_per_byte());
   };
-  while (!trainer.finished() && !g_interrupted.load()) {
+  auto stop_here = [&] { return a.stop_at > 0 && trainer.steps_done() >= a.stop_at; };
+  while (!trainer.finished() && !g_interrupted.load() && !stop_here()) {
     const StepReport r = trainer.step();
     tokens += r.tokens;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -132,6 +134,11 @@ int run_train(TrainArgs& a) {
     std::printf("%sinterrupted: checkpoint at step %lld saved in %s (continue with --resume)\n",
                 tty ? "\n" : "", static_cast<long long>(trainer.steps_done()), out.c_str());
     return 130;
+  }
+  if (!trainer.finished()) {
+    std::printf("%sstopped at step %lld: checkpoint saved in %s (continue with --resume)\n",
+                tty ? "\n" : "", static_cast<long long>(trainer.steps_done()), out.c_str());
+    return 0;
   }
   if (!held_out.empty()) evaluate();
   std::printf("done: %lld steps, weights in %s\n", static_cast<long long>(trainer.steps_done()),
@@ -162,6 +169,7 @@ void setup_train(CLI::App& app, Action& action) {
   cmd->add_option("--eval-every", a.eval_every, "held-out evaluation every N steps (0: only at the end)");
   cmd->add_option("--eval-tokens", a.eval_tokens, "held-out tokens per evaluation");
   cmd->add_option("--log-every", a.log_every, "log line every N steps (when not on a terminal)")->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--stop-at", a.stop_at, "stop after this step with a checkpoint (the schedule still spans --steps)");
   cmd->add_option("--holdout", a.holdout, "fraction of the file held out")->check(CLI::Range(0.0, 0.9));
   add_threads_option(*cmd, a.threads);
   cmd->callback([&action] { action = [] { return run_train(a); }; });
