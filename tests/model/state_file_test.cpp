@@ -1,0 +1,169 @@
+// Session state files: exact round trips (KV caches included), and every
+// damaged, foreign or future file refused with an error naming the file and
+// the problem, the file left byte for byte as it was.
+#include "ssm/model/state_file.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+
+#include "decode_support.h"
+#include "ssm/io/atomic_file.h"
+#include "support/temp_dir.h"
+
+namespace ssm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+// A session with some history: two sequences, prompts of different lengths,
+// a few generated tokens each.
+SessionState busy_session(LanguageModel& model, Context& ctx) {
+  SessionState s = make_session(model, 2);
+  Generator gen(model, ctx);
+  gen.generate(s, {{1, 2, 3, 4, 5}, {9, 8}}, GenerationConfig{.max_new_tokens = 4});
+  return s;
+}
+
+void expect_refused(const fs::path& path, const LanguageModel& model, const std::string& fp,
+                    const std::string& needle) {
+  const std::string before = read_file(path);
+  try {
+    load_state(path, model, fp);
+    ADD_FAILURE() << "loaded; expected an error mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path.string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+  }
+  EXPECT_EQ(read_file(path), before) << "the refused file changed";
+}
+
+std::string with_crc(std::string bytes) {
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32_z(crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(bytes.data()), bytes.size() - 4));
+  for (int i = 0; i < 4; ++i) bytes[bytes.size() - 4 + i] = static_cast<char>(crc >> (8 * i));
+  return bytes;
+}
+
+class StateFile : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StateFile, RoundTripIsExact) {
+  SSM_LOAD_GOLDEN_OR_SKIP(model, GetParam());
+  Context ctx(2);
+  SessionState s = busy_session(model, ctx);
+  TempDir dir;
+  save_state(dir / "a.state", model, s, ctx);
+  SessionState r = load_state(dir / "a.state", model, ctx);
+  EXPECT_EQ(r.batch(), 2);
+  EXPECT_EQ(r.pending, s.pending);
+  EXPECT_EQ(r.recent, s.recent);
+  EXPECT_EQ(r.consumed, s.consumed);
+  EXPECT_EQ(r.model.position, s.model.position);
+  // Saving what was loaded gives the same bytes (KV caches trimmed alike).
+  save_state(dir / "b.state", model, r, ctx);
+  EXPECT_EQ(read_file(dir / "a.state"), read_file(dir / "b.state"));
+  // And both sessions continue identically.
+  Generator gen(model, ctx);
+  const auto x = gen.generate(s, {{7}, {}}, GenerationConfig{.max_new_tokens = 5});
+  const auto y = gen.generate(r, {{7}, {}}, GenerationConfig{.max_new_tokens = 5});
+  for (int b = 0; b < 2; ++b) EXPECT_EQ(x[b].tokens, y[b].tokens);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, StateFile, ::testing::ValuesIn(testing::golden_model_cases()),
+                         [](const auto& info) { return info.param; });
+
+struct Fixture {
+  LanguageModel model = LanguageModel::load(testing::golden_dir("mamba2_hf_tiny"));
+  Context ctx{1};
+  TempDir dir;
+  fs::path path = dir / "chat.state";
+  std::string fp;
+  std::string bytes;
+  Fixture() {
+    fp = model_fingerprint(model, ctx);
+    SessionState s = busy_session(model, ctx);
+    save_state(path, s, fp);
+    bytes = read_file(path);
+  }
+  void write(const std::string& b) { testing::write_bytes(path, b); }
+};
+
+TEST(StateFileErrors, TruncatedAnywhere) {
+  Fixture f;
+  for (size_t keep : {size_t{0}, size_t{5}, size_t{20}, f.bytes.size() / 2, f.bytes.size() - 1}) {
+    f.write(f.bytes.substr(0, keep));
+    expect_refused(f.path, f.model, f.fp, "truncated");
+  }
+}
+
+TEST(StateFileErrors, CorruptedBytes) {
+  Fixture f;
+  for (size_t at : {size_t{30}, f.bytes.size() / 2, f.bytes.size() - 10, f.bytes.size() - 1}) {
+    std::string b = f.bytes;
+    b[at] = static_cast<char>(b[at] ^ 0x40);
+    f.write(b);
+    expect_refused(f.path, f.model, f.fp, "corrupted");
+  }
+  std::string extra = f.bytes + "x";
+  f.write(extra);
+  expect_refused(f.path, f.model, f.fp, "corrupted");
+}
+
+TEST(StateFileErrors, FutureVersion) {
+  Fixture f;
+  std::string b = f.bytes;
+  b[8] = static_cast<char>(kStateFileVersion + 1);
+  f.write(with_crc(b));  // a well-formed file of a newer format
+  expect_refused(f.path, f.model, f.fp, "version 2 is newer");
+}
+
+TEST(StateFileErrors, NotAStateFile) {
+  Fixture f;
+  f.write("{\"hello\": 1} this is some other file, long enough to have a preamble");
+  expect_refused(f.path, f.model, f.fp, "not a session state file");
+}
+
+TEST(StateFileErrors, AnotherModel) {
+  Fixture f;
+  // Another architecture.
+  LanguageModel other = LanguageModel::load(testing::golden_dir("mamba2_ssm_tiny"));
+  expect_refused(f.path, other, model_fingerprint(other, f.ctx), "different model");
+  // The same architecture with one weight changed.
+  LanguageModel tuned = LanguageModel::load(testing::golden_dir("mamba2_hf_tiny"));
+  tuned.for_each_param([](const std::string& name, Param& p) {
+    if (name.find("layers.1.mixer.in_proj") != std::string::npos) {
+      p.value = p.value.clone();
+      p.value.data<float>()[1234] += 1e-3f;
+    }
+  });
+  const std::string tuned_fp = model_fingerprint(tuned, f.ctx);
+  EXPECT_NE(tuned_fp, f.fp);
+  expect_refused(f.path, tuned, tuned_fp, "different model");
+}
+
+TEST(StateFileErrors, FailedSaveLeavesTheOldFile) {
+  Fixture f;
+  SessionState s = make_session(f.model, 1);
+  // A directory where the file should be: the rename fails, nothing changes.
+  fs::create_directory(f.dir / "taken");
+  EXPECT_THROW(save_state(f.dir / "taken", s, f.fp), Error);
+  EXPECT_THROW(save_state(f.dir / "missing" / "x.state", s, f.fp), Error);
+  EXPECT_EQ(read_file(f.path), f.bytes);
+  EXPECT_NO_THROW(load_state(f.path, f.model, f.fp));
+}
+
+TEST(ModelFingerprint, IndependentOfThreads) {
+  LanguageModel model = LanguageModel::load(testing::golden_dir("mamba2_ssm_tiny"));
+  Context one(1), two(2);
+  EXPECT_EQ(model_fingerprint(model, one), model_fingerprint(model, two));
+  EXPECT_EQ(model_fingerprint(model, one).size(), 16u);
+  // The pytorch_model.bin copy is the same model.
+  LanguageModel bin = LanguageModel::load(testing::golden_dir("mamba2_ssm_bin"));
+  EXPECT_EQ(model_fingerprint(bin, one), model_fingerprint(model, one));
+}
+
+}  // namespace
+}  // namespace ssm
