@@ -2,6 +2,8 @@
 // ids and decodings that HF itself recorded.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "ssm/core/error.h"
 #include "ssm/io/json.h"
 #include "ssm/tokenizer/tokenizer.h"
@@ -67,6 +69,37 @@ TEST(RawBytesTokenizer, ChosenForModelWithoutTokenizerJson) {
 
 TEST(LoadTokenizer, MissingPathIsAnError) {
   EXPECT_THROW(load_tokenizer_for_model("/nonexistent/model"), Error);
+}
+
+}  // namespace
+}  // namespace ssm
+
+namespace ssm {
+namespace {
+
+// One tokenizer serves many threads: the shared word cache must not change
+// any result.
+TEST(TokenizerGolden, ConcurrentEncodingMatchesSerial) {
+  const auto tokenizer = load_tokenizer_json(kDir + "/tokenizer.json");
+  const Json cases = load_json_file(kDir + "/encodings.json");
+  std::vector<std::string> texts;
+  for (const Json& c : cases) texts.push_back(c.at("text").get<std::string>());
+  for (int i = 0; i < 200; ++i) texts.push_back("word" + std::to_string(i * 7919) + " and more");
+  std::vector<std::vector<int32_t>> serial;
+  for (const auto& t : texts) serial.push_back(tokenizer->encode(t));
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round)
+        for (size_t i = 0; i < texts.size(); ++i)
+          if (tokenizer->encode(texts[(i + t * 31) % texts.size()]) !=
+              serial[(i + t * 31) % texts.size()])
+            ++mismatches[t];
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
 }
 
 }  // namespace
