@@ -62,6 +62,22 @@ TEST(Unpickler, DecodesOrderedDictWithMetadataParametersAndLargeNumbers) {
   EXPECT_EQ(sd.back().second.shape, (Shape{int64_t{3} << 30, 2}));
 }
 
+TEST(Unpickler, TiedTensorsThroughTheMemoShareTheirDescription) {
+  // 100 entries push the memo past 255: t1 is fetched with BINGET, t99
+  // with LONG_BINGET (stored with LONG_BINPUT).
+  std::vector<FakeTensor> tensors;
+  for (int i = 0; i < 100; ++i) tensors.push_back({"t" + std::to_string(i), "0", 64, {8, 8}});
+  tensors.push_back({"early", "", 0, {}, 0, {}, "", false, "t1"});
+  tensors.push_back({"late", "", 0, {}, 0, {}, "", false, "t99"});
+  const std::string pickle = state_dict_pickle(tensors);
+  const TorchStateDict sd = unpickle_state_dict(pickle, "test.pkl");
+  ASSERT_EQ(sd.size(), 102u);
+  for (size_t i : {100, 101}) {
+    EXPECT_EQ(sd[i].second.storage.key, "0");
+    EXPECT_EQ(sd[i].second.shape, (Shape{8, 8}));
+  }
+}
+
 TEST(Unpickler, AcceptsAnyStrideOnSizeOneDimensions) {
   // torch leaves strides of size-1 dimensions arbitrary (conv1d weights).
   const TorchStateDict sd =

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,7 @@ struct FakeTensor {
   std::vector<int64_t> stride = {};  // empty: row-major
   std::string storage_type = "FloatStorage";
   bool as_parameter = false;  // wrapped in torch._utils._rebuild_parameter
+  std::string tied_to = {};   // the same object as this earlier tensor (BINGET)
 };
 
 inline std::vector<int64_t> row_major(const Shape& shape) {
@@ -79,16 +81,23 @@ inline std::string state_dict_pickle(const std::vector<FakeTensor>& tensors, boo
     w.op('}');
   w.put(0).op('(');
   uint32_t memo = 1;
+  std::map<std::string, uint32_t> tensor_memo;
   for (const FakeTensor& t : tensors) {
     w.str(t.name).put(memo++);
+    if (!t.tied_to.empty()) {
+      w.get(tensor_memo.at(t.tied_to));
+      continue;
+    }
     if (t.as_parameter) w.global("torch._utils", "_rebuild_parameter").put(memo++).op('(');
     w.global("torch._utils", "_rebuild_tensor_v2").put(memo++).op('(');
     w.op('(').str("storage").global("torch", t.storage_type).str(t.key).str("cpu");
     w.integer(t.storage_numel).op('t').put(memo++).op('Q');
     w.integer(t.offset).tuple(t.shape).tuple(t.stride.empty() ? row_major(t.shape) : t.stride);
-    w.op(0x89).global("collections", "OrderedDict").op(')').op('R').op('t').op('R').put(memo++);
+    w.op(0x89).global("collections", "OrderedDict").op(')').op('R').op('t').op('R');
     if (t.as_parameter)
-      w.op(0x88).global("collections", "OrderedDict").op(')').op('R').op('t').op('R');
+      w.put(memo++).op(0x88).global("collections", "OrderedDict").op(')').op('R').op('t').op('R');
+    tensor_memo[t.name] = memo;
+    w.put(memo++);
   }
   w.op('u');
   if (ordered) {
