@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Trains the built-in default model: a small byte-level model on the King
+# James Bible (public domain; Debian's bible-kjv-text), written to
+# models/default/ as config.json + model.safetensors.
+#
+#   ARCH=mamba3 (default) or mamba2 (the fallback while Mamba-3 cannot train)
+#   STEPS, BATCH, SEQ_LEN, LR: the schedule (defaults fit ~25 minutes on 2 cores)
+#   WORK: scratch directory (data, checkpoints); rerunning resumes from its
+#         checkpoint, so Ctrl-C and a second run continue the same run.
+#   DRY_RUN=1: a few hundred steps of a smaller model, only to see the loss fall.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ARCH=${ARCH:-mamba3}
+BUILD_DIR=${BUILD_DIR:-build}
+WORK=${WORK:-/tmp/ssm-default-model-$ARCH}
+THREADS=${THREADS:-2}
+SEED=${SEED:-1}
+if [ "${DRY_RUN:-0}" = 1 ]; then
+  D_MODEL=${D_MODEL:-128} N_LAYER=${N_LAYER:-2} STEPS=${STEPS:-300} BATCH=${BATCH:-8} SEQ_LEN=${SEQ_LEN:-128}
+else
+  D_MODEL=${D_MODEL:-256} N_LAYER=${N_LAYER:-4} STEPS=${STEPS:-600} BATCH=${BATCH:-8} SEQ_LEN=${SEQ_LEN:-128}
+fi
+LR=${LR:-3e-3}
+WARMUP=${WARMUP:-50}
+ssm="$BUILD_DIR/ssm"
+
+# 1. The text: every verse of the KJV through the bible program, verse
+#    numbers dropped, one verse per line under each chapter heading.
+if ! command -v bible >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bible-kjv bible-kjv-text
+fi
+mkdir -p "$WORK"
+data="$WORK/kjv.txt"
+if [ ! -s "$data" ]; then
+  bible -l 100000 Gen1:1-Rev22:21 | sed -e 's/^ *[0-9][0-9]* //' > "$data"
+fi
+echo "data: $data ($(wc -c < "$data") bytes)"
+
+# 2. The program.
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD_DIR" -j "$THREADS" --target ssm_cli
+
+# 3. A fresh model (byte-level: no tokenizer.json, vocabulary 256).
+model="$WORK/model"
+if [ "$ARCH" = mamba3 ]; then
+  ssm_cfg='{"layer": "Mamba3", "d_state": 64, "headdim": 64, "expand": 2, "chunk_size": 64}'
+else
+  ssm_cfg='{"layer": "Mamba2", "d_state": 64, "headdim": 64, "expand": 2, "chunk_size": 128}'
+fi
+cat > "$WORK/config.json" <<JSON
+{"d_model": $D_MODEL, "n_layer": $N_LAYER, "vocab_size": 256, "pad_vocab_size_multiple": 8,
+ "d_intermediate": 0, "ssm_cfg": $ssm_cfg, "attn_layer_idx": [], "attn_cfg": {},
+ "rms_norm": true, "residual_in_fp32": true, "fused_add_norm": true, "tie_embeddings": true}
+JSON
+resume=()
+if [ -f "$model/checkpoint.safetensors" ]; then
+  resume=(--resume)
+else
+  "$ssm" init --config "$WORK/config.json" --out "$model" --seed "$SEED" --force
+fi
+
+# 4. Training, with a held-out 5% (the end of Revelation), checkpoints every
+#    100 steps.
+"$ssm" train "$model" --data "$data" --steps "$STEPS" --batch "$BATCH" --seq-len "$SEQ_LEN" \
+  --lr "$LR" --warmup "$WARMUP" --weight-decay 0.1 --clip 1.0 --seed "$SEED" \
+  --checkpoint-every 100 --eval-every 200 --eval-tokens 65536 --log-every 25 \
+  --threads "$THREADS" "${resume[@]}"
+
+# 5. Held-out score and a sample.
+"$ssm" score "$model" --data "$data" --seq-len "$SEQ_LEN" --threads "$THREADS" | tee "$WORK/score.txt"
+if [ "${DRY_RUN:-0}" != 1 ]; then
+  mkdir -p models/default
+  cp "$model/config.json" models/default/config.json
+  cp "$model/model.safetensors" models/default/model.safetensors
+  echo "wrote models/default ($(du -h models/default/model.safetensors | cut -f1))"
+fi
