@@ -220,6 +220,7 @@ PyTorchArchive PyTorchArchive::open(const std::filesystem::path& path) {
           cat(where, ": tensors are stored '", text, "'-endian; only little-endian is read"));
   }
   const auto pkl = zip.find(prefix + "/data.pkl");
+  if (!pkl) throw Error(cat(where, ": cannot stat ", prefix, "/data.pkl"));
   if (pkl->size > kMaxPickleBytes)
     throw Error(
         cat(where, ": data.pkl of ", pkl->size, " bytes exceeds the limit of ", kMaxPickleBytes));
