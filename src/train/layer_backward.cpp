@@ -9,6 +9,7 @@ namespace {
 constexpr std::pair<const char*, LayerBackwardFn> kBackwards[] = {
     {"mamba2", &backward_mamba2},
     {"mlp", &backward_mlp},
+    {"mamba3", &backward_mamba3},
 };
 
 LayerBackwardFn find_backward(const std::string& kind) {

@@ -58,7 +58,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, GoldenGrad,
 
 TEST(LayerBackward, UnknownKindIsAClearError) {
   struct Odd : SequenceLayer {
-    std::string kind() const override { return "mamba3"; }
+    std::string kind() const override { return "retention"; }
     std::unique_ptr<LayerState> make_state(int64_t) const override { return nullptr; }
     void forward(const Tensor&, Tensor&, LayerState*, Context&) override {}
   } layer;
@@ -69,7 +69,7 @@ TEST(LayerBackward, UnknownKindIsAClearError) {
     layer_backward(layer, x, x, dx, grads, ctx);
     FAIL() << "expected ssm::Error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "backward for mamba3 is not implemented yet");
+    EXPECT_STREQ(e.what(), "backward for retention is not implemented yet");
   }
 }
 

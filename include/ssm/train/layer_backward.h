@@ -24,6 +24,10 @@ void backward_mamba2(SequenceLayer& layer, const Tensor& x, const Tensor& dy, Te
                      std::vector<Tensor>& grads, Context& ctx);
 void backward_mlp(SequenceLayer& layer, const Tensor& x, const Tensor& dy, Tensor& dx,
                   std::vector<Tensor>& grads, Context& ctx);
+void backward_mamba3(SequenceLayer& layer, const Tensor& x, const Tensor& dy, Tensor& dx,
+                     std::vector<Tensor>& grads, Context& ctx);
+void backward_attention(SequenceLayer& layer, const Tensor& x, const Tensor& dy, Tensor& dx,
+                        std::vector<Tensor>& grads, Context& ctx);
 
 // Dispatches on layer.kind(); ssm::Error for a kind without a backward.
 void layer_backward(SequenceLayer& layer, const Tensor& x, const Tensor& dy, Tensor& dx,
