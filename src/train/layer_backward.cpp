@@ -10,6 +10,7 @@ constexpr std::pair<const char*, LayerBackwardFn> kBackwards[] = {
     {"mamba2", &backward_mamba2},
     {"mlp", &backward_mlp},
     {"mamba3", &backward_mamba3},
+    {"attention", &backward_attention},
 };
 
 LayerBackwardFn find_backward(const std::string& kind) {
