@@ -1,11 +1,16 @@
 #include "ssm/model/config.h"
 
+#include <cmath>
 #include <set>
 
 #include "ssm/core/log.h"
 
 namespace ssm {
 namespace {
+
+// No real model comes near this; it keeps every size derived from a config
+// (products of two or three values) far from int64 overflow.
+constexpr int64_t kMaxConfigInteger = int64_t{1} << 24;
 
 // Reads typed values out of one JSON object, naming source and key in errors.
 class Reader {
@@ -18,9 +23,14 @@ class Reader {
     seen_.insert(key);
     if (!has(key)) return missing(key, fallback, required);
     const Json& v = j_[key];
-    if (!v.is_number_integer() && !(v.is_number_float() && v.get<double>() == static_cast<int64_t>(v.get<double>())))
+    // Whole floats (64.0) count too; the range is checked before any cast.
+    const double d = v.is_number() ? v.get<double>() : 0.5;
+    if (d != std::floor(d))
       throw Error(cat(where_, ": key '", key, "' must be an integer, got ", v.dump()));
-    return v.get<int64_t>();
+    if (std::fabs(d) > static_cast<double>(kMaxConfigInteger))
+      throw Error(cat(where_, ": key '", key, "' is ", v.dump(), ", outside [-", kMaxConfigInteger,
+                      ", ", kMaxConfigInteger, "]"));
+    return static_cast<int64_t>(d);
   }
   int64_t positive(const char* key, int64_t fallback, bool required = false) {
     const int64_t v = integer(key, fallback, required);
@@ -51,9 +61,12 @@ class Reader {
     if (!j_[key].is_object()) throw Error(cat(where_, ": key '", key, "' must be an object"));
     return j_[key];
   }
+  // null when absent (operator[] of a const json is undefined for a missing key).
   const Json& raw(const char* key) {
     seen_.insert(key);
-    return j_[key];
+    static const Json kNull;
+    const auto it = j_.find(key);
+    return it == j_.end() ? kNull : *it;
   }
   void ignore(std::initializer_list<const char*> keys) { seen_.insert(keys.begin(), keys.end()); }
   // Keys nobody read: almost always a typo or an unsupported feature.
@@ -87,9 +100,11 @@ void validate_mamba2(const Mamba2Config& c, const std::string& where) {
 void validate_mamba3(const Mamba3Config& c, const std::string& where) {
   check_divides(where, "d_inner = expand * d_model", c.d_inner(), "headdim", c.headdim);
   check_divides(where, "nheads", c.nheads(), "ngroups", c.ngroups);
-  if (c.rope_fraction < 0 || c.rope_fraction > 1)
+  if (!(c.rope_fraction >= 0 && c.rope_fraction <= 1))  // NaN too
     throw Error(cat(where, ": rope_fraction must be in [0, 1], got ", c.rope_fraction));
   if (c.is_mimo && c.mimo_rank <= 0) throw Error(cat(where, ": mimo_rank must be positive"));
+  if (c.rank() * c.ngroups > kMaxConfigInteger)  // in_proj holds rank * ngroups * d_state columns
+    throw Error(cat(where, ": mimo_rank * ngroups (", c.rank() * c.ngroups, ") exceeds ", kMaxConfigInteger));
   if (c.A_floor < 0) throw Error(cat(where, ": A_floor must be non-negative"));
 }
 
