@@ -66,7 +66,9 @@ TEST_P(DecodeAlloc, GenerationAllocationsDoNotGrowWithLength) {
     return used;
   };
   count(80);  // warm-up: workspaces (attention scores too) grow to the longest run
-  EXPECT_EQ(count(8), count(80));
+  // Both runs reserve their KV caches up front (a fresh session's cache
+  // holds 16 tokens), so any difference would come from the token loop.
+  EXPECT_EQ(count(20), count(80));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, DecodeAlloc, ::testing::ValuesIn(testing::golden_model_cases()),

@@ -9,6 +9,11 @@
 namespace ssm::ops {
 namespace {
 
+// linear() with at most this many rows takes the matrix-vector path; a block
+// of W of about kGemvBlockBytes is reused from L2 for every row.
+constexpr int64_t kGemvMaxRows = 8;
+constexpr int64_t kGemvBlockBytes = 256 << 10;
+
 void single_threaded_blas() {
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(1); });
@@ -36,6 +41,32 @@ void linear(const float* x, int64_t M, int64_t K, const float* W, int64_t N, con
             float* y, ThreadPool& pool, int64_t ldx, int64_t ldy) {
   if (ldx == 0) ldx = K;
   if (ldy == 0) ldy = N;
+  if (M <= kGemvMaxRows) {
+    // Decoding: a few rows against a large W. sgemm would repack all of W
+    // per call (its cost at M = 1 is mostly that copy); matrix-vector
+    // products over blocks of W that stay in L2 read it from memory once.
+    // Each output is one sgemv over all of K whatever the split, so results
+    // do not depend on the thread count or on the other rows of the batch.
+    single_threaded_blas();
+    const int64_t bn = std::max<int64_t>(16, std::min<int64_t>(256, (kGemvBlockBytes / 4) / std::max<int64_t>(K, 1)));
+    const int64_t blocks = (N + bn - 1) / bn;
+    pool.parallel_for(blocks, [&](int64_t b0, int64_t b1) {
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t n0 = blk * bn, n = std::min(N, n0 + bn) - n0;
+        for (int64_t m = 0; m < M; ++m) {
+          float* out = y + m * ldy + n0;
+          if (bias) std::memcpy(out, bias + n0, n * sizeof(float));
+          if (K == 0) {
+            if (!bias) std::memset(out, 0, n * sizeof(float));
+            continue;
+          }
+          cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(n), static_cast<blasint>(K), 1.f,
+                      W + n0 * K, static_cast<blasint>(K), x + m * ldx, 1, bias ? 1.f : 0.f, out, 1);
+        }
+      }
+    });
+    return;
+  }
   auto rows = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     float* out = y + m0 * ldy + n0;
     if (bias)
