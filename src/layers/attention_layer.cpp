@@ -80,7 +80,8 @@ void AttentionLayer::forward(const Tensor& x, Tensor& y, LayerState* state, Cont
     fresh = make_state(x.dim(0));
     state = fresh.get();
   }
-  run(x.data<float>(), x.dim(0), x.dim(1), y.data<float>(), static_cast<AttentionState&>(*state), ctx);
+  run(x.data<float>(), x.dim(0), x.dim(1), y.data<float>(), static_cast<AttentionState&>(*state),
+      ctx);
 }
 
 void AttentionLayer::step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx) {
@@ -103,15 +104,17 @@ void AttentionLayer::run(const float* x, int64_t B, int64_t L, float* y, Attenti
   ops::linear(x, rows, c.d_model, data_of(in_proj_), width, data_of(in_bias_), qkv, pool);
 
   const int64_t cap = st.capacity();
+  const double scale = c.softmax_scale > 0 ? c.softmax_scale : 1.0 / std::sqrt(double(hd));
+  // clang-format off
   ops::AttentionArgs attn{
       .batch = B, .length = L, .heads = H, .kv_heads = c.num_heads_kv, .head_dim = hd,
       .qkv = qkv, .ld_qkv = width, .rotary_dim = c.rotary_emb_dim, .inv_freq = inv_freq_.data(),
       .k_cache = st.k.data<float>(), .v_cache = st.v.data<float>(), .capacity = cap,
-      .past = st.lengths.data<int64_t>(),
-      .scale = static_cast<float>(c.softmax_scale > 0 ? c.softmax_scale : 1.0 / std::sqrt(double(hd))),
+      .past = st.lengths.data<int64_t>(), .scale = static_cast<float>(scale),
       .out = scratch(attn_, rows * H * hd), .ld_out = H * hd,
       // Sized by capacity, which grows geometrically, so decoding rarely regrows it.
       .scratch = scratch(scratch_, ops::attention_scratch_floats(B, L, H, cap))};
+  // clang-format on
   ops::attention_append_kv(attn, pool);
   ops::attention(attn, pool);
   for (int64_t b = 0; b < B; ++b) st.lengths.data<int64_t>()[b] += L;

@@ -1,5 +1,7 @@
 #include "ssm/layers/mamba3_layer.h"
 
+#include <algorithm>
+
 #include "ssm/ops/gemm.h"
 #include "ssm/ops/mamba3_scan.h"
 
@@ -72,9 +74,37 @@ void Mamba3Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
     fresh = make_state(B);
     state = fresh.get();
   }
+  auto& st = static_cast<Mamba3State&>(*state);
   // One step needs no chunks: the sequential form is the same math, cheaper.
-  run(x.data<float>(), B, L, y.data<float>(), static_cast<Mamba3State&>(*state),
-      reference_scan_ || L == 1, ctx);
+  const bool sequential = reference_scan_ || L == 1;
+  const int64_t seg = segment_length(B);
+  if (L <= seg) {
+    run(x.data<float>(), B, L, y.data<float>(), st, sequential, ctx);
+    return;
+  }
+  // Long inputs go through in segments, the state carried between them, so
+  // that the workspace stays bounded however long the prompt.
+  const int64_t D = cfg_.d_model;
+  for (int64_t t0 = 0; t0 < L; t0 += seg) {
+    const int64_t l = std::min(seg, L - t0);
+    if (B == 1) {
+      run(x.data<float>() + t0 * D, 1, l, y.data<float>() + t0 * D, st, sequential, ctx);
+      continue;
+    }
+    float* xs = scratch(x_seg_, B * l * D);
+    float* ys = scratch(y_seg_, B * l * D);
+    for (int64_t b = 0; b < B; ++b)
+      std::copy_n(x.data<float>() + (b * L + t0) * D, l * D, xs + b * l * D);
+    run(xs, B, l, ys, st, sequential, ctx);
+    for (int64_t b = 0; b < B; ++b)
+      std::copy_n(ys + b * l * D, l * D, y.data<float>() + (b * L + t0) * D);
+  }
+}
+
+int64_t Mamba3Layer::segment_length(int64_t batch) const {
+  // A whole number of chunks, so that segmenting leaves the chunks as they were.
+  const int64_t steps = std::max<int64_t>(1, cfg_.chunk_size / cfg_.rank());
+  return std::max<int64_t>(1, kSegmentRows / batch / steps) * steps;
 }
 
 void Mamba3Layer::step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx) {
@@ -97,6 +127,7 @@ void Mamba3Layer::run(const float* x, int64_t B, int64_t L, float* y, Mamba3Stat
   const float* z = proj;
   const float* ddt = proj + 2 * d_inner + 2 * RGN;
 
+  // clang-format off
   // dt, A, lam; q, k from normed, biased, rotated C, B; v = x * mimo_x.
   ops::Mamba3PrepareArgs prep{
       .batch = B, .length = L, .heads = H, .headdim = P, .d_state = N, .groups = G, .rank = R,
@@ -108,6 +139,8 @@ void Mamba3Layer::run(const float* x, int64_t B, int64_t L, float* y, Mamba3Stat
       .B_bias = data_of(B_bias_), .C_bias = data_of(C_bias_), .mimo_x = data_of(mimo_x_),
       .A_floor = static_cast<float>(c.A_floor), .norm_eps = c.norm_eps,
       .phase = st.phase.data<float>(),
+      .B_normed = scratch(bn_, rows * RGN), .C_normed = scratch(cn_, rows * RGN),
+      .ang_rate = scratch(rate_, rows * c.n_angles()),
       .dt = scratch(dt_, rows * H), .A = scratch(A_, rows * H), .lam = scratch(lam_, rows * H),
       .q = scratch(q_, rows * H * R * N), .k = scratch(k_, rows * H * R * N),
       .v = scratch(v_, rows * H * R * P)};
@@ -131,6 +164,7 @@ void Mamba3Layer::run(const float* x, int64_t B, int64_t L, float* y, Mamba3Stat
       .z = z, .ld_z = width, .mimo_z = data_of(mimo_z_), .mimo_o = data_of(mimo_o_),
       .norm = data_of(norm_), .norm_eps = c.norm_eps, .y = ys, .ld_y = d_inner};
   ops::mamba3_output(out, pool);
+  // clang-format on
 
   ops::linear(ys, rows, d_inner, data_of(out_proj_), c.d_model, nullptr, y, pool);
 }

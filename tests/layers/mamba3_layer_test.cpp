@@ -27,6 +27,7 @@ struct LayerCase {
   int64_t chunk;
   std::string name;
 };
+void PrintTo(const LayerCase& c, std::ostream* os) { *os << c.name; }
 
 Mamba3Config make_config(const LayerCase& lc) {
   Mamba3Config c;
@@ -89,11 +90,14 @@ std::vector<float> spec_forward(const Mamba3Layer& layer, const Tensor& x) {
         const double dt = std::log1p(std::exp(ddt[h] + w("dt_bias")[h]));
         const double f = ddA[h] >= 0 ? 1 + ddA[h] : 1 / (1 - ddA[h]);
         const double A = std::min(-f, -c.A_floor), lam = 1 / (1 + std::exp(-trap[h]));
-        for (int64_t j = 0; j < Sa; ++j) phase[h * Sa + j] += std::numbers::pi * std::tanh(ang[j]) * dt;
+        for (int64_t j = 0; j < Sa; ++j)
+          phase[h * Sa + j] += std::numbers::pi * std::tanh(ang[j]) * dt;
         std::vector<double> q(R * N), k(R * N), v(R * P);
         for (int64_t r = 0; r < R; ++r) {
-          norm_bias(Cs + (r * G + g) * N, w("C_norm.weight"), w("C_bias") + (h * R + r) * N, &q[r * N]);
-          norm_bias(Bs + (r * G + g) * N, w("B_norm.weight"), w("B_bias") + (h * R + r) * N, &k[r * N]);
+          norm_bias(Cs + (r * G + g) * N, w("C_norm.weight"), w("C_bias") + (h * R + r) * N,
+                    &q[r * N]);
+          norm_bias(Bs + (r * G + g) * N, w("B_norm.weight"), w("B_bias") + (h * R + r) * N,
+                    &k[r * N]);
           for (int64_t j = 0; j < Sa; ++j) {
             const int64_t i0 = c.is_mimo ? j : 2 * j, i1 = c.is_mimo ? j + N / 2 : 2 * j + 1;
             const double cs = std::cos(phase[h * Sa + j]), sn = std::sin(phase[h * Sa + j]);
@@ -103,7 +107,8 @@ std::vector<float> spec_forward(const Mamba3Layer& layer, const Tensor& x) {
               e[i1] = a0 * sn + a1 * cs;
             }
           }
-          for (int64_t p = 0; p < P; ++p) v[r * P + p] = xs[h * P + p] * (mimo_x ? mimo_x[(h * R + r) * P + p] : 1.f);
+          for (int64_t p = 0; p < P; ++p)
+            v[r * P + p] = xs[h * P + p] * (mimo_x ? mimo_x[(h * R + r) * P + p] : 1.f);
         }
         const double alpha = std::exp(A * dt), beta = (1 - lam) * dt * alpha, gamma = lam * dt;
         double* Sh = &S[h * P * N];
@@ -111,7 +116,8 @@ std::vector<float> spec_forward(const Mamba3Layer& layer, const Tensor& x) {
           for (int64_t n = 0; n < N; ++n) {
             double acc = alpha * Sh[p * N + n];
             for (int64_t r = 0; r < R; ++r)
-              acc += beta * vp[(h * R + r) * P + p] * kp[(h * R + r) * N + n] + gamma * v[r * P + p] * k[r * N + n];
+              acc += beta * vp[(h * R + r) * P + p] * kp[(h * R + r) * N + n] +
+                     gamma * v[r * P + p] * k[r * N + n];
             Sh[p * N + n] = acc;
           }
         for (int64_t r = 0; r < R; ++r) {
@@ -147,7 +153,8 @@ Tensor time_slice(const Tensor& x, int64_t t0, int64_t t1) {
   const int64_t B = x.dim(0), L = x.dim(1), D = x.dim(2);
   Tensor out = Tensor::empty(DType::kF32, {B, t1 - t0, D});
   for (int64_t b = 0; b < B; ++b)
-    std::copy_n(x.data<float>() + (b * L + t0) * D, (t1 - t0) * D, out.data<float>() + b * (t1 - t0) * D);
+    std::copy_n(x.data<float>() + (b * L + t0) * D, (t1 - t0) * D,
+                out.data<float>() + b * (t1 - t0) * D);
   return out;
 }
 
@@ -155,7 +162,8 @@ std::unique_ptr<LayerState> clone_state(const SequenceLayer& layer, LayerState& 
   auto out = layer.make_state(batch);
   auto dst = out->tensors();
   auto src = st.tensors();
-  for (size_t i = 0; i < dst.size(); ++i) std::memcpy(dst[i].second->raw(), src[i].second->raw(), src[i].second->nbytes());
+  for (size_t i = 0; i < dst.size(); ++i)
+    std::memcpy(dst[i].second->raw(), src[i].second->raw(), src[i].second->nbytes());
   return out;
 }
 
@@ -189,7 +197,8 @@ TEST_P(Mamba3LayerCases, ChunkedEqualsSequentialFromASavedState) {
   const Tensor x1 = time_slice(x, L0, L0 + L);
   Tensor want = Tensor::empty(DType::kF32, {B, L, c.d_model});
   for (int64_t b = 0; b < B; ++b)
-    std::copy_n(want_all.data() + (b * (L0 + L) + L0) * c.d_model, L * c.d_model, want.data<float>() + b * L * c.d_model);
+    std::copy_n(want_all.data() + (b * (L0 + L) + L0) * c.d_model, L * c.d_model,
+                want.data<float>() + b * L * c.d_model);
 
   auto st_ref = clone_state(sequential, *saved, B);
   Tensor y_ref = Tensor::empty(DType::kF32, x1.shape());
@@ -220,18 +229,22 @@ TEST_P(Mamba3LayerCases, StepEqualsForward) {
   layer.forward(x, y_fwd, st_fwd.get(), ctx);
 
   auto st = layer.make_state(B);
-  Tensor xt = Tensor::empty(DType::kF32, {B, c.d_model}), yt = Tensor::empty(DType::kF32, {B, c.d_model});
+  Tensor xt = Tensor::empty(DType::kF32, {B, c.d_model}),
+         yt = Tensor::empty(DType::kF32, {B, c.d_model});
   Tensor y = Tensor::empty(DType::kF32, x.shape());
   for (int64_t t = 0; t < L; ++t) {
     for (int64_t b = 0; b < B; ++b)
-      std::copy_n(x.data<float>() + (b * L + t) * c.d_model, c.d_model, xt.data<float>() + b * c.d_model);
+      std::copy_n(x.data<float>() + (b * L + t) * c.d_model, c.d_model,
+                  xt.data<float>() + b * c.d_model);
     layer.step(xt, yt, *st, ctx);
     for (int64_t b = 0; b < B; ++b)
-      std::copy_n(yt.data<float>() + b * c.d_model, c.d_model, y.data<float>() + (b * L + t) * c.d_model);
+      std::copy_n(yt.data<float>() + b * c.d_model, c.d_model,
+                  y.data<float>() + (b * L + t) * c.d_model);
   }
   EXPECT_LE(testing::max_rel_error(y, y_fwd), 2e-5);
   auto a = st->tensors(), r = st_fwd->tensors();
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(testing::max_rel_error(*a[i].second, *r[i].second), 2e-5) << a[i].first;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_LE(testing::max_rel_error(*a[i].second, *r[i].second), 2e-5) << a[i].first;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -246,6 +259,22 @@ INSTANTIATE_TEST_SUITE_P(
                       LayerCase{true, 4, 1, 0.5, true, 16, "mimo_r4_rope50_g1_norm"}),
     [](const auto& info) { return info.param.name; });
 
+// Inputs longer than the layer's segment go through in parts, the state
+// carried between them.
+TEST(Mamba3Layer, LongInputsMatchTheSpecAcrossSegments) {
+  Mamba3Layer layer(make_config({true, 2, 2, 0.5, true, 8, ""}));
+  fill_random(layer, 400);
+  Context ctx(2);
+  for (auto [B, L] : {std::pair<int64_t, int64_t>{1, 600}, {3, 200}}) {
+    const Tensor x = testing::random_tensor({B, L, 32}, 12);
+    const std::vector<float> want = spec_forward(layer, x);
+    Tensor y = Tensor::empty(DType::kF32, x.shape());
+    layer.forward(x, y, nullptr, ctx);
+    EXPECT_LE(testing::max_rel_error(y.data<float>(), want.data(), y.numel()), 2e-5)
+        << B << "x" << L;
+  }
+}
+
 TEST(Mamba3Layer, WslaTrainsOnlyTheBcRowsOfInProj) {
   LayerCase lc{true, 2, 2, 0.5, false, 8, ""};
   Mamba3Layer layer(make_config(lc));
@@ -254,7 +283,7 @@ TEST(Mamba3Layer, WslaTrainsOnlyTheBcRowsOfInProj) {
   const auto slices = layer.trainable_parameters();
   ASSERT_EQ(slices.size(), 1u);
   EXPECT_EQ(slices[0].param->name, "in_proj.weight");
-  EXPECT_EQ(slices[0].row_begin, 2 * 64);  // 2 d_inner
+  EXPECT_EQ(slices[0].row_begin, 2 * 64);                 // 2 d_inner
   EXPECT_EQ(slices[0].row_end, 2 * 64 + 2 * 2 * 2 * 16);  // + 2 R G N
 }
 

@@ -1,13 +1,14 @@
 // The Mamba-3 scan op: the chunked form against the sequential step form on
 // random inputs, from non-zero saved states, over ranks, chunk sizes that do
 // not divide the length, and thread counts.
+#include "ssm/ops/mamba3_scan.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "ssm/core/context.h"
-#include "ssm/ops/mamba3_scan.h"
 #include "support/compare.h"
 #include "support/random.h"
 
@@ -17,6 +18,10 @@ namespace {
 struct ScanCase {
   int64_t batch, length, heads, headdim, d_state, rank, chunk;
 };
+void PrintTo(const ScanCase& c, std::ostream* os) {
+  *os << "B" << c.batch << " L" << c.length << " H" << c.heads << " P" << c.headdim << " N"
+      << c.d_state << " R" << c.rank << " chunk " << c.chunk;
+}
 
 struct ScanData {
   std::vector<float> q, k, v, dt, A, lam, D, o, ssm, k_prev, v_prev;
@@ -37,10 +42,24 @@ struct ScanData {
   }
 
   ops::Mamba3ScanArgs args(const ScanCase& c) {
-    return {.batch = c.batch, .length = c.length, .heads = c.heads, .headdim = c.headdim,
-            .d_state = c.d_state, .rank = c.rank, .chunk = c.chunk, .q = q.data(), .k = k.data(),
-            .v = v.data(), .dt = dt.data(), .A = A.data(), .lam = lam.data(), .D = D.data(),
-            .o = o.data(), .ssm = ssm.data(), .k_prev = k_prev.data(), .v_prev = v_prev.data()};
+    return {.batch = c.batch,
+            .length = c.length,
+            .heads = c.heads,
+            .headdim = c.headdim,
+            .d_state = c.d_state,
+            .rank = c.rank,
+            .chunk = c.chunk,
+            .q = q.data(),
+            .k = k.data(),
+            .v = v.data(),
+            .dt = dt.data(),
+            .A = A.data(),
+            .lam = lam.data(),
+            .D = D.data(),
+            .o = o.data(),
+            .ssm = ssm.data(),
+            .k_prev = k_prev.data(),
+            .v_prev = v_prev.data()};
   }
 };
 

@@ -35,6 +35,10 @@ class Mamba3Layer : public SequenceLayer {
   void use_reference_scan(bool on) { reference_scan_ = on; }
 
  private:
+  // Rows (batch x time) a forward call works on at once; longer inputs are
+  // split in time.
+  static constexpr int64_t kSegmentRows = 256;
+  int64_t segment_length(int64_t batch) const;
   void run(const float* x, int64_t batch, int64_t length, float* y, Mamba3State& state,
            bool sequential, Context& ctx);
 
@@ -44,9 +48,10 @@ class Mamba3Layer : public SequenceLayer {
   Param *in_proj_ = nullptr, *out_proj_ = nullptr, *dt_bias_ = nullptr, *D_ = nullptr;
   Param *B_bias_ = nullptr, *C_bias_ = nullptr, *B_norm_ = nullptr, *C_norm_ = nullptr;
   Param *norm_ = nullptr, *mimo_x_ = nullptr, *mimo_z_ = nullptr, *mimo_o_ = nullptr;
-  // Workspace, grown to the largest batch x length seen and then reused;
-  // after a forward they hold its intermediates (see ops/mamba3_scan.h).
-  Tensor proj_, dt_, A_, lam_, q_, k_, v_, o_, ys_;
+  // Workspace, grown to the largest segment seen and then reused; after a
+  // forward they hold the last segment's intermediates (see ops/mamba3_scan.h).
+  Tensor proj_, bn_, cn_, rate_, dt_, A_, lam_, q_, k_, v_, o_, ys_;
+  Tensor x_seg_, y_seg_;  // a time segment of a batch, gathered
 };
 
 }  // namespace ssm

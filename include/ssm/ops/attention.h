@@ -15,8 +15,8 @@
 namespace ssm::ops {
 
 struct AttentionArgs {
-  int64_t batch = 0, length = 0;                      // B; L new tokens per sequence
-  int64_t heads = 0, kv_heads = 0, head_dim = 0;       // H, H_kv, hd
+  int64_t batch = 0, length = 0;                  // B; L new tokens per sequence
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;  // H, H_kv, hd
 
   // Rows b*L + t of the in_proj output: [q (H hd) | k (H_kv hd) | v (H_kv hd)].
   // attention_append_kv rotates q and k here in place.
@@ -32,10 +32,10 @@ struct AttentionArgs {
   int64_t capacity = 0;
   const int64_t* past = nullptr;  // (B): tokens cached before these L
 
-  float scale = 1.f;                // softmax scale
-  float* out = nullptr;             // out[(b*L + t)*ld_out + h*hd + d]
+  float scale = 1.f;     // softmax scale
+  float* out = nullptr;  // out[(b*L + t)*ld_out + h*hd + d]
   int64_t ld_out = 0;
-  float* scratch = nullptr;         // attention_scratch_floats(args) floats
+  float* scratch = nullptr;  // attention_scratch_floats(args) floats
 };
 
 // Rotates q and k of the new tokens and appends k, v to the caches at

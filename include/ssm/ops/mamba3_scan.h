@@ -26,9 +26,9 @@
 namespace ssm::ops {
 
 struct Mamba3PrepareArgs {
-  int64_t batch = 0, length = 0;                                     // B, L
+  int64_t batch = 0, length = 0;                                      // B, L
   int64_t heads = 0, headdim = 0, d_state = 0, groups = 1, rank = 1;  // H, P, N, G, R
-  int64_t n_angles = 0;                                              // S_ang
+  int64_t n_angles = 0;                                               // S_ang
   RotaryPairs pairs = RotaryPairs::kAdjacent;  // SISO: adjacent; MIMO: halves (N/2 apart)
 
   // Segments of the in_proj output; element (b, t, ...) lives at row b*L + t
@@ -45,16 +45,20 @@ struct Mamba3PrepareArgs {
   const float* dt_bias = nullptr;  // (H)
   const float* B_norm = nullptr;   // (N) RMSNorm weights of B and C
   const float* C_norm = nullptr;
-  const float* B_bias = nullptr;   // (H, R, N)
-  const float* C_bias = nullptr;   // (H, R, N)
-  const float* mimo_x = nullptr;   // (H, R, P), or null for v = x (SISO)
+  const float* B_bias = nullptr;  // (H, R, N)
+  const float* C_bias = nullptr;  // (H, R, N)
+  const float* mimo_x = nullptr;  // (H, R, P), or null for v = x (SISO)
   float A_floor = 1e-4f;
   float norm_eps = 1e-5f;
 
   // (B, H, S_ang): the phase before t=0 on entry, after t=L-1 on return.
   float* phase = nullptr;
 
-  // Outputs.
+  // Outputs. Per row, shared by the heads:
+  float* B_normed = nullptr;  // (B*L, R*G*N) RMSNorm_N(B) * B_norm
+  float* C_normed = nullptr;  // (B*L, R*G*N) RMSNorm_N(C) * C_norm
+  float* ang_rate = nullptr;  // (B*L, S_ang) pi * tanh(ang): phase advance per unit dt
+  // Per head:
   float* dt = nullptr;      // (B, H, L) softplus(ddt + dt_bias)
   float* A = nullptr;       // (B, H, L) min(-f(ddA), -A_floor), f the heavy tail
   float* lam = nullptr;     // (B, H, L) sigmoid(trap)
@@ -64,12 +68,13 @@ struct Mamba3PrepareArgs {
   float* phases = nullptr;  // optional (B, H, L, S_ang): the phase used at every step
 };
 
-// Parallel over (b, h); each walks its phase through time.
+// Parallel over rows for the shared parts, then over (b, h), each walking
+// its phase through time.
 void mamba3_prepare(const Mamba3PrepareArgs& a, ThreadPool& pool);
 
 struct Mamba3ScanArgs {
-  int64_t batch = 0, length = 0;                                     // B, L
-  int64_t heads = 0, headdim = 0, d_state = 0, rank = 1;             // H, P, N, R
+  int64_t batch = 0, length = 0;                          // B, L
+  int64_t heads = 0, headdim = 0, d_state = 0, rank = 1;  // H, P, N, R
   int64_t chunk = 64;  // rows (time steps x rank) per chunk; chunked form only
 
   const float* q = nullptr;    // (B, H, L, R, N)
@@ -98,18 +103,18 @@ void mamba3_scan_chunked(const Mamba3ScanArgs& a, ThreadPool& pool);
 void mamba3_scan_sequential(const Mamba3ScanArgs& a, ThreadPool& pool);
 
 struct Mamba3OutputArgs {
-  int64_t batch = 0, length = 0;                       // B, L
-  int64_t heads = 0, headdim = 0, rank = 1;            // H, P, R
-  const float* o = nullptr;       // (B, H, L, R, P) from the scan
-  const float* z = nullptr;       // z[row*ld_z + h*P + p], row = b*L + t
+  int64_t batch = 0, length = 0;             // B, L
+  int64_t heads = 0, headdim = 0, rank = 1;  // H, P, R
+  const float* o = nullptr;                  // (B, H, L, R, P) from the scan
+  const float* z = nullptr;                  // z[row*ld_z + h*P + p], row = b*L + t
   int64_t ld_z = 0;
   const float* mimo_z = nullptr;  // (H, R, P), or null for zr = z (SISO)
   const float* mimo_o = nullptr;  // (H, R, P), or null for y = o (SISO)
   // is_outproj_norm: o_r <- RMSNorm_P(o_r) * norm[h*P:(h+1)*P] before the
   // gate; null for the plain gate.
-  const float* norm = nullptr;    // (H*P)
+  const float* norm = nullptr;  // (H*P)
   float norm_eps = 1e-5f;
-  float* y = nullptr;             // y[row*ld_y + h*P + p] = sum_r gated o_r * mimo_o[h, r]
+  float* y = nullptr;  // y[row*ld_y + h*P + p] = sum_r gated o_r * mimo_o[h, r]
   int64_t ld_y = 0;
 };
 

@@ -34,7 +34,8 @@ inline void rotate(float* v, RotaryPairs pairs, int64_t half, const float* cos, 
 // i < dim/2.
 inline void rope_inv_freq(int64_t dim, double base, float* inv_freq) {
   for (int64_t i = 0; i < dim / 2; ++i)
-    inv_freq[i] = static_cast<float>(std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(dim)));
+    inv_freq[i] = static_cast<float>(
+        std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(dim)));
 }
 
 }  // namespace ssm::ops

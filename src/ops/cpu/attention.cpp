@@ -45,9 +45,12 @@ void attention_append_kv(const AttentionArgs& a, ThreadPool& pool) {
       for (int64_t i = 0; i < half; ++i) {
         // The product in double keeps far positions' angles exact to float.
         const double angle = static_cast<double>(pos) * a.inv_freq[i];
-        const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
-        for (int64_t h = 0; h < H; ++h) rotate_pair(q + h * hd, RotaryPairs::kHalves, half, i, c, s);
-        for (int64_t h = 0; h < Hkv; ++h) rotate_pair(k + h * hd, RotaryPairs::kHalves, half, i, c, s);
+        const float c = static_cast<float>(std::cos(angle)),
+                    s = static_cast<float>(std::sin(angle));
+        for (int64_t h = 0; h < H; ++h)
+          rotate_pair(q + h * hd, RotaryPairs::kHalves, half, i, c, s);
+        for (int64_t h = 0; h < Hkv; ++h)
+          rotate_pair(k + h * hd, RotaryPairs::kHalves, half, i, c, s);
       }
       for (int64_t h = 0; h < Hkv; ++h) {
         const int64_t at = ((b * Hkv + h) * a.capacity + pos) * hd;

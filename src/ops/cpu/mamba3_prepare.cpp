@@ -21,22 +21,35 @@ inline float inv_rms(const float* x, int64_t n, float eps) {
   return static_cast<float>(1.0 / std::sqrt(s / static_cast<double>(n) + eps));
 }
 
-// out = RMSNorm(in) * w + bias over n entries.
-inline void norm_bias(const float* in, const float* w, const float* bias, int64_t n, float eps,
-                      float* out) {
+// out = RMSNorm(in) * w over n entries.
+inline void normalize(const float* in, const float* w, int64_t n, float eps, float* out) {
   const float s = inv_rms(in, n, eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * s * w[i] + bias[i];
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * s * w[i];
 }
 
-}  // namespace
+// Per row: B and C normed for every (rank, group), and the angle rates.
+void prepare_rows(const Mamba3PrepareArgs& a, ThreadPool& pool) {
+  pool.parallel_for(a.batch * a.length, [&a](int64_t row0, int64_t row1) {
+    const int64_t N = a.d_state, RG = a.rank * a.groups, S = a.n_angles;
+    constexpr float kPi = std::numbers::pi_v<float>;
+    for (int64_t row = row0; row < row1; ++row) {
+      for (int64_t i = 0; i < RG; ++i) {
+        normalize(a.B + row * a.ld + i * N, a.B_norm, N, a.norm_eps,
+                  a.B_normed + (row * RG + i) * N);
+        normalize(a.C + row * a.ld + i * N, a.C_norm, N, a.norm_eps,
+                  a.C_normed + (row * RG + i) * N);
+      }
+      for (int64_t j = 0; j < S; ++j)
+        a.ang_rate[row * S + j] = kPi * std::tanh(a.ang[row * a.ld + j]);
+    }
+  });
+}
 
-void mamba3_prepare(const Mamba3PrepareArgs& a, ThreadPool& pool) {
-  // One captured reference keeps the std::function small enough not to
-  // allocate (this runs on every decode step).
+// Per (b, h): the step scalars, the phase walk, q, k and v.
+void prepare_heads(const Mamba3PrepareArgs& a, ThreadPool& pool) {
   pool.parallel_for(a.batch * a.heads, [&a](int64_t i0, int64_t i1) {
     const int64_t L = a.length, H = a.heads, P = a.headdim, N = a.d_state, G = a.groups;
     const int64_t R = a.rank, S = a.n_angles;
-    constexpr float kPi = std::numbers::pi_v<float>;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / H, h = i % H, g = h / (H / G);
       float* phase = a.phase + i * S;
@@ -46,8 +59,8 @@ void mamba3_prepare(const Mamba3PrepareArgs& a, ThreadPool& pool) {
         a.dt[step] = dt;
         a.A[step] = std::min(-heavy_tail(a.ddA[row * a.ld + h]), -a.A_floor);
         a.lam[step] = sigmoid(a.trap[row * a.ld + h]);
-        const float* ang = a.ang + row * a.ld;
-        for (int64_t j = 0; j < S; ++j) phase[j] += kPi * std::tanh(ang[j]) * dt;
+        const float* rate = a.ang_rate + row * S;
+        for (int64_t j = 0; j < S; ++j) phase[j] += rate[j] * dt;
         if (a.phases) std::copy(phase, phase + S, a.phases + step * S);
 
         float* q = a.q + step * R * N;
@@ -55,9 +68,14 @@ void mamba3_prepare(const Mamba3PrepareArgs& a, ThreadPool& pool) {
         float* v = a.v + step * R * P;
         const float* x = a.x + row * a.ld + h * P;
         for (int64_t r = 0; r < R; ++r) {
-          const int64_t src = row * a.ld + (r * G + g) * N, bias = (h * R + r) * N;
-          norm_bias(a.C + src, a.C_norm, a.C_bias + bias, N, a.norm_eps, q + r * N);
-          norm_bias(a.B + src, a.B_norm, a.B_bias + bias, N, a.norm_eps, k + r * N);
+          const float* cn = a.C_normed + (row * R * G + r * G + g) * N;
+          const float* bn = a.B_normed + (row * R * G + r * G + g) * N;
+          const float* cb = a.C_bias + (h * R + r) * N;
+          const float* bb = a.B_bias + (h * R + r) * N;
+          for (int64_t n = 0; n < N; ++n) {
+            q[r * N + n] = cn[n] + cb[n];
+            k[r * N + n] = bn[n] + bb[n];
+          }
           const float* mx = a.mimo_x ? a.mimo_x + (h * R + r) * P : nullptr;
           for (int64_t p = 0; p < P; ++p) v[r * P + p] = mx ? x[p] * mx[p] : x[p];
         }
@@ -71,6 +89,15 @@ void mamba3_prepare(const Mamba3PrepareArgs& a, ThreadPool& pool) {
       }
     }
   });
+}
+
+}  // namespace
+
+void mamba3_prepare(const Mamba3PrepareArgs& a, ThreadPool& pool) {
+  // Each lambda captures one reference, which keeps its std::function from
+  // allocating (this runs on every decode step).
+  prepare_rows(a, pool);
+  prepare_heads(a, pool);
 }
 
 void mamba3_output(const Mamba3OutputArgs& a, ThreadPool& pool) {

@@ -8,15 +8,21 @@
 // S'_{-1} = S + c_{-1} u_prev with c_{-1} = (1 - lam_0) dt_0, and the last
 // S' equals S because c vanishes at the end. With MIMO every (time, rank)
 // pair is one row of the chunk's matrices. Every exponent is <= 0.
+#include "ssm/ops/mamba3_scan.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "ssm/ops/gemm.h"
-#include "ssm/ops/mamba3_scan.h"
 
 namespace ssm::ops {
 namespace {
+
+// exp of a log-decay (always <= 0), flushed to zero below e^-80 (still a
+// normal float): such a weight cannot matter next to terms of order one, and
+// the subnormal products it would feed are slow on some CPUs.
+inline float decay_weight(float log_decay) { return log_decay < -80.f ? 0.f : std::exp(log_decay); }
 
 struct Workspace {
   std::vector<float> scores, decay, qs, vw, w, cs;
@@ -54,7 +60,7 @@ void scan_head(const Mamba3ScanArgs& a, int64_t i, int64_t Q, Workspace& ws) {
 
     // Intra-chunk: Y = (Q K^T o decay) V.
     for (int64_t t = 0; t < q; ++t) {
-      for (int64_t s = 0; s < t; ++s) decay[t * q + s] = std::exp(cs[t] - cs[s]) * w[t0 + s];
+      for (int64_t s = 0; s < t; ++s) decay[t * q + s] = decay_weight(cs[t] - cs[s]) * w[t0 + s];
       decay[t * q + t] = lam[t0 + t] * dt[t0 + t];
       for (int64_t s = t + 1; s < q; ++s) decay[t * q + s] = 0.f;
     }
@@ -68,7 +74,7 @@ void scan_head(const Mamba3ScanArgs& a, int64_t i, int64_t Q, Workspace& ws) {
 
     // Carried state: o_t += exp(cs_t) S' q_t.
     for (int64_t row = 0; row < m; ++row) {
-      const float e = std::exp(cs[row / R]);
+      const float e = decay_weight(cs[row / R]);
       for (int64_t n = 0; n < N; ++n) qs[row * N + n] = Qc[row * N + n] * e;
     }
     gemm(false, true, m, P, N, 1.f, qs, N, S, N, 1.f, Y, P);
@@ -77,10 +83,10 @@ void scan_head(const Mamba3ScanArgs& a, int64_t i, int64_t Q, Workspace& ws) {
     const float end = cs[q - 1];
     for (int64_t row = 0; row < m; ++row) {
       const int64_t s = row / R;
-      const float e = std::exp(end - cs[s]) * w[t0 + s];
+      const float e = decay_weight(end - cs[s]) * w[t0 + s];
       for (int64_t p = 0; p < P; ++p) vw[row * P + p] = Vc[row * P + p] * e;
     }
-    gemm(true, false, P, N, m, 1.f, vw, P, Kc, N, std::exp(end), S, N);
+    gemm(true, false, P, N, m, 1.f, vw, P, Kc, N, decay_weight(end), S, N);
 
     if (a.D) {
       const float D = a.D[i % H];

@@ -1,9 +1,9 @@
 // The Mamba-3 recurrence one step at a time (SPEC §4): the oracle for the
 // chunked form and, since it allocates nothing, the decode path.
+#include "ssm/ops/mamba3_scan.h"
+
 #include <algorithm>
 #include <cmath>
-
-#include "ssm/ops/mamba3_scan.h"
 
 namespace ssm::ops {
 
