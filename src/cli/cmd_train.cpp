@@ -101,7 +101,10 @@ int run_train(TrainArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = trainer.steps_done();
   int64_t tokens = 0;
+  int64_t evaluated_at = -1;
   auto evaluate = [&] {
+    if (evaluated_at == trainer.steps_done()) return;
+    evaluated_at = trainer.steps_done();
     const EvalResult r = evaluate_batches(model, held_out, bytes_of, ctx);
     std::printf("%sstep %lld held-out loss %.6f perplexity %.3f bits/byte %.4f\n", tty ? "\n" : "",
                 static_cast<long long>(trainer.steps_done()), r.loss(), r.perplexity(), r.bits_per_byte());
