@@ -4,12 +4,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
 
 #include "ssm/core/error.h"
+#include "ssm/core/log.h"
 
 namespace ssm {
 namespace {
@@ -36,12 +41,69 @@ class FdWriter : public FileWriter {
   std::filesystem::path path_;
 };
 
+std::filesystem::path parent_dir(const std::filesystem::path& path) {
+  return path.has_parent_path() ? path.parent_path() : ".";
+}
+
+// Temp files of path are named <prefix><pid>.XXXXXX.
+std::string temp_prefix(const std::filesystem::path& path) {
+  return "." + path.filename().string() + ".tmp.";
+}
+
+// The writer's pid from what follows the prefix, or nullopt for a name that
+// does not carry one.
+std::optional<pid_t> writer_pid(const std::string& rest) {
+  const size_t dot = rest.find('.');
+  if (dot == std::string::npos || dot == 0 || dot > 10) return std::nullopt;
+  long long pid = 0;
+  for (size_t i = 0; i < dot; ++i) {
+    if (rest[i] < '0' || rest[i] > '9') return std::nullopt;
+    pid = pid * 10 + (rest[i] - '0');
+  }
+  if (pid <= 0 || pid > std::numeric_limits<pid_t>::max()) return std::nullopt;
+  return static_cast<pid_t>(pid);
+}
+
+bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
 }  // namespace
+
+std::vector<std::filesystem::path> stale_temp_files(const std::filesystem::path& path) {
+  std::vector<std::filesystem::path> out;
+  const std::string prefix = temp_prefix(path);
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(parent_dir(path), ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    // A live writer (another process, or another thread of this one) is
+    // still working on its file.
+    const std::optional<pid_t> pid = writer_pid(name.substr(prefix.size()));
+    if (pid && (*pid == ::getpid() || process_exists(*pid))) continue;
+    out.push_back(it->path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+size_t remove_stale_temp_files(const std::filesystem::path& path) {
+  size_t removed = 0;
+  for (const std::filesystem::path& stale : stale_temp_files(path)) {
+    std::error_code size_ec, ec;
+    const uintmax_t bytes = std::filesystem::file_size(stale, size_ec);
+    if (!std::filesystem::remove(stale, ec) || ec) continue;  // raced with another cleaner
+    ++removed;
+    log_warning(path.string(), ": removed ", stale.filename().string(), " (",
+                size_ec ? 0 : bytes, " bytes), left by a write interrupted before it completed");
+  }
+  return removed;
+}
 
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(FileWriter&)>& produce) {
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-  std::string tmpl = (dir / ("." + path.filename().string() + ".tmp.XXXXXX")).string();
+  const std::filesystem::path dir = parent_dir(path);
+  remove_stale_temp_files(path);
+  std::string tmpl = (dir / cat(temp_prefix(path), ::getpid(), ".XXXXXX")).string();
   const int fd = ::mkstemp(tmpl.data());
   if (fd < 0) throw Error(cat(path.string(), ": cannot create temp file in ", dir.string(), ": ",
                               errno_text()));

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace ssm {
 
@@ -23,6 +24,16 @@ class FileWriter {
 // names the path and the cause.
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(FileWriter&)>& produce);
+
+// Temp files that interrupted writes of path left beside it
+// (.NAME.tmp.<pid>.XXXXXX, and the pid-less .NAME.tmp.XXXXXX of older
+// builds) whose writing process no longer exists. The pid keeps a write in
+// progress in another process from being taken for a leftover.
+std::vector<std::filesystem::path> stale_temp_files(const std::filesystem::path& path);
+
+// Removes stale_temp_files(path), logging a warning for each; returns how
+// many were removed. write_file_atomically calls it before writing.
+size_t remove_stale_temp_files(const std::filesystem::path& path);
 
 // Reads a whole file; ssm::Error names the path on failure.
 std::string read_file(const std::filesystem::path& path);
