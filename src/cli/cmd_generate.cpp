@@ -114,7 +114,7 @@ int run_generate(GenerateArgs a) {
   }
   if (!a.prompt.empty() && !a.prompt_ids.empty()) throw Error("give --prompt or --prompt-ids, not both");
   Context ctx(a.threads);
-  LanguageModel model = LanguageModel::load(a.model);
+  LanguageModel model = LanguageModel::load(a.model, load_options());
   const auto tok = load_tokenizer_for_model(a.model);
 
   std::vector<int64_t> prompt;
@@ -181,6 +181,7 @@ int run_generate(GenerateArgs a) {
 
 void setup_generate(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt, streamed as it is produced");
+  add_max_memory_option(*cmd);
   static GenerateArgs args;
   cmd->option_defaults()->always_capture_default();
   cmd->add_option("MODEL_DIR", args.model,

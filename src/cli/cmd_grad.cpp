@@ -14,7 +14,7 @@ struct GradArgs {
 };
 
 int run_grad(const GradArgs& a) {
-  LanguageModel model = LanguageModel::load(a.model);
+  LanguageModel model = LanguageModel::load(a.model, load_options());
   const SafetensorsFile in = SafetensorsFile::open(a.input);
   if (!in.contains("input_ids")) throw Error(cat(a.input, ": no tensor named 'input_ids'"));
   const Tensor ids = in.get("input_ids").clone();
@@ -36,6 +36,7 @@ void setup_grad(CLI::App& app, Action& action) {
   cmd->add_option("--input", args.input, "safetensors file holding input_ids (batch, length)")->required();
   cmd->add_option("--output", args.output, "safetensors file to write loss and grad.NAME to")->required();
   add_threads_option(*cmd, args.threads);
+  add_max_memory_option(*cmd);
   cmd->callback([&action] { action = [] { return run_grad(args); }; });
 }
 

@@ -17,7 +17,7 @@ const char* mixer_name(MixerKind k) {
 }
 
 int run_info(const std::string& dir) {
-  LanguageModel model = LanguageModel::load(dir);
+  LanguageModel model = LanguageModel::load(dir, load_options());
   const ModelConfig& c = model.config();
   std::printf("model:       %s\n", dir.c_str());
   std::printf("convention:  %s\n", c.convention == Convention::kHuggingFace ? "huggingface" : "state-spaces");
@@ -57,6 +57,7 @@ int run_info(const std::string& dir) {
 
 void setup_info(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("info", "print a model's architecture, parameters and memory");
+  add_max_memory_option(*cmd);
   static std::string dir;
   cmd->add_option("MODEL", dir, "model directory (config.json + weights)")->required();
   cmd->callback([&action] { action = [] { return run_info(dir); }; });

@@ -12,7 +12,7 @@ struct LogitsArgs {
 };
 
 int run_logits(const LogitsArgs& a) {
-  LanguageModel model = LanguageModel::load(a.model);
+  LanguageModel model = LanguageModel::load(a.model, load_options());
   const SafetensorsFile in = SafetensorsFile::open(a.input);
   if (!in.contains("input_ids")) throw Error(cat(a.input, ": no tensor named 'input_ids'"));
   Tensor ids = in.get("input_ids");
@@ -33,6 +33,7 @@ void setup_logits(CLI::App& app, Action& action) {
   cmd->add_option("--input", args.input, "safetensors file holding input_ids (batch, length)")->required();
   cmd->add_option("--output", args.output, "safetensors file to write logits to")->required();
   add_threads_option(*cmd, args.threads);
+  add_max_memory_option(*cmd);
   cmd->callback([&action] { action = [] { return run_logits(args); }; });
 }
 

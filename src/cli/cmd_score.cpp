@@ -60,7 +60,7 @@ int score_input(LanguageModel& model, const ScoreArgs& a, Context& ctx) {
 
 int run_score(const ScoreArgs& a) {
   if (a.data.empty() == a.input.empty()) throw Error("score needs exactly one of --data and --input");
-  LanguageModel model = LanguageModel::load(a.model);
+  LanguageModel model = LanguageModel::load(a.model, load_options());
   Context ctx(a.threads);
   return a.data.empty() ? score_input(model, a, ctx) : score_text(model, a, ctx);
 }
@@ -77,6 +77,7 @@ void setup_score(CLI::App& app, Action& action) {
   cmd->add_option("--max-tokens", args.max_tokens, "score at most this many tokens");
   cmd->add_flag("--all", args.all, "score the whole file, not its held-out split");
   add_threads_option(*cmd, args.threads);
+  add_max_memory_option(*cmd);
   cmd->callback([&action] { action = [] { return run_score(args); }; });
 }
 

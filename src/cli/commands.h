@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include "ssm/model/memory_budget.h"
+
 namespace ssm::cli {
 
 // Runs after parsing when its sub-command was chosen; returns the exit code.
@@ -22,6 +24,12 @@ void add_registered_commands(CLI::App& app, Action& action);
 
 // --threads N, shared by every command that computes.
 void add_threads_option(CLI::App& cmd, int& threads);
+
+// --max-memory SIZE (2G, 512M, 1.5GiB), shared by every command that loads a
+// model: one that needs more is refused before it is read.
+void add_max_memory_option(CLI::App& cmd);
+// The options --max-memory asked for; pass them to LanguageModel::load.
+LoadOptions load_options();
 
 }  // namespace ssm::cli
 

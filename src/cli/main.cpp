@@ -4,6 +4,7 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "ssm/core/error.h"
 
 namespace ssm::cli {
 namespace {
@@ -22,6 +23,31 @@ void add_registered_commands(CLI::App& app, Action& action) {
 void add_threads_option(CLI::App& cmd, int& threads) {
   cmd.add_option("--threads", threads, "worker threads (0: all cores)")->check(CLI::Range(0, 1024));
 }
+
+namespace {
+LoadOptions& parsed_load_options() {
+  static LoadOptions options;  // one command runs per process
+  return options;
+}
+}  // namespace
+
+void add_max_memory_option(CLI::App& cmd) {
+  cmd.add_option_function<std::string>(
+         "--max-memory",
+         [](const std::string& text) { parsed_load_options().max_memory = parse_memory_size(text); },
+         "refuse models needing more memory than this (e.g. 2G, 512M; default: physical memory)")
+      ->type_name("SIZE")
+      ->check([](const std::string& text) {
+        try {
+          parse_memory_size(text);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      });
+}
+
+LoadOptions load_options() { return parsed_load_options(); }
 
 }  // namespace ssm::cli
 

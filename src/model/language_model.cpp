@@ -96,8 +96,14 @@ void LanguageModel::load_weights(const TensorSource& source) {
                 extra.front(), "'");
 }
 
-LanguageModel LanguageModel::load(const std::filesystem::path& model_dir) {
-  LanguageModel model(load_model_config(model_dir / "config.json"));
+LanguageModel LanguageModel::load(const std::filesystem::path& model_dir, const LoadOptions& options) {
+  ModelConfig config = load_model_config(model_dir / "config.json");
+  const uint64_t limit = memory_limit(options);
+  // From the config alone first, so that absurd layer counts are refused
+  // before the layers are built; then exactly, before weights are read.
+  check_memory_budget(min_model_bytes(config), limit, model_dir.string());
+  LanguageModel model(std::move(config));
+  check_memory_budget(model_memory_bytes(model), limit, model_dir.string());
   model.load_weights(*open_checkpoint(model_dir));
   return model;
 }

@@ -12,6 +12,7 @@
 #include "ssm/io/checkpoint.h"
 #include "ssm/layers/sequence_layer.h"
 #include "ssm/model/config.h"
+#include "ssm/model/memory_budget.h"
 
 namespace ssm {
 
@@ -38,8 +39,10 @@ class LanguageModel {
   ~LanguageModel();
   LanguageModel(LanguageModel&&) noexcept;
 
-  // config.json + weights from a model directory.
-  static LanguageModel load(const std::filesystem::path& model_dir);
+  // config.json + weights from a model directory. What the model needs is
+  // checked against options.max_memory (memory_budget.h) before any layer is
+  // built or weight read.
+  static LanguageModel load(const std::filesystem::path& model_dir, const LoadOptions& options = {});
   // Fills every parameter from source, checking names and shapes.
   void load_weights(const TensorSource& source);
 
