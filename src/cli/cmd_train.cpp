@@ -75,7 +75,7 @@ int run_train(TrainArgs& a) {
         fs::copy_file(src / f, out / f, fs::copy_options::overwrite_existing);
   }
   const TrainOptions opt = a.resume ? resumed_options(a, checkpoint) : a.opt;
-  LanguageModel model = LanguageModel::load(a.resume ? out : src);
+  LanguageModel model = LanguageModel::load(a.resume ? out : src, load_options());
   const auto tok = load_tokenizer_for_model(src);
   if (tok->vocab_size() > model.config().vocab_size)
     throw Error(cat(src.string(), ": the tokenizer has ", tok->vocab_size(),
@@ -175,6 +175,7 @@ void setup_train(CLI::App& app, Action& action) {
   cmd->add_option("--stop-at", a.stop_at, "stop after this step with a checkpoint (the schedule still spans --steps)");
   cmd->add_option("--holdout", a.holdout, "fraction of the file held out")->check(CLI::Range(0.0, 0.9));
   add_threads_option(*cmd, a.threads);
+  add_max_memory_option(*cmd);
   cmd->callback([&action] { action = [] { return run_train(a); }; });
 }
 
