@@ -62,29 +62,32 @@ void scan_head(const Mamba3ScanArgs& a, int64_t i, int64_t Q, Workspace& ws) {
     for (int64_t t = 0; t < q; ++t) {
       for (int64_t s = 0; s < t; ++s) decay[t * q + s] = decay_weight(cs[t] - cs[s]) * w[t0 + s];
       decay[t * q + t] = lam[t0 + t] * dt[t0 + t];
-      for (int64_t s = t + 1; s < q; ++s) decay[t * q + s] = 0.f;
     }
     gemm(false, true, m, m, N, 1.f, Qc, N, Kc, N, 0.f, scores, m);
-    for (int64_t row = 0; row < m; ++row) {
-      const float* d = decay + (row / R) * q;
-      float* sc = scores + row * m;
-      for (int64_t col = 0; col < m; ++col) sc[col] *= d[col / R];
+    // Row (t, r_out), column (s, r_in): loops over time and rank, no division.
+    for (int64_t t = 0; t < q; ++t) {
+      const float* d = decay + t * q;
+      for (int64_t ro = 0; ro < R; ++ro) {
+        float* sc = scores + (t * R + ro) * m;
+        for (int64_t s = 0; s <= t; ++s)
+          for (int64_t ri = 0; ri < R; ++ri) sc[s * R + ri] *= d[s];
+        std::fill(sc + (t + 1) * R, sc + m, 0.f);
+      }
     }
     gemm(false, false, m, P, m, 1.f, scores, m, Vc, P, 0.f, Y, P);
 
     // Carried state: o_t += exp(cs_t) S' q_t.
-    for (int64_t row = 0; row < m; ++row) {
-      const float e = decay_weight(cs[row / R]);
-      for (int64_t n = 0; n < N; ++n) qs[row * N + n] = Qc[row * N + n] * e;
+    for (int64_t t = 0; t < q; ++t) {
+      const float e = decay_weight(cs[t]);
+      for (int64_t j = t * R * N; j < (t + 1) * R * N; ++j) qs[j] = Qc[j] * e;
     }
     gemm(false, true, m, P, N, 1.f, qs, N, S, N, 1.f, Y, P);
 
     // S' <- exp(cs_end) S' + sum_s exp(cs_end - cs_s) w_s u_s.
     const float end = cs[q - 1];
-    for (int64_t row = 0; row < m; ++row) {
-      const int64_t s = row / R;
+    for (int64_t s = 0; s < q; ++s) {
       const float e = decay_weight(end - cs[s]) * w[t0 + s];
-      for (int64_t p = 0; p < P; ++p) vw[row * P + p] = Vc[row * P + p] * e;
+      for (int64_t j = s * R * P; j < (s + 1) * R * P; ++j) vw[j] = Vc[j] * e;
     }
     gemm(true, false, P, N, m, 1.f, vw, P, Kc, N, decay_weight(end), S, N);
 
