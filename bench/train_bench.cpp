@@ -1,6 +1,7 @@
 // Training throughput: tokens per second of full optimizer steps (forward,
 // layer-recomputing backward, clipping, AdamW) on a 130m-shaped Mamba-2
-// model (d_model 768, d_state 128, headdim 64, vocabulary 50280) at batch
+// model (d_model 768, d_state 128, headdim 64, vocabulary 50280) and a
+// 130m-shaped Mamba-3 SISO model (the same widths, vocabulary 50288) at batch
 // 4 x 512 on 2 threads. The layer count is an argument: 24 is the real 130m;
 // fewer layers give a quicker per-layer figure.
 #include <benchmark/benchmark.h>
@@ -26,13 +27,26 @@ ModelConfig config_130m(int64_t n_layer) {
   return parse_model_config(j, "130m-shaped bench config");
 }
 
-void BM_TrainStep130m(benchmark::State& state) {
-  const int64_t n_layer = state.range(0), batch = 4, seq_len = 512;
-  LanguageModel model(config_130m(n_layer));
+ModelConfig config_130m_mamba3(int64_t n_layer) {
+  const Json j = {{"d_model", 768},
+                  {"n_layer", n_layer},
+                  {"vocab_size", 50288},
+                  {"pad_vocab_size_multiple", 16},
+                  {"d_intermediate", 0},
+                  {"attn_layer_idx", Json::array()},
+                  {"attn_cfg", Json::object()},
+                  {"ssm_cfg", {{"layer", "Mamba3"}, {"d_state", 128}, {"headdim", 64}, {"is_mimo", false}}},
+                  {"tie_embeddings", true}};
+  return parse_model_config(j, "130m-shaped Mamba-3 bench config");
+}
+
+void train_steps(benchmark::State& state, const ModelConfig& config, int64_t vocab) {
+  const int64_t batch = 4, seq_len = 512;
+  LanguageModel model(config);
   initialize_model(model, 1);
   std::vector<int32_t> tokens(1 << 16);
   std::mt19937 rng(1);
-  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % 50280);
+  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % vocab);
   Context ctx(2);
   Trainer trainer(model, tokens,
                   TrainOptions{.steps = 1 << 20, .batch = batch, .seq_len = seq_len, .lr = 1e-4, .warmup = 10},
@@ -43,7 +57,14 @@ void BM_TrainStep130m(benchmark::State& state) {
                                                   benchmark::Counter::kIsRate);
   state.counters["params_M"] = static_cast<double>(model.parameter_count()) / 1e6;
 }
+
+void BM_TrainStep130m(benchmark::State& state) { train_steps(state, config_130m(state.range(0)), 50280); }
 BENCHMARK(BM_TrainStep130m)->Arg(2)->Arg(24)->Iterations(2)->Unit(benchmark::kSecond)->UseRealTime();
+
+void BM_TrainStep130mMamba3(benchmark::State& state) {
+  train_steps(state, config_130m_mamba3(state.range(0)), 50288);
+}
+BENCHMARK(BM_TrainStep130mMamba3)->Arg(2)->Arg(24)->Iterations(2)->Unit(benchmark::kSecond)->UseRealTime();
 
 }  // namespace
 }  // namespace ssm

@@ -89,6 +89,7 @@ void backward_mamba3(SequenceLayer& layer, const Tensor& x, const Tensor& dy, Te
                         .W = value("out_proj.weight"), .dy = dy.data<float>(),
                         .dx = dys.data<float>(), .dW = grad("out_proj.weight")},
                        pool);
+  ys = Tensor();  // buffers are released once read for the last time
 
   // dproj collects the gradients of every in_proj segment.
   Tensor dproj_t = buffer(rows * width);
@@ -100,6 +101,7 @@ void backward_mamba3(SequenceLayer& layer, const Tensor& x, const Tensor& dy, Te
                                     .dmimo_o = grad("mimo_o", c.is_mimo),
                                     .dnorm = grad("norm.weight", c.is_outproj_norm)},
                               pool);
+  o = dys = Tensor();
 
   Tensor dq = buffer(rows * H * R * N), dk = buffer(rows * H * R * N), dv = buffer(rows * H * R * P);
   Tensor ddt = buffer(rows * H), dA = buffer(rows * H), dlam = buffer(rows * H);

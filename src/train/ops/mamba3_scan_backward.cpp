@@ -23,8 +23,14 @@
 namespace ssm::ops {
 namespace {
 
+// exp of a log-decay (<= 0), flushed to zero below e^-80 as the forward does:
+// such a weight cannot matter, and the subnormal floats it would feed are slow.
+float decay_weight(double log_decay) {
+  return log_decay < -80.0 ? 0.f : static_cast<float>(std::exp(log_decay));
+}
+
 struct Workspace {
-  std::vector<float> states, S, dS, dS_new, scores, M, dM, wd, G1, G2, G3, qs, vw, w;
+  std::vector<float> states, S, dS, dS_new, scores, M, dM, ed, wd, G1, G2, G3, qs, vw, w;
   std::vector<double> cs, dcs, dwd, dw, dgamma, da;
 };
 
@@ -69,11 +75,11 @@ double backward_head(const Mamba3ScanArgs& a, const float* dout, const Mamba3Sca
     const float* Vc = a.v + (i * L + t0) * R * P;
     for (int64_t row = 0; row < m; ++row) {
       const int64_t s = row / R;
-      const float e = static_cast<float>(std::exp(cs[q - 1] - cs[s])) * w[t0 + s];
+      const float e = decay_weight(cs[q - 1] - cs[s]) * w[t0 + s];
       for (int64_t p = 0; p < P; ++p) ws.vw[row * P + p] = Vc[row * P + p] * e;
     }
     gemm(true, false, P, N, m, 1.f, ws.vw.data(), P, a.k + (i * L + t0) * R * N, N,
-         static_cast<float>(std::exp(cs[q - 1])), S, N);
+         decay_weight(cs[q - 1]), S, N);
   }
 
   std::fill(ws.dw.begin(), ws.dw.begin() + L, 0.0);
@@ -82,7 +88,8 @@ double backward_head(const Mamba3ScanArgs& a, const float* dout, const Mamba3Sca
   double dD_acc = 0;
   double* dcs = ws.dcs.data();
   double* dwd = ws.dwd.data();
-  float *scores = ws.scores.data(), *M = ws.M.data(), *dM = ws.dM.data(), *wd = ws.wd.data();
+  float *scores = ws.scores.data(), *M = ws.M.data(), *dM = ws.dM.data();
+  float *ed = ws.ed.data(), *wd = ws.wd.data();
   float *G1 = ws.G1.data(), *G2 = ws.G2.data(), *G3 = ws.G3.data(), *qs = ws.qs.data();
   for (int64_t c = nc - 1; c >= 0; --c) {
     const int64_t t0 = c * Q, q = std::min(Q, L - t0), m = q * R;
@@ -104,9 +111,10 @@ double backward_head(const Mamba3ScanArgs& a, const float* dout, const Mamba3Sca
 
     // Intra-chunk: O = (Q K^T o W) V, W expanded over the rank pairs.
     for (int64_t t = 0; t < q; ++t)
-      for (int64_t s = 0; s < q; ++s)
-        wd[t * q + s] = s < t ? static_cast<float>(std::exp(cs[t] - cs[s])) * w[t0 + s]
-                        : s == t ? lam[t0 + t] * dt[t0 + t] : 0.f;
+      for (int64_t s = 0; s < q; ++s) {
+        ed[t * q + s] = s < t ? decay_weight(cs[t] - cs[s]) : 0.f;
+        wd[t * q + s] = s < t ? ed[t * q + s] * w[t0 + s] : s == t ? lam[t0 + t] * dt[t0 + t] : 0.f;
+      }
     gemm(false, true, m, m, N, 1.f, Qc, N, Kc, N, 0.f, scores, m);
     for (int64_t row = 0; row < m; ++row)
       for (int64_t col = 0; col < m; ++col)
@@ -124,7 +132,7 @@ double backward_head(const Mamba3ScanArgs& a, const float* dout, const Mamba3Sca
     gemm(true, false, m, N, m, 1.f, dM, m, Qc, N, 0.f, dK, N);
     for (int64_t t = 0; t < q; ++t) {
       for (int64_t s = 0; s < t; ++s) {
-        const double e = std::exp(cs[t] - cs[s]), v = dwd[t * q + s] * e * w[t0 + s];
+        const double e = ed[t * q + s], v = dwd[t * q + s] * e * w[t0 + s];
         dcs[t] += v;
         dcs[s] -= v;
         ws.dw[t0 + s] += dwd[t * q + s] * e;
@@ -137,7 +145,7 @@ double backward_head(const Mamba3ScanArgs& a, const float* dout, const Mamba3Sca
     gemm(false, false, m, N, P, 1.f, dO, P, Sprev, N, 0.f, G1, N);
     for (int64_t row = 0; row < m; ++row) {
       const int64_t t = row / R;
-      const float e = static_cast<float>(std::exp(cs[t]));
+      const float e = decay_weight(cs[t]);
       for (int64_t n = 0; n < N; ++n) {
         dQ[row * N + n] += e * G1[row * N + n];
         qs[row * N + n] = e * Qc[row * N + n];
@@ -147,13 +155,13 @@ double backward_head(const Mamba3ScanArgs& a, const float* dout, const Mamba3Sca
 
     // State update, with dS the gradient of S' leaving the chunk.
     const double end = cs[q - 1];
-    const float decay = static_cast<float>(std::exp(end));
+    const float decay = decay_weight(end);
     float* dS = ws.dS.data();
     gemm(false, false, m, N, P, 1.f, Vc, P, dS, N, 0.f, G2, N);
     gemm(false, true, m, P, N, 1.f, Kc, N, dS, N, 0.f, G3, P);
     for (int64_t row = 0; row < m; ++row) {
       const int64_t s = row / R;
-      const double e = std::exp(end - cs[s]), coef = e * w[t0 + s];
+      const double e = decay_weight(end - cs[s]), coef = e * w[t0 + s];
       for (int64_t n = 0; n < N; ++n) dK[row * N + n] += static_cast<float>(coef * G2[row * N + n]);
       for (int64_t p = 0; p < P; ++p) dV[row * P + p] += static_cast<float>(coef * G3[row * P + p]);
       const double dcoef = dot(G2 + row * N, Kc + row * N, N);
@@ -210,6 +218,7 @@ void mamba3_scan_backward(const Mamba3ScanArgs& a, const float* dout, const Mamb
     ws.dS.resize(P * N);
     ws.dS_new.resize(P * N);
     for (auto* v : {&ws.scores, &ws.M, &ws.dM}) v->resize(M * M);
+    ws.ed.resize(Q * Q);
     ws.wd.resize(Q * Q);
     ws.dwd.resize(Q * Q);
     for (auto* v : {&ws.G1, &ws.G2, &ws.qs}) v->resize(M * N);
