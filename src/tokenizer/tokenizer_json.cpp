@@ -279,6 +279,12 @@ BpeTokenizer::Parts read_parts(const Reader& r, const Json& root, const std::str
   int32_t max_id = -1;
   for (const auto& [_, id] : vocab) max_id = std::max(max_id, id);
   for (const auto& t : parts.added_tokens) max_id = std::max(max_id, t.id);
+  // The id table holds a string per id: ids far beyond the number of tokens
+  // the file defines would let a few bytes of JSON allocate gigabytes.
+  const size_t tokens = vocab.size() + parts.added_tokens.size();
+  if (max_id >= 0 && static_cast<size_t>(max_id) >= 2 * tokens + 1024)
+    r.fail("model.vocab", cat("largest token id ", max_id, " is far beyond the ", tokens,
+                              " tokens the file defines"));
   parts.token_bytes.assign(static_cast<size_t>(max_id + 1), std::string());
   std::vector<const std::string*> owner(parts.token_bytes.size(), nullptr);
   for (const auto& [spelling, id] : vocab) {
