@@ -42,12 +42,13 @@ void backward_attention(SequenceLayer& layer, const Tensor& x, const Tensor& dy,
   Tensor out = Tensor::empty(DType::kF32, {rows, H * hd});
   Tensor scratch = Tensor::empty(DType::kF32, {ops::attention_scratch_floats(B, L, H, L)});
   const std::vector<int64_t> past(B, 0);
+  const double scale = c.softmax_scale > 0 ? c.softmax_scale : 1.0 / std::sqrt(double(hd));
   const ops::AttentionArgs args{
       .batch = B, .length = L, .heads = H, .kv_heads = Hkv, .head_dim = hd,
       .qkv = qkv.data<float>(), .ld_qkv = width, .rotary_dim = c.rotary_emb_dim,
       .inv_freq = inv_freq.data(), .k_cache = k_cache.data<float>(),
       .v_cache = v_cache.data<float>(), .capacity = L, .past = past.data(),
-      .scale = static_cast<float>(c.softmax_scale > 0 ? c.softmax_scale : 1.0 / std::sqrt(double(hd))),
+      .scale = static_cast<float>(scale),
       .out = out.data<float>(), .ld_out = H * hd, .scratch = scratch.data<float>()};
   ops::attention_append_kv(args, pool);
   ops::attention(args, pool);
@@ -58,7 +59,8 @@ void backward_attention(SequenceLayer& layer, const Tensor& x, const Tensor& dy,
   ops::linear_backward({.M = rows, .K = H * hd, .N = D, .x = out.data<float>(),
                         .W = layer.param("out_proj.weight").value.data<float>(),
                         .dy = dy.data<float>(), .dx = dout.data<float>(),
-                        .dW = grad("out_proj.weight"), .dbias = grad("out_proj.bias", c.out_proj_bias)},
+                        .dW = grad("out_proj.weight"),
+                        .dbias = grad("out_proj.bias", c.out_proj_bias)},
                        pool);
 
   Tensor dqkv_t = Tensor::empty(DType::kF32, {rows, width});

@@ -34,7 +34,9 @@ void backward_mamba3(SequenceLayer& layer, const Tensor& x, const Tensor& dy, Te
   const int64_t H = c.nheads(), P = c.headdim, N = c.d_state, G = c.ngroups, R = c.rank();
   const int64_t d_inner = c.d_inner(), width = c.d_in_proj(), RGN = R * G * N, S = c.n_angles();
   const float* u = x.data<float>();
-  auto value = [&](const char* name, bool present = true) { return value_or_null(layer, name, present); };
+  auto value = [&](const char* name, bool present = true) {
+    return value_or_null(layer, name, present);
+  };
   auto grad = [&](const char* name, bool present = true) {
     return present ? detail::grad_of(layer, grads, name) : nullptr;
   };
@@ -48,14 +50,16 @@ void backward_mamba3(SequenceLayer& layer, const Tensor& x, const Tensor& dy, Te
 
   Tensor phase = Tensor::zeros(DType::kF32, {B, H, S});
   Tensor bn = buffer(rows * RGN), cn = buffer(rows * RGN), rate = buffer(rows * S);
-  Tensor phases = buffer(rows * H * S), dt = buffer(rows * H), A = buffer(rows * H), lam = buffer(rows * H);
+  Tensor phases = buffer(rows * H * S);
+  Tensor dt = buffer(rows * H), A = buffer(rows * H), lam = buffer(rows * H);
   Tensor q = buffer(rows * H * R * N), k = buffer(rows * H * R * N), v = buffer(rows * H * R * P);
   const ops::Mamba3PrepareArgs prep{
       .batch = B, .length = L, .heads = H, .headdim = P, .d_state = N, .groups = G, .rank = R,
       .n_angles = S, .pairs = c.is_mimo ? ops::RotaryPairs::kHalves : ops::RotaryPairs::kAdjacent,
       .x = proj + d_inner, .B = proj + 2 * d_inner, .C = proj + 2 * d_inner + RGN,
       .ddt = ddt_in, .ddA = ddt_in + H, .trap = ddt_in + 2 * H, .ang = ddt_in + 3 * H, .ld = width,
-      .dt_bias = value("dt_bias"), .B_norm = value("B_norm.weight"), .C_norm = value("C_norm.weight"),
+      .dt_bias = value("dt_bias"), .B_norm = value("B_norm.weight"),
+      .C_norm = value("C_norm.weight"),
       .B_bias = value("B_bias"), .C_bias = value("C_bias"), .mimo_x = value("mimo_x", c.is_mimo),
       .A_floor = static_cast<float>(c.A_floor), .norm_eps = c.norm_eps,
       .phase = phase.data<float>(), .B_normed = bn.data<float>(), .C_normed = cn.data<float>(),
@@ -95,15 +99,16 @@ void backward_mamba3(SequenceLayer& layer, const Tensor& x, const Tensor& dy, Te
   Tensor dproj_t = buffer(rows * width);
   float* dproj = dproj_t.data<float>();
   Tensor d_o = buffer(rows * H * R * P);
-  ops::mamba3_output_backward(out, {.dy = dys.data<float>(), .ld_dy = d_inner, .d_o = d_o.data<float>(),
-                                    .dz = dproj, .ld_dz = width,
-                                    .dmimo_z = grad("mimo_z", c.is_mimo),
-                                    .dmimo_o = grad("mimo_o", c.is_mimo),
-                                    .dnorm = grad("norm.weight", c.is_outproj_norm)},
+  ops::mamba3_output_backward(out,
+                              {.dy = dys.data<float>(), .ld_dy = d_inner, .d_o = d_o.data<float>(),
+                               .dz = dproj, .ld_dz = width, .dmimo_z = grad("mimo_z", c.is_mimo),
+                               .dmimo_o = grad("mimo_o", c.is_mimo),
+                               .dnorm = grad("norm.weight", c.is_outproj_norm)},
                               pool);
   o = dys = Tensor();
 
-  Tensor dq = buffer(rows * H * R * N), dk = buffer(rows * H * R * N), dv = buffer(rows * H * R * P);
+  Tensor dq = buffer(rows * H * R * N), dk = buffer(rows * H * R * N);
+  Tensor dv = buffer(rows * H * R * P);
   Tensor ddt = buffer(rows * H), dA = buffer(rows * H), dlam = buffer(rows * H);
   scan.ssm = scan.k_prev = scan.v_prev = nullptr;  // the sequences started fresh
   ops::mamba3_scan_backward(scan, d_o.data<float>(),
@@ -117,7 +122,8 @@ void backward_mamba3(SequenceLayer& layer, const Tensor& x, const Tensor& dy, Te
       prep, {.dq = dq.data<float>(), .dk = dk.data<float>(), .dv = dv.data<float>(),
              .ddt = ddt.data<float>(), .dA = dA.data<float>(), .dlam = dlam.data<float>(),
              .dx = dproj + d_inner, .dB = dproj + 2 * d_inner, .dC = dproj + 2 * d_inner + RGN,
-             .dddt = dddt, .dddA = dddt + H, .dtrap = dddt + 2 * H, .dang = dddt + 3 * H, .ld = width,
+             .dddt = dddt, .dddA = dddt + H, .dtrap = dddt + 2 * H, .dang = dddt + 3 * H,
+             .ld = width,
              .ddt_bias = grad("dt_bias"), .dB_norm = grad("B_norm.weight"),
              .dC_norm = grad("C_norm.weight"), .dB_bias = grad("B_bias"), .dC_bias = grad("C_bias"),
              .dmimo_x = grad("mimo_x", c.is_mimo)},

@@ -50,11 +50,13 @@ void attention_backward(const AttentionBackwardArgs& a, ThreadPool& pool) {
           const float* Ob = a.out + (b * L + t0) * a.ld_out + h * hd;
           const float* dOb = a.dout + (b * L + t0) * a.ld_out + h * hd;
           gemm(false, true, nb, keys, hd, a.scale, Qb, a.ld_q, K, hd, 0.f, probs.data(), keys);
-          for (int64_t r = 0; r < nb; ++r) softmax_prefix(probs.data() + r * keys, t0 + r + 1, keys);
+          for (int64_t r = 0; r < nb; ++r)
+            softmax_prefix(probs.data() + r * keys, t0 + r + 1, keys);
           gemm(false, true, nb, keys, hd, 1.f, dOb, a.ld_out, V, hd, 0.f, dP.data(), keys);
           for (int64_t r = 0; r < nb; ++r) {
             double delta = 0;  // rowsum(P o dP) = dO . O
-            for (int64_t d = 0; d < hd; ++d) delta += static_cast<double>(dOb[r * a.ld_out + d]) * Ob[r * a.ld_out + d];
+            for (int64_t d = 0; d < hd; ++d)
+              delta += static_cast<double>(dOb[r * a.ld_out + d]) * Ob[r * a.ld_out + d];
             const float* pr = probs.data() + r * keys;
             float* ds = dP.data() + r * keys;
             for (int64_t j = 0; j < keys; ++j) ds[j] = pr[j] * static_cast<float>(ds[j] - delta);
@@ -62,7 +64,8 @@ void attention_backward(const AttentionBackwardArgs& a, ThreadPool& pool) {
           gemm(false, false, nb, hd, keys, a.scale, dP.data(), keys, K, hd, 0.f,
                a.dq + (b * L + t0) * a.ld_dq + h * hd, a.ld_dq);
           gemm(true, false, keys, hd, nb, a.scale, dP.data(), keys, Qb, a.ld_q, 1.f, dK, a.ld_dkv);
-          gemm(true, false, keys, hd, nb, 1.f, probs.data(), keys, dOb, a.ld_out, 1.f, dV, a.ld_dkv);
+          gemm(true, false, keys, hd, nb, 1.f, probs.data(), keys, dOb, a.ld_out, 1.f, dV,
+               a.ld_dkv);
         }
     }
   });

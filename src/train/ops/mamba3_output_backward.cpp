@@ -8,7 +8,8 @@
 
 namespace ssm::ops {
 
-void mamba3_output_backward(const Mamba3OutputArgs& a, const Mamba3OutputGrads& g, ThreadPool& pool) {
+void mamba3_output_backward(const Mamba3OutputArgs& a, const Mamba3OutputGrads& g,
+                            ThreadPool& pool) {
   pool.parallel_for(a.heads, [&](int64_t h0, int64_t h1) {
     const int64_t L = a.length, H = a.heads, P = a.headdim, R = a.rank;
     std::vector<double> dmz(R * P), dmo(R * P), dnorm(P), don(P);

@@ -28,8 +28,8 @@ double heavy_tail_grad(double v) { return v >= 0 ? 1.0 : 1.0 / ((1.0 - v) * (1.0
 double heavy_tail(double v) { return v >= 0 ? 1.0 + v : 1.0 / (1.0 - v); }
 
 // out = RMSNorm(x) * w over n entries: dx from dout; dw += dout x r.
-void norm_backward(const float* x, const float* w, const double* dout, int64_t n, float eps, float* dx,
-                   double* dw) {
+void norm_backward(const float* x, const float* w, const double* dout, int64_t n, float eps,
+                   float* dx, double* dw) {
   double ss = 0, dot = 0;
   for (int64_t i = 0; i < n; ++i) {
     ss += static_cast<double>(x[i]) * x[i];
@@ -45,7 +45,8 @@ void norm_backward(const float* x, const float* w, const double* dout, int64_t n
 
 // Per (b, h): un-rotation, phase, dt / A / lam. G receives, per step, the
 // gradient of phase_s summed over t >= s: (B, H, L, S_ang).
-void heads_pass(const Mamba3PrepareArgs& a, const Mamba3PrepareGrads& g, float* G, ThreadPool& pool) {
+void heads_pass(const Mamba3PrepareArgs& a, const Mamba3PrepareGrads& g, float* G,
+                ThreadPool& pool) {
   pool.parallel_for(a.batch * a.heads, [&](int64_t i0, int64_t i1) {
     const int64_t L = a.length, H = a.heads, N = a.d_state, R = a.rank, S = a.n_angles;
     for (int64_t i = i0; i < i1; ++i) {
@@ -72,11 +73,13 @@ void heads_pass(const Mamba3PrepareArgs& a, const Mamba3PrepareGrads& g, float* 
         double ddt = g.ddt[step];
         for (int64_t j = 0; j < S; ++j)
           ddt += static_cast<double>(G[step * S + j]) * (kPi * std::tanh(a.ang[row * a.ld + j]));
-        g.dddt[row * g.ld + h] = static_cast<float>(ddt * softplus_grad(a.ddt[row * a.ld + h] + a.dt_bias[h]));
+        g.dddt[row * g.ld + h] =
+            static_cast<float>(ddt * softplus_grad(a.ddt[row * a.ld + h] + a.dt_bias[h]));
         // A = min(-f(ddA), -A_floor): no gradient where the floor wins.
         const float v = a.ddA[row * a.ld + h];
         const bool floored = -heavy_tail(v) >= -static_cast<double>(a.A_floor);
-        g.dddA[row * g.ld + h] = floored ? 0.f : static_cast<float>(-g.dA[step] * heavy_tail_grad(v));
+        g.dddA[row * g.ld + h] =
+            floored ? 0.f : static_cast<float>(-g.dA[step] * heavy_tail_grad(v));
         const float lam = a.lam[step];
         g.dtrap[row * g.ld + h] = g.dlam[step] * lam * (1.f - lam);
       }
@@ -98,7 +101,8 @@ void rows_pass(const Mamba3PrepareArgs& a, const Mamba3PrepareGrads& g, const fl
         auto step_of = [&](int64_t h) { return (b * H + h) * L + t; };
         for (int64_t j = 0; j < S; ++j) {
           double d = 0;
-          for (int64_t h = 0; h < H; ++h) d += static_cast<double>(G[step_of(h) * S + j]) * a.dt[step_of(h)];
+          for (int64_t h = 0; h < H; ++h)
+            d += static_cast<double>(G[step_of(h) * S + j]) * a.dt[step_of(h)];
           const double th = std::tanh(static_cast<double>(a.ang[row * a.ld + j]));
           g.dang[row * g.ld + j] = static_cast<float>(d * kPi * (1.0 - th * th));
         }
@@ -111,8 +115,8 @@ void rows_pass(const Mamba3PrepareArgs& a, const Mamba3PrepareGrads& g, const fl
               for (int64_t h = grp * hpg; h < (grp + 1) * hpg; ++h)
                 for (int64_t n = 0; n < N; ++n) dn[n] += dsrc[(step_of(h) * R + r) * N + n];
               const bool isB = which == 0;
-              norm_backward((isB ? a.B : a.C) + row * a.ld + col, isB ? a.B_norm : a.C_norm, dn.data(), N,
-                            a.norm_eps, (isB ? g.dB : g.dC) + row * g.ld + col,
+              norm_backward((isB ? a.B : a.C) + row * a.ld + col, isB ? a.B_norm : a.C_norm,
+                            dn.data(), N, a.norm_eps, (isB ? g.dB : g.dC) + row * g.ld + col,
                             (isB ? dBw : dCw).data() + k * N);
             }
           }
@@ -148,7 +152,8 @@ void params_pass(const Mamba3PrepareArgs& a, const Mamba3PrepareGrads& g, Thread
           if (g.dmimo_x)
             for (int64_t r = 0; r < R; ++r)
               for (int64_t p = 0; p < P; ++p)
-                dm[r * P + p] += static_cast<double>(g.dv[(step * R + r) * P + p]) * a.x[row * a.ld + h * P + p];
+                dm[r * P + p] +=
+                    static_cast<double>(g.dv[(step * R + r) * P + p]) * a.x[row * a.ld + h * P + p];
           dbias += g.dddt[row * g.ld + h];
         }
       for (int64_t k = 0; k < R * N; ++k) {

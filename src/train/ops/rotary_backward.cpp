@@ -17,9 +17,11 @@ void rope_backward(float* dqkv, int64_t ld, int64_t batch, int64_t length, int64
       for (int64_t i = 0; i < half; ++i) {
         // The angle as the forward forms it (the product in double).
         const double angle = static_cast<double>(pos) * inv_freq[i];
-        const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+        const float c = static_cast<float>(std::cos(angle)),
+                    s = static_cast<float>(std::sin(angle));
         // Rotating the gradient by -angle: the pair's own rotation with sin negated.
-        for (int64_t h = 0; h < heads; ++h) rotate_pair(dq + h * head_dim, RotaryPairs::kHalves, half, i, c, -s);
+        for (int64_t h = 0; h < heads; ++h)
+          rotate_pair(dq + h * head_dim, RotaryPairs::kHalves, half, i, c, -s);
         for (int64_t h = 0; h < kv_heads; ++h)
           rotate_pair(dk + h * head_dim, RotaryPairs::kHalves, half, i, c, -s);
       }

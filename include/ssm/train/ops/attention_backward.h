@@ -13,13 +13,13 @@
 namespace ssm::ops {
 
 struct AttentionBackwardArgs {
-  int64_t batch = 0, length = 0;                 // B, L
+  int64_t batch = 0, length = 0;                  // B, L
   int64_t heads = 0, kv_heads = 0, head_dim = 0;  // H, H_kv, hd
-  const float* q = nullptr;  // q[(b*L + t)*ld_q + h*hd + d]
+  const float* q = nullptr;                       // q[(b*L + t)*ld_q + h*hd + d]
   int64_t ld_q = 0;
-  const float* k = nullptr;    // (B, H_kv, L, hd), as attention_append_kv caches them
-  const float* v = nullptr;    // (B, H_kv, L, hd)
-  const float* out = nullptr;  // the forward's output, out[(b*L + t)*ld_out + h*hd + d]
+  const float* k = nullptr;     // (B, H_kv, L, hd), as attention_append_kv caches them
+  const float* v = nullptr;     // (B, H_kv, L, hd)
+  const float* out = nullptr;   // the forward's output, out[(b*L + t)*ld_out + h*hd + d]
   const float* dout = nullptr;  // its gradient, same layout
   int64_t ld_out = 0;
   float scale = 1.f;

@@ -24,6 +24,7 @@ struct Mamba3OutputGrads {
 
 // `a` holds the forward's inputs (a.y unused). Parallel over heads: each
 // head's parameter gradients sum its rows in a fixed order.
-void mamba3_output_backward(const Mamba3OutputArgs& a, const Mamba3OutputGrads& g, ThreadPool& pool);
+void mamba3_output_backward(const Mamba3OutputArgs& a, const Mamba3OutputGrads& g,
+                            ThreadPool& pool);
 
 }  // namespace ssm::ops
