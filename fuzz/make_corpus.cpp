@@ -16,6 +16,7 @@
 #include "ssm/model/generator.h"
 #include "ssm/model/state_file.h"
 #include "state_fuzz_model.h"
+#include "train_fuzz_model.h"
 
 namespace fs = std::filesystem;
 using namespace ssm;
@@ -197,6 +198,22 @@ void tokenizer_seeds(const fs::path& root) {
     put(root / "tokenizer_encode", cat("text", i, ".txt"), encodings[i]["text"].get<std::string>());
 }
 
+// Checkpoints of the train fuzz model at step 0 and after one step.
+void train_seeds(const fs::path& root) {
+  LanguageModel model = fuzz::make_train_fuzz_model();
+  const std::vector<int32_t> tokens = fuzz::train_fuzz_tokens();
+  Context ctx(1);
+  Trainer trainer(model, tokens, fuzz::train_fuzz_options(), ctx);
+  const fs::path tmp = root / "train_checkpoint" / "tmp";
+  fs::create_directories(tmp);
+  for (int step = 0; step < 2; ++step) {
+    if (step) trainer.step();
+    trainer.save_checkpoint(tmp);
+    put(root / "train_checkpoint", cat("step", step, ".safetensors"), read_file(tmp / "checkpoint.safetensors"));
+  }
+  fs::remove_all(tmp);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -211,6 +228,7 @@ int main(int argc, char** argv) {
     pickle_seeds(out);
     state_seeds(out);
     tokenizer_seeds(out);
+    train_seeds(out);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_make_corpus: %s\n", e.what());
     return 1;
