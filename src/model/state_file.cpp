@@ -43,6 +43,15 @@ std::vector<std::pair<std::string, Tensor*>> state_tensors(ModelState& state) {
   return out;
 }
 
+// Bytes of one fresh sequence's state (empty KV caches): the least a file
+// must hold per sequence.
+double fresh_state_bytes(const LanguageModel& model) {
+  ModelState one = model.make_state(1);
+  double bytes = 0;
+  for (const auto& [name, t] : state_tensors(one)) bytes += static_cast<double>(t->nbytes());
+  return bytes;
+}
+
 // A KV cache cut to its longest sequence: the file holds no spare capacity.
 void trim_cache(AttentionState& a) {
   int64_t len = 0;
@@ -196,20 +205,26 @@ SessionState load_state(const std::filesystem::path& path, const LanguageModel& 
     if (fp != fingerprint)
       throw fail("saved by a different model (fingerprint ", fp, "; this model's is ",
                  fingerprint, ")");
+    // Every size is checked against the bytes actually present before
+    // anything is allocated for it.
+    const size_t data_start = kPreamble + header_len, data_size = size - kTrailer - data_start;
     const int64_t B = header.at("batch").get<int64_t>();
-    if (B <= 0) throw fail("corrupted: batch ", B);
+    const Json& seqs = header.at("sequences");
+    if (B <= 0 || !seqs.is_array() || static_cast<int64_t>(seqs.size()) != B)
+      throw fail("corrupted: batch ", B, " with ", seqs.size(), " sequences");
+    if (static_cast<double>(B) * fresh_state_bytes(model) > static_cast<double>(data_size))
+      throw fail("corrupted: ", data_size, " bytes of state cannot hold ", B, " sequences");
     SessionState s = make_session(model, B);
     s.model.position = header.at("position").get<int64_t>();
-    const Json& seqs = header.at("sequences");
-    if (static_cast<int64_t>(seqs.size()) != B) throw fail("corrupted: ", seqs.size(), " sequences for batch ", B);
     for (int64_t b = 0; b < B; ++b) {
       s.pending[b] = seqs[b].at("pending").get<int64_t>();
       s.consumed[b] = seqs[b].at("consumed").get<int64_t>();
       s.recent[b] = seqs[b].at("recent").get<std::vector<int64_t>>();
-      if (s.pending[b] >= model.config().vocab_size)
+      if (s.pending[b] < -1 || s.pending[b] >= model.config().vocab_size)
         throw fail("corrupted: pending token ", s.pending[b], " of sequence ", b);
     }
     const Json& list = header.at("tensors");
+    if (!list.is_array()) throw fail("malformed header: 'tensors' is not a list");
     // KV caches take the length they were saved with.
     for (const Json& e : list) {
       const std::string name = e.at("name").get<std::string>();
@@ -218,13 +233,16 @@ SessionState load_state(const std::filesystem::path& path, const LanguageModel& 
         throw fail("corrupted: state tensor name '", name, "'");
       auto* cache = dynamic_cast<AttentionState*>(s.model.layers[layer].get());
       const Shape shape = e.at("shape").get<Shape>();
-      if (cache && shape.size() == 4 && shape[2] >= 0 && shape[2] <= (int64_t{1} << 32))
-        cache->reserve(shape[2]);
+      if (!cache || shape.size() != 4 || shape[2] <= cache->capacity()) continue;
+      const double bytes = 4.0 * static_cast<double>(cache->k.dim(0)) * static_cast<double>(cache->k.dim(1)) *
+                           static_cast<double>(cache->k.dim(3)) * static_cast<double>(shape[2]);
+      if (bytes > static_cast<double>(data_size))
+        throw fail("corrupted: KV cache '", name, "' of ", shape[2], " tokens exceeds the file");
+      cache->reserve(shape[2]);
     }
     const auto tensors = state_tensors(s.model);
     if (list.size() != tensors.size())
       throw fail("holds ", list.size(), " state tensors, the model has ", tensors.size());
-    const size_t data_start = kPreamble + header_len, data_size = size - kTrailer - data_start;
     for (size_t i = 0; i < tensors.size(); ++i) {
       const auto& [name, t] = tensors[i];
       const Json& e = list[i];

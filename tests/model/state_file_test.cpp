@@ -10,6 +10,7 @@
 
 #include "decode_support.h"
 #include "ssm/io/atomic_file.h"
+#include "ssm/io/json.h"
 #include "support/temp_dir.h"
 
 namespace ssm {
@@ -118,6 +119,64 @@ TEST(StateFileErrors, FutureVersion) {
   b[8] = static_cast<char>(kStateFileVersion + 1);
   f.write(with_crc(b));  // a well-formed file of a newer format
   expect_refused(f.path, f.model, f.fp, "version 2 is newer");
+}
+
+// The file with its JSON header replaced, lengths and checksum made right.
+std::string with_header(const std::string& file, const Json& header) {
+  auto u32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(file[at + i])) << (8 * i);
+    return v;
+  };
+  const size_t old_len = u32(12);
+  const std::string json = header.dump();
+  std::string out = file.substr(0, 12);
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(json.size() >> (8 * i)));
+  const uint64_t total = file.size() - old_len + json.size();
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(total >> (8 * i)));
+  out += json + file.substr(24 + old_len);
+  return with_crc(out);
+}
+
+Json header_of(const std::string& file) {
+  uint32_t len = 0;
+  for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(static_cast<unsigned char>(file[12 + i])) << (8 * i);
+  return Json::parse(file.substr(24, len));
+}
+
+TEST(StateFileErrors, ImplausibleSizesAreRefusedBeforeAllocating) {
+  Fixture f;
+  Json h = header_of(f.bytes);
+  ASSERT_EQ(with_header(f.bytes, h), f.bytes);  // the helper rebuilds the same file
+  Json big = h;
+  big["batch"] = int64_t{1} << 40;
+  f.write(with_header(f.bytes, big));
+  expect_refused(f.path, f.model, f.fp, "corrupted");
+  for (int i = 0; i < 6; ++i) big["sequences"].push_back(h["sequences"][0]);
+  big["batch"] = big["sequences"].size();
+  f.write(with_header(f.bytes, big));
+  expect_refused(f.path, f.model, f.fp, "cannot hold");
+  Json bad_pending = h;
+  bad_pending["sequences"][0]["pending"] = -7;
+  f.write(with_header(f.bytes, bad_pending));
+  expect_refused(f.path, f.model, f.fp, "pending token -7");
+
+  // A KV cache claiming far more tokens than the file holds.
+  LanguageModel hybrid = LanguageModel::load(testing::golden_dir("hybrid_tiny"));
+  const std::string fp = model_fingerprint(hybrid, f.ctx);
+  SessionState s = busy_session(hybrid, f.ctx);
+  save_state(f.path, s, fp);
+  const std::string bytes = read_file(f.path);
+  Json hh = header_of(bytes);
+  bool found = false;
+  for (Json& e : hh["tensors"])
+    if (e["name"].get<std::string>().ends_with(".k")) {
+      e["shape"][2] = int64_t{1} << 40;
+      found = true;
+    }
+  ASSERT_TRUE(found);
+  f.write(with_header(bytes, hh));
+  expect_refused(f.path, hybrid, fp, "exceeds the file");
 }
 
 TEST(StateFileErrors, NotAStateFile) {
