@@ -18,7 +18,7 @@ SEED=${SEED:-1}
 if [ "${DRY_RUN:-0}" = 1 ]; then
   D_MODEL=${D_MODEL:-128} N_LAYER=${N_LAYER:-2} STEPS=${STEPS:-300} BATCH=${BATCH:-8} SEQ_LEN=${SEQ_LEN:-128}
 else
-  D_MODEL=${D_MODEL:-256} N_LAYER=${N_LAYER:-4} STEPS=${STEPS:-600} BATCH=${BATCH:-8} SEQ_LEN=${SEQ_LEN:-128}
+  D_MODEL=${D_MODEL:-256} N_LAYER=${N_LAYER:-4} STEPS=${STEPS:-1500} BATCH=${BATCH:-8} SEQ_LEN=${SEQ_LEN:-128}
 fi
 LR=${LR:-3e-3}
 WARMUP=${WARMUP:-50}
@@ -63,7 +63,7 @@ fi
 #    100 steps.
 "$ssm" train "$model" --data "$data" --steps "$STEPS" --batch "$BATCH" --seq-len "$SEQ_LEN" \
   --lr "$LR" --warmup "$WARMUP" --weight-decay 0.1 --clip 1.0 --seed "$SEED" \
-  --checkpoint-every 100 --eval-every 200 --eval-tokens 65536 --log-every 25 \
+  --checkpoint-every 100 --eval-every 500 --eval-tokens 65536 --log-every 25 \
   --threads "$THREADS" "${resume[@]}"
 
 # 5. Held-out score and a sample.
