@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "decode_support.h"
+#include "ssm/io/json.h"
 #include "ssm/model/generator.h"
 #include "ssm/model/state_file.h"
 #include "support/temp_dir.h"
@@ -186,6 +187,43 @@ TEST(DecodeBatchStop, StopStringsEndASequence) {
   EXPECT_EQ(out.tokens, std::vector<int64_t>(free_run.begin(), free_run.begin() + out.tokens.size()));
   Generator no_text(model, ctx);
   EXPECT_THROW(no_text.generate(s2, {{1}}, cfg), Error);
+}
+
+}  // namespace
+}  // namespace ssm
+
+namespace ssm {
+namespace {
+
+TEST(DecodePaddedVocab, NeverSamplesPaddedRows) {
+  // mamba2_ssm_tiny read with vocab_size 250: its 256 embedding rows become
+  // 250 real ones and 6 of padding, which we make the strongest rows of all.
+  Json config = load_json_file(testing::golden_dir("mamba2_ssm_tiny") + "/config.json");
+  config["vocab_size"] = 250;
+  LanguageModel model(parse_model_config(config, "padded"));
+  model.load_weights(*open_checkpoint(testing::golden_dir("mamba2_ssm_tiny")));
+  ASSERT_EQ(model.config().padded_vocab(), 256);
+  Context ctx(1);
+  const Tensor first = model.forward(testing::ids_tensor({1, 2, 3}, 1), nullptr, ctx, true);
+  const int64_t top = std::max_element(first.data<float>(), first.data<float>() + 250) - first.data<float>();
+  model.for_each_param([&](const std::string& name, Param& p) {
+    if (name != model.config().embedding_name()) return;
+    p.value = p.value.clone();
+    const int64_t D = p.shape[1];
+    for (int64_t r = 250; r < 256; ++r)
+      for (int64_t i = 0; i < D; ++i) p.value.data<float>()[r * D + i] = 100.f * p.value.data<float>()[top * D + i];
+  });
+  ModelState st = model.make_state(1);
+  int64_t tok = 1;
+  EXPECT_EQ(model.step(&tok, st, ctx).dim(1), 250);
+  Generator gen(model, ctx);
+  for (float temperature : {0.f, 1.f, 5.f}) {
+    SessionState s = make_session(model, 1);
+    GenerationConfig cfg{.max_new_tokens = 64};
+    cfg.sampling.temperature = temperature;
+    const auto out = gen.generate(s, {{1, 2, 3}}, cfg)[0].tokens;
+    for (int64_t t : out) EXPECT_LT(t, 250) << temperature;
+  }
 }
 
 }  // namespace
