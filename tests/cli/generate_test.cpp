@@ -160,6 +160,28 @@ TEST(GenerateCliText, StreamsTheTokensBytesAndStopsBeforeStopString) {
   EXPECT_NE(stopped.err.find("stopped by stop string"), std::string::npos) << stopped.err;
 }
 
+TEST(GenerateCliText, StreamedTextEqualsDecodingAllIds) {
+  // A model directory with a byte-level BPE tokenizer: its first 256 ids
+  // are single bytes, so random generation splits UTF-8 characters.
+  TempDir dir;
+  fs::copy_file(golden_dir("mamba2_hf_tiny") + "/config.json", dir / "config.json");
+  fs::copy_file(golden_dir("mamba2_hf_tiny") + "/model.safetensors", dir / "model.safetensors");
+  fs::copy_file(golden_dir("tokenizer") + "/tokenizer.json", dir / "tokenizer.json");
+  const std::string base = cat("generate '", dir.path().string(),
+                               "' --prompt-ids 120,200,33 --seed 5 --temperature 1.5 --top-k 0 --top-p 1 "
+                               "--min-p 0 --max-tokens 40 --ignore-eos");
+  const CliRun ids = ssm_cli(base + " --print-ids");
+  const CliRun text = ssm_cli(base);
+  ASSERT_EQ(ids.code, 0) << ids.err;
+  ASSERT_EQ(text.code, 0) << text.err;
+  ASSERT_FALSE(ids.out.empty());
+  const std::string new_ids = ids.out.substr(11, ids.out.size() - 12);  // after "120,200,33,", before "\n"
+  ASSERT_EQ(ids.out.substr(0, 11), "120,200,33,");
+  const CliRun decoded = ssm_cli(cat("tokenize '", dir.path().string(), "' --decode --text ", new_ids));
+  ASSERT_EQ(decoded.code, 0) << decoded.err;
+  EXPECT_EQ(text.out, decoded.out);  // both end in one newline
+}
+
 TEST(GenerateCliText, UsageErrors) {
   EXPECT_NE(ssm_cli(cat("generate '", golden_dir("mamba2_hf_tiny"), "' --prompt-ids 1,x")).code, 0);
   EXPECT_NE(ssm_cli(cat("generate '", golden_dir("mamba2_hf_tiny"), "' --prompt-ids 1,999")).code, 0);
