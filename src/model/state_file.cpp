@@ -70,6 +70,21 @@ void trim_cache(AttentionState& a) {
   a.v = t.v;
 }
 
+// Every number a header holds is an integer; a float (which nlohmann would
+// cast to int64 unchecked, undefined out of range) means a forged file.
+// Iterative: a header may nest deeply.
+bool only_integers(const Json& root) {
+  std::vector<const Json*> todo = {&root};
+  while (!todo.empty()) {
+    const Json* j = todo.back();
+    todo.pop_back();
+    if (j->is_number_float()) return false;
+    if (j->is_structured())
+      for (const Json& v : *j) todo.push_back(&v);
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string model_fingerprint(LanguageModel& model, Context& ctx) {
@@ -201,6 +216,7 @@ SessionState load_state(const std::filesystem::path& path, const LanguageModel& 
   Json header;
   try {
     header = Json::parse(bytes.substr(kPreamble, header_len));
+    if (!only_integers(header)) throw fail("corrupted: the header holds a non-integer number");
     const std::string fp = header.at("fingerprint").get<std::string>();
     if (fp != fingerprint)
       throw fail("saved by a different model (fingerprint ", fp, "; this model's is ",

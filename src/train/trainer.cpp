@@ -21,6 +21,10 @@ Json TrainOptions::to_json() const {
 
 TrainOptions TrainOptions::from_json(const Json& j, const std::string& source) {
   TrainOptions o;
+  // nlohmann casts a float to an integer unchecked (undefined out of range).
+  for (const char* key : {"steps", "batch", "seq_len", "accumulation", "warmup", "seed"})
+    if (j.is_object() && j.contains(key) && !j[key].is_number_integer())
+      throw Error(cat(source, ": malformed training options: '", key, "' must be an integer"));
   try {
     o.steps = j.at("steps").get<int64_t>();
     o.batch = j.at("batch").get<int64_t>();
