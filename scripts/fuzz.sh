@@ -6,7 +6,8 @@
 # The working corpus of each target grows in BUILD_DIR/fuzz-corpus/<target>
 # (seeded from fuzz/corpus/<target>, which stays as committed); crashing
 # inputs land in BUILD_DIR/fuzz-artifacts/<target>/. Exit status 1 when any
-# target found a crash, a leak, a timeout or ran out of memory.
+# target found a crash, a leak, a timeout or ran out of memory. Extra
+# libFuzzer flags go in FUZZ_ARGS (e.g. FUZZ_ARGS=-use_value_profile=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +18,7 @@ while [ $# -gt 0 ]; do
     --smoke) seconds=30 ;;
     --seconds) seconds="$2"; shift ;;
     --seconds=*) seconds="${1#*=}" ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1") ;;
   esac
@@ -49,7 +50,7 @@ for t in "${targets[@]}"; do
   set +e
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$build_dir/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$artifacts/" "${dict[@]}" \
+    -print_final_stats=1 -artifact_prefix="$artifacts/" "${dict[@]}" ${FUZZ_ARGS:-} \
     "$corpus" "fuzz/corpus/$t" >"$log" 2>&1
   rc=$?
   set -e
