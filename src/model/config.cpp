@@ -207,7 +207,10 @@ ModelConfig parse_state_spaces(const Json& j, const std::string& source) {
     ac.out_proj_bias = a.boolean("out_proj_bias", true);
     ac.causal = a.boolean("causal", true);
     ac.softmax_scale = a.number("softmax_scale", 0.0);
-    a.ignore({"mlp_dim", "d_conv", "rotary_emb_interleaved"});
+    a.ignore({"mlp_dim", "d_conv"});
+    // Interleaved rotary pairs (2i, 2i+1) are not what SPEC §5 defines.
+    if (a.boolean("rotary_emb_interleaved", false))
+      throw Error(cat(source, ": attn_cfg.rotary_emb_interleaved=true is not supported"));
     check_divides(source + ": attn_cfg", "num_heads", ac.num_heads, "num_heads_kv", ac.num_heads_kv);
     if (ac.rotary_emb_dim < 0 || ac.rotary_emb_dim % 2 != 0 || ac.rotary_emb_dim > ac.head_dim)
       throw Error(cat(source, ": attn_cfg.rotary_emb_dim must be even and at most head_dim"));

@@ -11,6 +11,16 @@
 #include "ssm/ops/ssd_scan.h"
 
 namespace ssm::ops {
+namespace {
+
+// exp of a segment sum (always <= 0). Below e^-80 the result is flushed to
+// zero: it is invisible next to any fp32 sum, and subnormal products are
+// many times slower on common CPUs.
+inline float decay(float segment_sum) {
+  return segment_sum < -80.f ? 0.f : std::exp(segment_sum);
+}
+
+}  // namespace
 
 void ssd_scan_chunked(const SsdScanArgs& a, ThreadPool& pool) {
   const int64_t L = a.length, H = a.heads, P = a.headdim, N = a.d_state, G = a.groups;
@@ -49,14 +59,14 @@ void ssd_scan_chunked(const SsdScanArgs& a, ThreadPool& pool) {
         const float* sc = scores.data() + ((b * G + g) * n_chunks + c) * Q * Q;
         for (int64_t t = 0; t < q; ++t) {
           for (int64_t s = 0; s <= t; ++s)
-            M[t * q + s] = sc[t * Q + s] * std::exp(cs[t] - cs[s]) * dt[s * a.ld_dt];
+            M[t * q + s] = sc[t * Q + s] * decay(cs[t] - cs[s]) * dt[s * a.ld_dt];
           for (int64_t s = t + 1; s < q; ++s) M[t * q + s] = 0.f;
         }
         gemm(false, false, q, P, q, 1.f, M.data(), q, X, a.ld_x, 0.f, Y, a.ld_y);
 
         // Carried state: y_t += exp(cs_t) S C_t.
         for (int64_t t = 0; t < q; ++t) {
-          const float e = std::exp(cs[t]);
+          const float e = decay(cs[t]);
           for (int64_t n = 0; n < N; ++n) Cs[t * N + n] = Cc[t * a.ld_bc + n] * e;
         }
         gemm(false, true, q, P, N, 1.f, Cs.data(), N, S, N, 1.f, Y, a.ld_y);
@@ -64,10 +74,10 @@ void ssd_scan_chunked(const SsdScanArgs& a, ThreadPool& pool) {
         // S <- exp(cs_end) S + sum_s exp(cs_end - cs_s) dt_s x_s B_s^T.
         const float end = cs[q - 1];
         for (int64_t s = 0; s < q; ++s) {
-          const float w = std::exp(end - cs[s]) * dt[s * a.ld_dt];
+          const float w = decay(end - cs[s]) * dt[s * a.ld_dt];
           for (int64_t p = 0; p < P; ++p) Xw[s * P + p] = X[s * a.ld_x + p] * w;
         }
-        gemm(true, false, P, N, q, 1.f, Xw.data(), P, Bc, a.ld_bc, std::exp(end), S, N);
+        gemm(true, false, P, N, q, 1.f, Xw.data(), P, Bc, a.ld_bc, decay(end), S, N);
 
         if (a.D)
           for (int64_t t = 0; t < q; ++t)
