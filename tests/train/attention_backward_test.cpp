@@ -12,6 +12,7 @@
 #include "ssm/train/layer_backward.h"
 #include "ssm/train/ops/attention_backward.h"
 #include "ssm/train/ops/rotary_backward.h"
+#include "support/random.h"
 
 namespace ssm {
 namespace {
@@ -53,8 +54,7 @@ double attention64(const std::vector<double>& q, const std::vector<double>& k,
   return total;
 }
 
-TEST(AttentionBackward, MatchesFiniteDifferencesWithGqa) {
-  const int64_t B = 2, L = 7, H = 4, Hkv = 2, hd = 3;
+void check_attention_backward(int64_t B, int64_t L, int64_t H, int64_t Hkv, int64_t hd) {
   const double scale = 0.7;
   auto q = random_doubles(B * L * H * hd, 11, -2.f, 2.f), k = random_doubles(B * Hkv * L * hd, 12, -2.f, 2.f);
   auto v = random_doubles(B * Hkv * L * hd, 13);
@@ -92,6 +92,13 @@ TEST(AttentionBackward, MatchesFiniteDifferencesWithGqa) {
     EXPECT_LE(rel_error(dk_hm, gk), 5e-5) << "dk";
     EXPECT_LE(rel_error(dv_hm, gv), 5e-5) << "dv";
   }
+}
+
+TEST(AttentionBackward, MatchesFiniteDifferencesWithGqa) { check_attention_backward(2, 7, 4, 2, 3); }
+
+// More queries than one 64-row block of the forward and backward.
+TEST(AttentionBackward, MatchesFiniteDifferencesOverSeveralQueryBlocks) {
+  check_attention_backward(1, 70, 2, 1, 2);
 }
 
 TEST(RopeBackward, MatchesFiniteDifferences) {
@@ -225,6 +232,37 @@ INSTANTIATE_TEST_SUITE_P(Variants, AttentionLayerBackward,
                                            AttnVariant{"gqa_rotary", 4, 2, 4, true},
                                            AttnVariant{"mqa_partial_rotary_no_bias", 4, 1, 2, false}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// max |a - b| / max |b| of two float tensors of one shape.
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, std::abs(double(a.data<float>()[i]) - b.data<float>()[i]));
+    scale = std::max(scale, std::abs(double(b.data<float>()[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+TEST(AttentionLayerBackward, GradientsDoNotDependOnTheThreadCount) {
+  AttentionConfig c{.d_model = 32, .num_heads = 4, .num_heads_kv = 2, .head_dim = 8, .rotary_emb_dim = 4};
+  AttentionLayer layer(c);
+  uint64_t seed = 1100;
+  for (Param& p : layer.parameters()) p.value = testing::random_tensor(p.shape, seed++, -0.3f, 0.3f);
+  // Longer than one 64-query block.
+  const Tensor x = testing::random_tensor({2, 70, c.d_model}, 1);
+  const Tensor dy = testing::random_tensor({2, 70, c.d_model}, 2);
+  std::vector<std::vector<Tensor>> grads(2);
+  std::vector<Tensor> dx(2);
+  for (int k = 0; k < 2; ++k) {
+    Context ctx(k + 1);
+    dx[k] = x.clone();
+    for (const Param& p : layer.parameters()) grads[k].push_back(Tensor::zeros(DType::kF32, p.shape));
+    layer_backward(layer, x, dy, dx[k], grads[k], ctx);
+  }
+  EXPECT_LE(max_rel_diff(dx[0], dx[1]), 1e-5) << "dx";
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_LE(max_rel_diff(grads[0][i], grads[1][i]), 1e-5) << layer.parameters()[i].name;
+}
 
 }  // namespace
 }  // namespace ssm

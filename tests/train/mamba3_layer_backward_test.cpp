@@ -12,6 +12,7 @@
 #include "fd.h"
 #include "ssm/layers/mamba3_layer.h"
 #include "ssm/train/layer_backward.h"
+#include "support/random.h"
 
 namespace ssm {
 namespace {
@@ -193,6 +194,41 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"mimo", true, 1, 0.5, false, 1e-4},
                       Variant{"mimo_rope1_groups2_norm", true, 2, 1.0, true, 0.8}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// max |a - b| / max |b| of two float tensors of one shape.
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, std::abs(double(a.data<float>()[i]) - b.data<float>()[i]));
+    scale = std::max(scale, std::abs(double(b.data<float>()[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+TEST(Mamba3LayerBackward, GradientsDoNotDependOnTheThreadCount) {
+  // The backward's own sums run in a fixed order (per head, per fixed block
+  // of rows); what remains is the forward ops' fp32 rounding.
+  Mamba3Config c{.d_model = 32, .d_state = 16, .headdim = 8, .ngroups = 2, .rope_fraction = 1.0,
+                 .is_outproj_norm = true, .is_mimo = true, .mimo_rank = 2, .chunk_size = 16};
+  Mamba3Layer layer(c);
+  uint64_t seed = 1000;
+  for (Param& p : layer.parameters())
+    p.value = testing::random_tensor(p.shape, seed++, p.shape.size() == 1 ? 0.5f : -0.3f,
+                                     p.shape.size() == 1 ? 1.5f : 0.3f);
+  const Tensor x = testing::random_tensor({3, 45, c.d_model}, 1);
+  const Tensor dy = testing::random_tensor({3, 45, c.d_model}, 2);
+  std::vector<std::vector<Tensor>> grads(2);
+  std::vector<Tensor> dx(2);
+  for (int k = 0; k < 2; ++k) {
+    Context ctx(k + 1);
+    dx[k] = x.clone();
+    for (const Param& p : layer.parameters()) grads[k].push_back(Tensor::zeros(DType::kF32, p.shape));
+    layer_backward(layer, x, dy, dx[k], grads[k], ctx);
+  }
+  EXPECT_LE(max_rel_diff(dx[0], dx[1]), 1e-5) << "dx";
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_LE(max_rel_diff(grads[0][i], grads[1][i]), 1e-5) << layer.parameters()[i].name;
+}
 
 }  // namespace
 }  // namespace ssm
