@@ -41,6 +41,8 @@ inline void expect_refused(const std::function<void()>& fn, const std::string& n
     const rlim_t cap = mapped_bytes() + headroom;
     const rlimit lim{cap, cap};
     ::setrlimit(RLIMIT_AS, &lim);
+#else
+    (void)headroom;
 #endif
     try {
       fn();

@@ -98,6 +98,14 @@ void checkpoint_kills(int trials) {
   EXPECT_GT(harness.stats().changed, 0) << "the writer never got a write through";
 }
 
+// Whether a temp file of a write in progress is in dir.
+bool writing(const fs::path& dir) {
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    if (it->path().filename().string().find(".tmp.") != std::string::npos) return true;
+  return false;
+}
+
 // `ssm convert` itself, one process per trial, alternating two sources.
 void convert_kills(int trials) {
   TempDir dir, ref_a, ref_b;
@@ -120,8 +128,20 @@ void convert_kills(int trials) {
   KillHarness harness(std::move(dests));
   std::mt19937_64 rng(KillHarness::seed() + 2);
   const auto max_us = static_cast<int64_t>(1.5e6 * run);
-  for (int t = 0; t < trials; ++t)
-    harness.kill_after(convert(t % 2 ? src_a : src_b, dst), random_delay(rng, max_us));
+  // Half the kills come at a random moment of the run, which start-up and
+  // reading dominate; the other half are aimed at the writes: shortly after
+  // a temp file appears.
+  for (int t = 0; t < trials; ++t) {
+    const auto started = std::chrono::steady_clock::now();
+    const pid_t pid = convert(t % 2 ? src_a : src_b, dst);
+    if (t % 4 < 2) {
+      harness.kill_after(pid, random_delay(rng, max_us));
+      continue;
+    }
+    while (!writing(dst) && std::chrono::steady_clock::now() - started < std::chrono::microseconds(2 * max_us))
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    harness.kill_after(pid, random_delay(rng, 800));
+  }
   std::printf("%s\n", harness.summary("ssm convert").c_str());
   EXPECT_EQ(harness.stats().corrupted, 0);
   EXPECT_EQ(harness.stats().unreadable, 0);
