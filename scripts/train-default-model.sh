@@ -64,7 +64,7 @@ fi
 "$ssm" train "$model" --data "$data" --steps "$STEPS" --batch "$BATCH" --seq-len "$SEQ_LEN" \
   --lr "$LR" --warmup "$WARMUP" --weight-decay 0.1 --clip 1.0 --seed "$SEED" \
   --checkpoint-every 100 --eval-every 500 --eval-tokens 65536 --log-every 25 \
-  --threads "$THREADS" "${resume[@]}"
+  --threads "$THREADS" --in-place "${resume[@]}"
 
 # 5. Held-out score and a sample.
 "$ssm" score "$model" --data "$data" --seq-len "$SEQ_LEN" --threads "$THREADS" | tee "$WORK/score.txt"

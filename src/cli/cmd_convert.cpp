@@ -2,6 +2,7 @@
 // or sharded safetensors, pytorch_model.bin, sharded .bin) -> DST_DIR with
 // model.safetensors (dtypes kept), config.json and tokenizer.json if present.
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -9,28 +10,40 @@
 #include "ssm/io/atomic_file.h"
 #include "ssm/io/checkpoint.h"
 #include "ssm/io/safetensors.h"
+#include "ssm/model/config.h"
 
 namespace ssm::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 struct ConvertArgs {
   std::string src, dst;
+  bool force = false;
 };
 
+// A tied model's head is its embedding: PyTorch checkpoints list it under
+// lm_head.weight too (one storage, two names). Written once, as HF writes
+// tied safetensors; the loader takes the head from the embedding.
+bool is_tied_copy(const ModelConfig& config, const std::string& name, const Tensor& t, const TensorSource& source) {
+  if (!config.tie_embeddings || name != "lm_head.weight") return false;
+  const std::optional<Tensor> embedding = source.find(config.embedding_name());
+  return embedding && embedding->same_layout(t) && std::memcmp(embedding->raw(), t.raw(), t.nbytes()) == 0;
+}
+
 int run_convert(const ConvertArgs& a) {
-  namespace fs = std::filesystem;
   const fs::path src(a.src), dst(a.dst);
-  if (!fs::is_regular_file(src / "config.json"))
-    throw Error(cat(src.string(), ": no config.json (not a model directory)"));
+  if (fs::exists(dst / "model.safetensors") && !a.force)
+    throw UsageError(cat("DST_DIR ", dst.string(), ": already holds model.safetensors (--force overwrites it)"));
+  const ModelConfig config = load_model_config(src / "config.json");
   const std::unique_ptr<TensorSource> source = open_checkpoint(src);
   NamedTensors tensors;
   size_t bytes = 0;
   for (const std::string& name : source->names()) {
     std::optional<Tensor> t = source->find(name);
     if (!t) throw Error(cat(source->describe(), ": lists tensor '", name, "' but cannot find it"));
+    if (is_tied_copy(config, name, *t, *source)) continue;
     bytes += t->nbytes();
-    // Tensors sharing a storage (a tied lm_head.weight) are written once each:
-    // safetensors has no aliasing, and readers expect every listed name.
     tensors.emplace_back(name, std::move(*t));
   }
   std::error_code ec;
@@ -48,12 +61,13 @@ int run_convert(const ConvertArgs& a) {
 }
 
 void setup_convert(CLI::App& app, Action& action) {
-  auto* cmd =
-      app.add_subcommand("convert", "write a model directory's weights as model.safetensors");
+  auto* cmd = app.add_subcommand("convert", "write a model directory's weights as model.safetensors");
   static ConvertArgs args;
   cmd->add_option("SRC_DIR", args.src, "model directory (safetensors or pytorch_model.bin)")
-      ->required();
-  cmd->add_option("DST_DIR", args.dst, "output directory, created if missing")->required();
+      ->type_name("DIR")->required()->check(model_directory());
+  cmd->add_option("DST_DIR", args.dst, "output directory, created if missing")
+      ->type_name("DIR")->required()->check(output_directory());
+  cmd->add_flag("--force", args.force, "overwrite a model.safetensors already in DST_DIR");
   cmd->callback([&action] { action = [] { return run_convert(args); }; });
 }
 

@@ -1,138 +1,133 @@
-// ssm generate [MODEL_DIR] --prompt TEXT | --prompt-ids IDS [--session FILE]:
-// streams generated text to stdout as it is produced, or with --print-ids the
-// ids; prefill and decode speed go to stderr at the end. With --session the
-// conversation continues from FILE's state and the new state is saved back.
-#include <algorithm>
-#include <charconv>
+// ssm generate [MODEL] -p TEXT | -f FILE | --prompt-ids IDS [--session FILE]:
+// streams generated text to stdout as it is produced (or with --print-ids
+// the ids, with --json one document at the end); the stats line goes to
+// stderr. With --session the conversation continues from FILE's state and
+// the new state is saved back, also when Ctrl-C stops the generation.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string_view>
 
 #include "cli/commands.h"
-#include "ssm/model/generator.h"
+#include "cli/generate_report.h"
+#include "cli/id_list.h"
+#include "cli/install_paths.h"
+#include "cli/interrupt.h"
+#include "cli/text_out.h"
+#include "cli/text_source.h"
 #include "ssm/model/state_file.h"
-#include "ssm/tokenizer/streaming_decoder.h"
 #include "ssm/tokenizer/tokenizer.h"
 
 namespace ssm::cli {
 namespace {
 
-// The built-in default model: models/default in the source tree this
-// program was built from.
-std::filesystem::path default_model_dir() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "models" / "default";
-}
-
 struct GenerateArgs {
   std::string model;
-  std::string prompt, prompt_ids;
-  bool print_ids = false;
+  TextSource prompt;
+  std::string prompt_ids;
+  bool print_ids = false, json = false, echo = false, quiet = false, ignore_eos = false;
   std::string session;
   int64_t max_tokens = 256;
   float temperature = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.f;
   int64_t top_k = 40, repeat_last_n = 64;
-  int64_t seed = -1;
+  uint64_t seed = 0;
+  CLI::Option* seed_flag = nullptr;
   std::vector<std::string> stops;
   std::vector<int64_t> stop_ids;
-  bool ignore_eos = false;
-  int threads = 0;
+  ComputeOptions compute;
 };
-
-std::vector<int64_t> parse_ids(std::string_view list) {
-  std::vector<int64_t> ids;
-  while (!list.empty()) {
-    const size_t comma = list.find(',');
-    std::string_view item = list.substr(0, comma);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    int64_t id = -1;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || id < 0)
-      throw Error(cat("--prompt-ids: '", item, "' is not a token id (expected e.g. 3,17,42)"));
-    ids.push_back(id);
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-  return ids;
-}
 
 // The end-of-text token stops generation unless --ignore-eos: config.json's
 // eos_token_id, else the tokenizer's <|endoftext|>.
-std::vector<int64_t> default_stop_ids(const LanguageModel& model, const Tokenizer& tok) {
+std::vector<int64_t> default_stop_ids(const LanguageModel& model, const Tokenizer* tok) {
   const Json& src = model.config().source;
   if (src.contains("eos_token_id") && src["eos_token_id"].is_number_integer())
     return {src["eos_token_id"].get<int64_t>()};
-  if (const auto id = tok.token_to_id("<|endoftext|>")) return {*id};
+  if (tok == nullptr) return {};
+  if (const auto id = tok->token_to_id("<|endoftext|>")) return {*id};
   return {};
 }
 
-// Prints decoded text as it completes, holding back the bytes that could
-// still turn out to begin a stop string, which is never printed.
-class TextOut {
- public:
-  TextOut(const Tokenizer& tok, const std::vector<std::string>& stops) : decoder_(tok), stops_(stops) {
-    for (const std::string& s : stops) hold_ = std::max(hold_, s.size() > 0 ? s.size() - 1 : 0);
-  }
-  void push(int64_t id) {
-    held_ += decoder_.push(static_cast<int32_t>(id));
-    size_t cut = held_.size() > hold_ ? held_.size() - hold_ : 0;
-    while (cut > 0 && cut < held_.size() && (static_cast<unsigned char>(held_[cut]) & 0xC0) == 0x80) --cut;
-    emit(cut);
-  }
-  void finish(bool stopped_by_string) {
-    held_ += decoder_.finish();
-    size_t end = held_.size();
-    if (stopped_by_string)
-      for (const std::string& s : stops_) end = std::min(end, held_.find(s));
-    emit(end);
-    held_.clear();
-    if (printed_) std::fputc('\n', stdout);
-    std::fflush(stdout);
-  }
+bool same_file(std::FILE* a, std::FILE* b) {
+  struct stat sa, sb;
+  return ::fstat(::fileno(a), &sa) == 0 && ::fstat(::fileno(b), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
 
- private:
-  void emit(size_t n) {
-    if (n == 0) return;
-    std::fwrite(held_.data(), 1, n, stdout);
-    std::fflush(stdout);
-    held_.erase(0, n);
-    printed_ = true;
-  }
-  StreamingDecoder decoder_;
-  const std::vector<std::string>& stops_;
-  size_t hold_ = 0;
-  std::string held_;
-  bool printed_ = false;
-};
+uint64_t fresh_seed() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
 
-int run_generate(GenerateArgs a) {
-  if (a.model.empty()) {
-    a.model = default_model_dir().string();
-    if (!std::filesystem::exists(std::filesystem::path(a.model) / "config.json"))
-      throw Error(cat("no MODEL_DIR given and the default model (", a.model, ") is not there"));
-  }
-  if (!a.prompt.empty() && !a.prompt_ids.empty()) throw Error("give --prompt or --prompt-ids, not both");
-  Context ctx(a.threads);
-  LanguageModel model = LanguageModel::load(a.model, load_options());
-  const auto tok = load_tokenizer_for_model(a.model);
+// Attention layers' caches grow with every token: refuse a --max-tokens
+// whose caches would not fit, before the generation reserves them.
+void check_cache_memory(LanguageModel& model, const SessionState& session, const GenerateArgs& a,
+                        size_t prompt_tokens) {
+  const uint64_t per_token = kv_cache_bytes_per_token(model.config());
+  if (per_token == 0) return;
+  const uint64_t limit = memory_limit(load_options(a.compute)), weights = model_memory_bytes(model);
+  const long double tokens = static_cast<long double>(session.consumed[0]) + prompt_tokens + a.max_tokens;
+  const long double need = tokens * per_token;
+  if (need + weights > limit)
+    throw UsageError(cat("--max-tokens ", a.max_tokens, ": the attention caches would need ",
+                         format_bytes(static_cast<uint64_t>(std::min(need, 1.8e19L))), " beyond the weights' ",
+                         format_bytes(weights), ", over the memory limit of ", format_bytes(limit),
+                         " (--max-memory)"));
+}
 
-  std::vector<int64_t> prompt;
-  if (!a.prompt_ids.empty()) prompt = parse_ids(a.prompt_ids);
-  else for (const int32_t id : tok->encode(a.prompt)) prompt.push_back(id);
-
+GenerationConfig generation_config(const GenerateArgs& a, const LanguageModel& model, const Tokenizer* tok) {
   GenerationConfig cfg;
   cfg.max_new_tokens = a.max_tokens;
   cfg.sampling = SamplingParams{.temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p,
                                 .min_p = a.min_p, .repeat_penalty = a.repeat_penalty,
                                 .repeat_last_n = a.repeat_last_n};
-  cfg.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
+  cfg.seed = a.seed_flag->count() > 0 ? a.seed : fresh_seed();
   cfg.stop_strings = a.stops;
-  cfg.stop_tokens = a.stop_ids;
+  for (const int64_t id : a.stop_ids) {
+    if (id >= model.config().vocab_size)
+      throw UsageError(cat("--stop-id ", id, ": outside the model's vocabulary [0, ", model.config().vocab_size, ")"));
+    cfg.stop_tokens.push_back(id);
+  }
   if (!a.ignore_eos)
-    for (int64_t id : default_stop_ids(model, *tok)) cfg.stop_tokens.push_back(id);
+    for (const int64_t id : default_stop_ids(model, tok)) cfg.stop_tokens.push_back(id);
+  return cfg;
+}
 
-  // The session: restored when its file exists, saved back at the end.
+std::vector<int64_t> prompt_ids(const GenerateArgs& a, const std::string& prompt_text, const LanguageModel& model,
+                                const Tokenizer* tok, const SessionState& session) {
+  std::vector<int64_t> ids;
+  if (!a.prompt_ids.empty()) {
+    const int64_t vocab = model.config().vocab_size;
+    ids = parse_id_list(a.prompt_ids, "--prompt-ids", [vocab](int64_t id) {
+      return id >= 0 && id < vocab ? std::string() : cat("is outside the model's vocabulary [0, ", vocab, ")");
+    });
+  } else if (a.prompt.given()) {
+    for (const int32_t id : tok->encode(prompt_text)) ids.push_back(id);
+  }
+  const bool continues = session.pending[0] >= 0;
+  if (ids.empty() && !continues) {
+    if (a.prompt.given()) throw UsageError(cat(a.prompt.flag(), ": the prompt is empty"));
+    throw UsageError("no prompt: give -p TEXT, -f FILE ('-': standard input) or --prompt-ids IDS"
+                     " (or continue a --session)");
+  }
+  return ids;
+}
+
+int run_generate(GenerateArgs& a) {
+  if (a.model.empty()) {
+    a.model = default_model_dir().string();
+    if (!std::filesystem::is_regular_file(std::filesystem::path(a.model) / "config.json"))
+      throw Error(cat("no MODEL given and the built-in model is not installed at ", a.model));
+  }
+  Context ctx = make_context(a.compute);
+  LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
+  // Ids in, ids out needs no tokenizer; anything with text does.
+  std::unique_ptr<Tokenizer> tok;
+  if (!(a.print_ids && !a.prompt_ids.empty() && a.stops.empty())) tok = load_tokenizer_for_model(a.model);
+
   std::string fingerprint;
   SessionState session;
   if (!a.session.empty()) fingerprint = model_fingerprint(model, ctx);
@@ -143,71 +138,107 @@ int run_generate(GenerateArgs a) {
   } else {
     session = make_session(model, 1);
   }
+  const std::string prompt_text = a.prompt.read();  // standard input can be read once
+  GenerateReport report;
+  report.prompt = prompt_ids(a, prompt_text, model, tok.get(), session);
+  check_cache_memory(model, session, a, report.prompt.size());
+  GenerationConfig cfg = generation_config(a, model, tok.get());
+  report.seed = cfg.seed;
 
   Generator gen(model, ctx);
-  gen.set_token_text([&](int64_t id) {
-    return id < tok->vocab_size() ? tok->token_bytes(static_cast<int32_t>(id)) : std::string_view();
-  });
-  TextOut text(*tok, cfg.stop_strings);
+  std::unique_ptr<TextOut> text;
+  if (tok) {
+    gen.set_token_text([&](int64_t id) {
+      return id < tok->vocab_size() ? tok->token_bytes(static_cast<int32_t>(id)) : std::string_view();
+    });
+    text = std::make_unique<TextOut>(*tok, cfg.stop_strings, a.print_ids || a.json ? nullptr : stdout);
+    if (a.echo)
+      text->echo(a.prompt.given() ? prompt_text
+                                  : tok->decode(std::vector<int32_t>(report.prompt.begin(), report.prompt.end())));
+  }
   const auto is_stop_id = [&](int64_t id) {
     return std::find(cfg.stop_tokens.begin(), cfg.stop_tokens.end(), id) != cfg.stop_tokens.end();
   };
-  const auto out = gen.generate(session, {prompt}, cfg, [&](int64_t, int64_t id) {
-    if (!a.print_ids && !is_stop_id(id)) text.push(id);
-  })[0];
+  SequenceOutput out;
+  {
+    const InterruptCatcher interrupt;
+    cfg.interrupt = &interrupt.flag();
+    out = gen.generate(session, {report.prompt}, cfg, [&](int64_t, int64_t id) {
+      if (text && !is_stop_id(id)) text->push(id);
+    })[0];
+  }
+  if (text) text->finish(out.finish == FinishReason::kStopString);
+  report.generated = out.tokens;
+  report.finish = out.finish;
+  report.stats = gen.stats();
 
-  if (a.print_ids) {
-    std::string line;
-    for (int64_t id : prompt) line += cat(line.empty() ? "" : ",", id);
-    for (int64_t id : out.tokens) line += cat(line.empty() ? "" : ",", id);
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-  } else {
-    text.finish(out.finish == FinishReason::kStopString);
+  if (a.print_ids) std::printf("%s\n", ids_line(report).c_str());
+  if (a.json) {
+    OrderedJson doc = report_json(report);
+    doc["text"] = text ? OrderedJson(text->text()) : OrderedJson();
+    doc["session"] = a.session.empty() ? OrderedJson() : OrderedJson(a.session);
+    print_json(doc);
+  }
+  std::fflush(stdout);
+  // The stats come first: a session that fails to save still shows the run.
+  if (!a.quiet && !a.json) {
+    // Where stderr goes into the same file (2>&1), the stats start a line;
+    // stdout keeps the model's bytes as they are.
+    if (text && !text->ends_line() && same_file(stdout, stderr)) std::fputc('\n', stderr);
+    std::fprintf(stderr, "%s\n", stats_line(report).c_str());
   }
   if (!a.session.empty()) save_state(a.session, session, fingerprint);
-
-  const GenerationStats& st = gen.stats();
-  auto rate = [](int64_t n, double s) { return s > 0 ? n / s : 0.0; };
-  std::fprintf(stderr,
-               "prefill: %lld tokens in %.3f s (%.1f tokens/s); decode: %lld tokens in %.3f s "
-               "(%.1f tokens/s); stopped by %s; seed %llu\n",
-               static_cast<long long>(st.prefill_tokens), st.prefill_seconds,
-               rate(st.prefill_tokens, st.prefill_seconds), static_cast<long long>(st.decode_tokens),
-               st.decode_seconds, rate(st.decode_tokens, st.decode_seconds),
-               finish_reason_name(out.finish), static_cast<unsigned long long>(cfg.seed));
-  return 0;
+  if (out.finish != FinishReason::kInterrupted) return 0;
+  std::fprintf(stderr, "ssm: interrupted after %zu tokens%s\n", out.tokens.size(),
+               a.session.empty() ? "" : cat("; the state reached is saved in ", a.session).c_str());
+  return kExitInterrupted;
 }
 
 void setup_generate(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt, streamed as it is produced");
-  add_max_memory_option(*cmd);
-  static GenerateArgs args;
-  cmd->option_defaults()->always_capture_default();
-  cmd->add_option("MODEL_DIR", args.model,
-                  "model directory (default: models/default of the source tree)");
-  auto* text = cmd->add_option("--prompt", args.prompt, "prompt text");
-  cmd->add_option("--prompt-ids", args.prompt_ids, "prompt as comma-separated token ids, e.g. 3,17,42")
-      ->excludes(text);
-  cmd->add_flag("--print-ids", args.print_ids,
-                "print token ids instead of text: one comma-separated line holding this run's "
-                "prompt ids followed by the new ids (a stop token included)");
-  cmd->add_option("--max-tokens", args.max_tokens, "most new tokens to generate")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--temperature", args.temperature, "sampling temperature; 0 is greedy");
-  cmd->add_option("--top-k", args.top_k, "keep the k most likely tokens; 0 is off");
-  cmd->add_option("--top-p", args.top_p, "keep the smallest set reaching this probability; 1 is off");
-  cmd->add_option("--min-p", args.min_p, "drop tokens below min-p times the top probability; 0 is off");
-  cmd->add_option("--repeat-penalty", args.repeat_penalty, "penalty on recent tokens; 1 is off");
-  cmd->add_option("--repeat-last-n", args.repeat_last_n, "how many recent tokens the penalty sees");
-  cmd->add_option("--seed", args.seed, "random seed (default: a fresh one, reported on stderr)");
-  cmd->add_option("--stop", args.stops, "stop when the text contains this string (repeatable; not printed)")
-      ->allow_extra_args(false);
-  cmd->add_option("--stop-id", args.stop_ids, "stop after this token id (repeatable)")->allow_extra_args(false);
-  cmd->add_flag("--ignore-eos", args.ignore_eos, "do not stop at the end-of-text token");
-  cmd->add_option("--session", args.session,
-                  "state file: continue the conversation saved there (if it exists), save it after");
-  cmd->add_option("--threads", args.threads, "worker threads (0: all cores)")->check(CLI::Range(0, 1024));
-  cmd->callback([&action] { action = [] { return run_generate(args); }; });
+  static GenerateArgs a;
+  add_model_argument(*cmd, a.model, "model directory", /*required=*/false, model_directory(), "the built-in model");
+  add_text_source(*cmd, a.prompt, "-p,--prompt", "prompt text", "prompt", /*required=*/false);
+  cmd->add_option("--prompt-ids", a.prompt_ids, "the prompt as comma-separated token ids, e.g. 3,17,42")
+                  ->type_name("IDS")->default_str("none")
+                  ->excludes(a.prompt.text_flag)
+                  ->excludes(a.prompt.file_flag);
+  auto* print_ids = cmd->add_flag("--print-ids", a.print_ids,
+                                  "print token ids instead of text: one comma-separated line holding this run's "
+                                  "prompt ids followed by the new ids (a stop token included)");
+  auto* json = cmd->add_flag("--json", a.json,
+                             "print one JSON document at the end instead of streaming: prompt_ids, ids, "
+                             "finish_reason, seed, prefill and generated stats, text, session")
+                   ->excludes(print_ids);
+  cmd->add_flag("--echo", a.echo, "print the prompt before the generated text")->excludes(print_ids)->excludes(json);
+  cmd->add_flag("-q,--quiet", a.quiet, "no stats line on stderr (--json puts the stats in its document instead)");
+  cmd->add_option("-n,--max-tokens", a.max_tokens, "most new tokens to generate (0: only read the prompt)")
+      ->type_name("N")->capture_default_str()->check(whole_number(0));
+  cmd->add_option("--temperature,--temp", a.temperature, "sampling temperature; 0 is greedy")
+      ->type_name("T")->capture_default_str()->check(real_number(0, 100));
+  cmd->add_option("--top-k", a.top_k, "keep the k most likely tokens; 0 is off")
+      ->type_name("K")->capture_default_str()->check(whole_number(0));
+  cmd->add_option("--top-p", a.top_p, "keep the smallest set reaching this probability; 1 is off")
+      ->type_name("P")->capture_default_str()->check(real_number(0, 1, /*min_excluded=*/true));
+  cmd->add_option("--min-p", a.min_p, "drop tokens below min-p times the top probability; 0 is off")
+      ->type_name("P")->capture_default_str()->check(real_number(0, 1));
+  cmd->add_option("--repeat-penalty", a.repeat_penalty, "penalty on recent tokens; 1 is off")
+      ->type_name("X")->capture_default_str()->check(real_number(0, 100, /*min_excluded=*/true));
+  cmd->add_option("--repeat-last-n", a.repeat_last_n, "how many recent tokens the penalty sees")
+      ->type_name("N")->capture_default_str()->check(whole_number(0, kSessionHistory));
+  a.seed_flag = cmd->add_option("-s,--seed", a.seed, "random seed")
+                    ->type_name("N")->default_str("a fresh one, printed in the stats line")->check(unsigned_number());
+  cmd->add_option("--stop", a.stops, "stop when the text contains this string, which is not printed (repeatable)")
+      ->type_name("TEXT")->default_str("none")->allow_extra_args(false)
+      ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("the stop string is empty") : ""; }, ""));
+  cmd->add_option("--stop-id", a.stop_ids, "stop after this token id, which is printed with --print-ids (repeatable)")
+      ->type_name("ID")->default_str("none; the end-of-text token unless --ignore-eos")->allow_extra_args(false)->check(whole_number(0));
+  cmd->add_flag("--ignore-eos", a.ignore_eos, "do not stop at the end-of-text token");
+  cmd->add_option("--session", a.session,
+                  "state file: continue the conversation saved there (if it exists), save it after, also on Ctrl-C")
+      ->type_name("FILE")->default_str("none")->check(output_file());
+  add_compute_options(*cmd, a.compute);
+  cmd->callback([&action] { action = [] { return run_generate(a); }; });
 }
 
 }  // namespace

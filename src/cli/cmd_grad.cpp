@@ -2,23 +2,17 @@
 // input_ids and the gradient of every parameter, named as in the goldens'
 // grads.safetensors (`loss`, `grad.NAME`).
 #include "cli/commands.h"
+#include "cli/input_ids.h"
 #include "ssm/io/safetensors.h"
 #include "ssm/train/model_grad.h"
 
 namespace ssm::cli {
 namespace {
 
-struct GradArgs {
-  std::string model, input, output;
-  int threads = 1;
-};
-
-int run_grad(const GradArgs& a) {
-  LanguageModel model = LanguageModel::load(a.model, load_options());
-  const SafetensorsFile in = SafetensorsFile::open(a.input);
-  if (!in.contains("input_ids")) throw Error(cat(a.input, ": no tensor named 'input_ids'"));
-  const Tensor ids = in.get("input_ids").clone();
-  Context ctx(a.threads);
+int run_grad(const IdsToFileArgs& a) {
+  LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
+  const Tensor ids = read_input_ids(a.input);
+  Context ctx = make_context(a.compute);
   Gradients grads(model, true);
   const LossSum loss = model_loss_and_grad(model, ids, &grads, 1.0, ctx);
   Tensor loss_t = Tensor::empty(DType::kF32, {1});
@@ -31,12 +25,8 @@ int run_grad(const GradArgs& a) {
 
 void setup_grad(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("grad", "write the loss of input_ids and every parameter's gradient");
-  static GradArgs args;
-  cmd->add_option("MODEL", args.model, "model directory")->required();
-  cmd->add_option("--input", args.input, "safetensors file holding input_ids (batch, length)")->required();
-  cmd->add_option("--output", args.output, "safetensors file to write loss and grad.NAME to")->required();
-  add_threads_option(*cmd, args.threads);
-  add_max_memory_option(*cmd);
+  static IdsToFileArgs args;
+  add_ids_to_file_options(*cmd, args, "loss and grad.NAME");
   cmd->callback([&action] { action = [] { return run_grad(args); }; });
 }
 

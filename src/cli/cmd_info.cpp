@@ -1,11 +1,22 @@
-// ssm info MODEL_DIR: architecture, parameter count and memory.
+// ssm info MODEL: architecture, parameter count, memory, and the weights as
+// stored (dtype by dtype, or tensor by tensor with --tensors); --json prints
+// the same as one document.
 #include <cstdio>
+#include <map>
 
 #include "cli/commands.h"
+#include "cli/json_out.h"
+#include "ssm/io/checkpoint.h"
 #include "ssm/model/language_model.h"
 
 namespace ssm::cli {
 namespace {
+
+struct InfoArgs {
+  std::string model;
+  bool json = false, tensors = false;
+  ComputeOptions compute;
+};
 
 const char* mixer_name(MixerKind k) {
   switch (k) {
@@ -16,51 +27,120 @@ const char* mixer_name(MixerKind k) {
   return "?";
 }
 
-int run_info(const std::string& dir) {
-  LanguageModel model = LanguageModel::load(dir, load_options());
-  const ModelConfig& c = model.config();
-  std::printf("model:       %s\n", dir.c_str());
-  std::printf("convention:  %s\n", c.convention == Convention::kHuggingFace ? "huggingface" : "state-spaces");
-  std::printf("d_model:     %lld\n", static_cast<long long>(c.d_model));
-  std::printf("n_layer:     %lld\n", static_cast<long long>(c.n_layer));
-  std::printf("vocab:       %lld (padded %lld)\n", static_cast<long long>(c.vocab_size),
-              static_cast<long long>(c.padded_vocab()));
-  std::string schedule;
-  for (int64_t i = 0; i < c.n_layer; ++i) schedule += (i ? " " : "") + std::string(mixer_name(c.mixer_kind(i)));
-  std::printf("layers:      %s%s\n", schedule.c_str(), c.has_mlp() ? " (each with MLP)" : "");
+OrderedJson mixer_json(const ModelConfig& c) {
   if (c.ssm_kind == MixerKind::kMamba2) {
     const Mamba2Config& m = c.mamba2;
-    std::printf("mamba2:      d_state %lld, headdim %lld, heads %lld, ngroups %lld, d_conv %lld, chunk %lld\n",
-                (long long)m.d_state, (long long)m.headdim, (long long)m.nheads(),
-                (long long)m.ngroups, (long long)m.d_conv, (long long)m.chunk_size);
-  } else {
-    const Mamba3Config& m = c.mamba3;
-    std::printf("mamba3:      d_state %lld, headdim %lld, heads %lld, ngroups %lld, %s rank %lld, "
-                "rope_fraction %g, chunk %lld\n",
-                (long long)m.d_state, (long long)m.headdim, (long long)m.nheads(),
-                (long long)m.ngroups, m.is_mimo ? "MIMO" : "SISO", (long long)m.rank(),
-                m.rope_fraction, (long long)m.chunk_size);
+    return {{"kind", "mamba2"}, {"d_state", m.d_state}, {"headdim", m.headdim}, {"heads", m.nheads()},
+            {"ngroups", m.ngroups}, {"d_conv", m.d_conv}, {"chunk_size", m.chunk_size}};
   }
-  const int64_t n = model.parameter_count();
-  std::printf("parameters:  %lld (%.2f M)\n", static_cast<long long>(n), n / 1e6);
-  std::printf("memory:      %.2f MiB as F32 weights\n", n * 4.0 / (1 << 20));
+  const Mamba3Config& m = c.mamba3;
+  return {{"kind", "mamba3"}, {"d_state", m.d_state}, {"headdim", m.headdim}, {"heads", m.nheads()},
+          {"ngroups", m.ngroups}, {"mimo", m.is_mimo}, {"rank", m.rank()}, {"rope_fraction", m.rope_fraction},
+          {"chunk_size", m.chunk_size}};
+}
+
+// The weights as the files hold them: every tensor, and the totals per dtype.
+OrderedJson stored_json(const std::string& dir) {
+  const std::unique_ptr<TensorSource> source = open_checkpoint(dir);
+  OrderedJson tensors = OrderedJson::array();
+  std::map<std::string, std::pair<int64_t, uint64_t>> by_dtype;
+  for (const std::string& name : source->names()) {
+    const std::optional<Tensor> t = source->find(name);
+    if (!t) continue;
+    const std::string dtype(dtype_name(t->dtype()));
+    tensors.push_back({{"name", name}, {"dtype", dtype}, {"shape", t->shape()}, {"bytes", t->nbytes()}});
+    by_dtype[dtype].first += 1;
+    by_dtype[dtype].second += t->nbytes();
+  }
+  OrderedJson totals = OrderedJson::object();
+  for (const auto& [dtype, count_bytes] : by_dtype)
+    totals[dtype] = {{"tensors", count_bytes.first}, {"bytes", count_bytes.second}};
+  return {{"source", source->describe()}, {"by_dtype", totals}, {"tensors", tensors}};
+}
+
+OrderedJson info_json(const std::string& dir, const ComputeOptions& compute) {
+  LanguageModel model = LanguageModel::load(dir, load_options(compute));
+  const ModelConfig& c = model.config();
+  std::vector<std::string> layers;
+  for (int64_t i = 0; i < c.n_layer; ++i) layers.push_back(mixer_name(c.mixer_kind(i)));
   // Decode state per sequence: every tensor of a batch-1 state.
   ModelState st = model.make_state(1);
-  int64_t state_bytes = 0;
+  uint64_t state_bytes = 0;
   for (auto& l : st.layers)
     if (l)
-      for (auto& [name, t] : l->tensors()) state_bytes += static_cast<int64_t>(t->nbytes());
-  std::printf("state:       %.1f KiB per sequence (recurrent state; KV caches grow with length)\n",
-              state_bytes / 1024.0);
+      for (auto& [name, t] : l->tensors()) state_bytes += t->nbytes();
+  return {{"model", dir},
+          {"convention", c.convention == Convention::kHuggingFace ? "huggingface" : "state-spaces"},
+          {"d_model", c.d_model},
+          {"n_layer", c.n_layer},
+          {"vocab_size", c.vocab_size},
+          {"padded_vocab_size", c.padded_vocab()},
+          {"layers", layers},
+          {"mlp", c.has_mlp()},
+          {"mixer", mixer_json(c)},
+          {"parameters", model.parameter_count()},
+          {"memory_bytes", model_memory_bytes(model)},
+          {"state_bytes_per_sequence", state_bytes},
+          {"kv_cache_bytes_per_token", kv_cache_bytes_per_token(c)},
+          {"stored", stored_json(dir)}};
+}
+
+void print_text(const OrderedJson& j, bool tensors) {
+  auto line = [](const char* key, const std::string& value) { std::printf("%-13s%s\n", key, value.c_str()); };
+  std::string schedule;
+  for (const auto& l : j["layers"]) schedule += (schedule.empty() ? "" : " ") + l.get<std::string>();
+  const OrderedJson& m = j["mixer"];
+  const std::string kind = m["kind"];
+  line("model:", j["model"]);
+  line("convention:", j["convention"]);
+  line("d_model:", j["d_model"].dump());
+  line("n_layer:", j["n_layer"].dump());
+  line("vocab:", cat(j["vocab_size"].dump(), " (padded ", j["padded_vocab_size"].dump(), ")"));
+  line("layers:", schedule + (j["mlp"].get<bool>() ? " (each with MLP)" : ""));
+  std::string mixer = cat("d_state ", m["d_state"].dump(), ", headdim ", m["headdim"].dump(), ", heads ",
+                          m["heads"].dump(), ", ngroups ", m["ngroups"].dump());
+  if (kind == "mamba2") mixer += cat(", d_conv ", m["d_conv"].dump());
+  else mixer += cat(", ", m["mimo"].get<bool>() ? "MIMO" : "SISO", " rank ", m["rank"].dump(), ", rope_fraction ",
+                    m["rope_fraction"].get<double>());
+  line((kind + ":").c_str(), mixer + cat(", chunk ", m["chunk_size"].dump()));
+  const int64_t n = j["parameters"];
+  char millions[32];
+  std::snprintf(millions, sizeof millions, "%.2f", static_cast<double>(n) / 1e6);
+  line("parameters:", cat(n, " (", millions, " M)"));
+  line("memory:", format_bytes(j["memory_bytes"]) + " loaded (weights as F32)");
+  std::string state = format_bytes(j["state_bytes_per_sequence"]) + " per sequence";
+  if (j["kv_cache_bytes_per_token"].get<uint64_t>() > 0)
+    state += ", plus " + format_bytes(j["kv_cache_bytes_per_token"]) + " per token of attention caches";
+  line("state:", state);
+  const OrderedJson& stored = j["stored"];
+  std::string by_dtype;
+  for (const auto& [dtype, t] : stored["by_dtype"].items())
+    by_dtype += cat(by_dtype.empty() ? "" : "; ", dtype, " ", t["tensors"].dump(), " tensors, ", format_bytes(t["bytes"]));
+  line("stored:", cat(stored["source"].get<std::string>(), ": ", by_dtype));
+  if (!tensors) return;
+  for (const auto& t : stored["tensors"]) {
+    std::string shape;
+    for (const auto& d : t["shape"]) shape += (shape.empty() ? "" : ", ") + d.dump();
+    std::printf("  %-48s %-5s (%s) %s\n", t["name"].get<std::string>().c_str(),
+                t["dtype"].get<std::string>().c_str(), shape.c_str(), format_bytes(t["bytes"]).c_str());
+  }
+}
+
+int run_info(const InfoArgs& a) {
+  const OrderedJson j = info_json(a.model, a.compute);
+  if (a.json) print_json(j);
+  else print_text(j, a.tensors);
   return 0;
 }
 
 void setup_info(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("info", "print a model's architecture, parameters and memory");
-  add_max_memory_option(*cmd);
-  static std::string dir;
-  cmd->add_option("MODEL", dir, "model directory (config.json + weights)")->required();
-  cmd->callback([&action] { action = [] { return run_info(dir); }; });
+  auto* cmd = app.add_subcommand("info", "print a model's architecture, parameters, memory and stored dtypes");
+  static InfoArgs a;
+  add_model_argument(*cmd, a.model, "model directory (config.json + weights)", /*required=*/true);
+  cmd->add_flag("--json", a.json, "print one JSON document (every tensor included)");
+  cmd->add_flag("--tensors", a.tensors, "list every stored tensor: name, dtype, shape, bytes");
+  add_max_memory_option(*cmd, a.compute);
+  cmd->callback([&action] { action = [] { return run_info(a); }; });
 }
 
 }  // namespace

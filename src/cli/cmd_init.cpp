@@ -36,10 +36,13 @@ int run_init(const InitArgs& a) {
 void setup_init(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("init", "create a freshly initialised model from a config.json");
   static InitArgs args;
-  cmd->add_option("--config", args.config, "model config (state-spaces or HF convention)")->required();
-  cmd->add_option("--out", args.out, "directory to write config.json and model.safetensors to")->required();
-  cmd->add_option("--seed", args.seed, "random seed of the initialisation");
-  cmd->add_flag("--force", args.force, "overwrite an existing model");
+  cmd->add_option("--config", args.config, "model config (state-spaces or HF convention)")
+      ->type_name("FILE")->required()->check(input_file());
+  cmd->add_option("--out", args.out, "directory to write config.json and model.safetensors to, created if missing")
+      ->type_name("DIR")->required()->check(output_directory());
+  cmd->add_option("-s,--seed", args.seed, "random seed of the initialisation")
+      ->type_name("N")->capture_default_str()->check(unsigned_number());
+  cmd->add_flag("--force", args.force, "overwrite a model already in --out");
   cmd->callback([&action] { action = [] { return run_init(args); }; });
 }
 

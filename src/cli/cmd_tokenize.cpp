@@ -1,10 +1,12 @@
-// ssm tokenize MODEL_OR_TOKENIZER --text T [--decode]: text -> comma-separated
-// ids, or with --decode, comma-separated ids -> text.
-#include <charconv>
+// ssm tokenize MODEL_OR_TOKENIZER --text T | -f FILE [--decode] [--json]:
+// text -> comma-separated ids, or with --decode, comma-separated ids -> text.
 #include <cstdio>
 #include <string_view>
 
 #include "cli/commands.h"
+#include "cli/id_list.h"
+#include "cli/json_out.h"
+#include "cli/text_source.h"
 #include "ssm/core/error.h"
 #include "ssm/tokenizer/tokenizer.h"
 
@@ -13,62 +15,45 @@ namespace {
 
 struct TokenizeArgs {
   std::string path;
-  std::string text;
-  bool decode = false;
+  TextSource text;
+  bool decode = false, json = false;
 };
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-std::vector<int32_t> parse_ids(std::string_view list, const Tokenizer& tokenizer) {
-  std::vector<int32_t> ids;
-  if (trim(list).empty()) return ids;
-  while (true) {
-    const size_t comma = list.find(',');
-    const std::string_view item = trim(list.substr(0, comma));
-    int64_t id = -1;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
-    if (ec != std::errc() || end != item.data() + item.size() || item.empty())
-      throw Error(cat("--text: '", item, "' is not a token id (expected e.g. 41,1096,334)"));
-    if (id < 0 || id >= tokenizer.vocab_size() || !tokenizer.has_token(static_cast<int32_t>(id)))
-      throw Error(cat("--text: token id ", id, " is not in the tokenizer (vocab size ",
-                      tokenizer.vocab_size(), ")"));
-    ids.push_back(static_cast<int32_t>(id));
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
+int run_tokenize(const TokenizeArgs& a) {
+  const auto tokenizer = load_tokenizer_for_model(a.path);
+  const std::string input = a.text.read();
+  if (a.decode) {
+    const std::vector<int64_t> ids = parse_id_list(input, a.text.flag(), [&](int64_t id) -> std::string {
+      if (id >= 0 && id < tokenizer->vocab_size() && tokenizer->has_token(static_cast<int32_t>(id))) return "";
+      return cat("is not in the tokenizer (vocab size ", tokenizer->vocab_size(), ")");
+    });
+    const std::string text = tokenizer->decode(std::vector<int32_t>(ids.begin(), ids.end()));
+    if (a.json) print_json({{"text", text}});
+    else std::fwrite((text + "\n").data(), 1, text.size() + 1, stdout);
+    return 0;
   }
-  return ids;
-}
-
-int run_tokenize(const TokenizeArgs& args) {
-  const auto tokenizer = load_tokenizer_for_model(args.path);
+  const std::vector<int32_t> ids = tokenizer->encode(input);
+  if (a.json) {
+    OrderedJson pieces = OrderedJson::array();
+    for (const int32_t id : ids) pieces.push_back(std::string(tokenizer->token_bytes(id)));
+    print_json({{"ids", ids}, {"tokens", pieces}});
+    return 0;
+  }
   std::string out;
-  if (args.decode) {
-    out = tokenizer->decode(parse_ids(args.text, *tokenizer));
-  } else {
-    for (const int32_t id : tokenizer->encode(args.text)) {
-      if (!out.empty()) out += ',';
-      out += std::to_string(id);
-    }
-  }
-  out += '\n';
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  for (const int32_t id : ids) out += cat(out.empty() ? "" : ",", id);
+  std::printf("%s\n", out.c_str());
   return 0;
 }
 
 void setup_tokenize(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("tokenize", "encode text to token ids, or decode ids to text");
-  static TokenizeArgs args;
-  cmd->add_option("MODEL_OR_TOKENIZER", args.path,
-                  "model directory (its tokenizer.json, else raw bytes) or a tokenizer.json")
-      ->required();
-  cmd->add_option("--text", args.text, "text to encode; with --decode, comma-separated ids")
-      ->required();
-  cmd->add_flag("--decode", args.decode, "decode ids to text instead");
-  cmd->callback([&action] { action = [] { return run_tokenize(args); }; });
+  static TokenizeArgs a;
+  add_model_argument(*cmd, a.path, "model directory (its tokenizer.json, or raw bytes for a byte-level model) "
+                     "or a tokenizer.json file", /*required=*/true, model_or_tokenizer());
+  add_text_source(*cmd, a.text, "--text", "text to encode (with --decode: comma-separated ids)", "text or ids", /*required=*/true);
+  cmd->add_flag("--decode", a.decode, "decode ids to text instead");
+  cmd->add_flag("--json", a.json, "print JSON: {ids, tokens} (each token's text), or {text} with --decode");
+  cmd->callback([&action] { action = [] { return run_tokenize(a); }; });
 }
 
 }  // namespace

@@ -1,16 +1,18 @@
-// ssm train MODEL --data FILE [--wsla] [--resume]: trains on a text file
-// through the model's tokenizer (raw bytes without tokenizer.json), with a
-// held-out split, a progress bar on a terminal (log lines otherwise),
-// atomic checkpoints every N steps and on Ctrl-C, and exact resumption.
+// ssm train MODEL --data FILE --out DIR | --in-place [--wsla] [--resume]:
+// trains on a text file through the model's tokenizer (raw bytes for a
+// byte-level model), with a held-out split, a progress bar on a terminal
+// (log lines otherwise), atomic checkpoints every N steps and on Ctrl-C, and
+// exact resumption. Nothing is written before every input has been read.
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "cli/commands.h"
+#include "cli/interrupt.h"
+#include "ssm/core/log.h"
 #include "ssm/io/atomic_file.h"
 #include "ssm/tokenizer/tokenizer.h"
 #include "ssm/train/evaluate.h"
@@ -21,26 +23,55 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Set by SIGINT; the loop saves a checkpoint and stops. A second Ctrl-C
-// kills the program (the handler restores the default action).
-std::atomic<bool> g_interrupted{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-
-extern "C" void on_sigint(int) {
-  g_interrupted.store(true);
-  std::signal(SIGINT, SIG_DFL);
-}
-
 struct TrainArgs {
   std::string model, data, out;
   TrainOptions opt;
-  bool resume = false;
+  bool resume = false, in_place = false;
   int64_t checkpoint_every = 0, eval_every = 0, eval_tokens = 1 << 16, log_every = 10;
   int64_t stop_at = 0;  // stop (with a checkpoint) once this step is done; 0: run to the end
   double holdout = 0.05;
-  int threads = 1;
+  ComputeOptions compute;
   CLI::App* cmd = nullptr;
 };
+
+// Training writes its weights into the output directory: never into MODEL
+// unless asked to.
+fs::path output_dir(const TrainArgs& a) {
+  if (a.in_place) return a.model;
+  if (a.out.empty())
+    throw UsageError("--out DIR is required: the directory for the trained weights (or --in-place to "
+                     "overwrite MODEL's own)");
+  std::error_code ec;
+  if (fs::equivalent(a.out, a.model, ec))
+    throw UsageError(cat("--out ", a.out, " is MODEL itself; give --in-place to overwrite MODEL's weights"));
+  return a.out;
+}
+
+// Values that are each fine but do not fit together.
+void check_schedule(const TrainArgs& a, const TrainOptions& opt) {
+  if (a.stop_at > opt.steps)
+    throw UsageError(cat("--stop-at ", a.stop_at, " is past the last step (--steps ", opt.steps, ")"));
+  if (a.holdout == 0 && a.cmd->count("--eval-every") > 0 && a.eval_every > 0)
+    throw UsageError("--eval-every needs a held-out part, and --holdout is 0");
+  if (a.holdout > 0 && a.eval_tokens < opt.seq_len)
+    throw UsageError(cat("--eval-tokens ", a.eval_tokens, " is less than one window of --seq-len ", opt.seq_len,
+                         " tokens"));
+  if (opt.warmup >= opt.steps)
+    log_warning("--warmup ", opt.warmup, " is not shorter than the run (--steps ", opt.steps,
+                "): the learning rate never reaches --lr ", opt.lr);
+}
+
+// config.json and tokenizer.json go with the weights.
+void copy_model_files(const fs::path& src, const fs::path& out, bool resume) {
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) throw Error(cat(out.string(), ": cannot create directory: ", ec.message()));
+  for (const char* f : {"config.json", "tokenizer.json"}) {
+    if (!fs::exists(src / f) || (resume && fs::exists(out / f))) continue;
+    const std::string text = read_file(src / f);
+    write_file_atomically(out / f, [&](FileWriter& w) { w.write(text); });
+  }
+}
 
 std::string duration(double s) {
   const long t = static_cast<long>(s);
@@ -64,27 +95,24 @@ TrainOptions resumed_options(const TrainArgs& a, const fs::path& checkpoint) {
 }
 
 int run_train(TrainArgs& a) {
-  const fs::path src(a.model), out(a.out.empty() ? a.model : a.out);
+  const fs::path src(a.model), out = output_dir(a);
   const fs::path checkpoint = out / "checkpoint.safetensors";
   if (a.resume && !fs::exists(checkpoint))
-    throw Error(cat(checkpoint.string(), ": no checkpoint to resume from"));
-  if (out != src) {
-    fs::create_directories(out);
-    for (const char* f : {"config.json", "tokenizer.json"})
-      if (fs::exists(src / f) && !(a.resume && fs::exists(out / f)))
-        fs::copy_file(src / f, out / f, fs::copy_options::overwrite_existing);
-  }
+    throw UsageError(cat("--resume: ", checkpoint.string(), ": no checkpoint to resume from"));
   const TrainOptions opt = a.resume ? resumed_options(a, checkpoint) : a.opt;
-  LanguageModel model = LanguageModel::load(a.resume ? out : src, load_options());
+  check_schedule(a, opt);
+  const std::string text = read_file(a.data);
+  LanguageModel model = LanguageModel::load(a.resume ? out : src, load_options(a.compute));
   const auto tok = load_tokenizer_for_model(src);
   if (tok->vocab_size() > model.config().vocab_size)
     throw Error(cat(src.string(), ": the tokenizer has ", tok->vocab_size(),
                     " ids but the model's vocabulary is ", model.config().vocab_size));
-  const TokenSplit data = split_tokens(tok->encode(read_file(a.data)), a.holdout, opt.seq_len, a.data);
+  const TokenSplit data = split_tokens(tok->encode(text), a.holdout, opt.seq_len, cat("--data ", a.data));
   const auto held_out = fixed_windows(data.held_out, opt.batch, opt.seq_len, a.eval_tokens);
   auto bytes_of = [&](int64_t id) { return static_cast<int64_t>(tok->token_bytes(id).size()); };
+  if (out != src) copy_model_files(src, out, a.resume);
 
-  Context ctx(a.threads);
+  Context ctx = make_context(a.compute);
   Trainer trainer(model, data.train, opt, ctx);
   if (a.resume) trainer.load_checkpoint(checkpoint);
   std::printf("training %s: %lld train / %lld held-out tokens, %lld steps of %lld x %lld x %lld%s%s\n",
@@ -96,8 +124,7 @@ int run_train(TrainArgs& a) {
   std::fflush(stdout);
 
   const bool tty = ::isatty(STDOUT_FILENO);
-  g_interrupted.store(false);
-  std::signal(SIGINT, on_sigint);
+  std::optional<InterruptCatcher> interrupt(std::in_place);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = trainer.steps_done();
   int64_t tokens = 0;
@@ -110,7 +137,7 @@ int run_train(TrainArgs& a) {
                 static_cast<long long>(trainer.steps_done()), r.loss(), r.perplexity(), r.bits_per_byte());
   };
   auto stop_here = [&] { return a.stop_at > 0 && trainer.steps_done() >= a.stop_at; };
-  while (!trainer.finished() && !g_interrupted.load() && !stop_here()) {
+  while (!trainer.finished() && !interrupt->requested() && !stop_here()) {
     const StepReport r = trainer.step();
     tokens += r.tokens;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -131,12 +158,13 @@ int run_train(TrainArgs& a) {
     if (a.checkpoint_every > 0 && r.step % a.checkpoint_every == 0) trainer.save_checkpoint(out);
     if (a.eval_every > 0 && r.step % a.eval_every == 0 && !held_out.empty()) evaluate();
   }
-  std::signal(SIGINT, SIG_DFL);
+  const bool interrupted = interrupt->requested();
+  interrupt.reset();  // a Ctrl-C while saving kills; the checkpoint is written atomically
   trainer.save_checkpoint(out);
-  if (g_interrupted.load()) {
+  if (interrupted) {
     std::printf("%sinterrupted: checkpoint at step %lld saved in %s (continue with --resume)\n",
                 tty ? "\n" : "", static_cast<long long>(trainer.steps_done()), out.c_str());
-    return 130;
+    return kExitInterrupted;
   }
   if (!trainer.finished()) {
     std::printf("%sstopped at step %lld: checkpoint saved in %s (continue with --resume)\n",
@@ -154,28 +182,45 @@ void setup_train(CLI::App& app, Action& action) {
   static TrainArgs a;
   a.cmd = cmd;
   TrainOptions& o = a.opt;
-  cmd->add_option("MODEL", a.model, "model directory (config.json, weights, tokenizer.json)")->required();
-  cmd->add_option("--data", a.data, "text file to train on")->required();
-  cmd->add_option("--out", a.out, "directory for weights and checkpoints (default: MODEL)");
+  const auto count = [](int64_t min, int64_t max = int64_t{1} << 40) { return whole_number(min, max); };
+  add_model_argument(*cmd, a.model, "model directory (config.json, weights, tokenizer.json)", /*required=*/true);
+  cmd->add_option("--data", a.data, "text file to train on")->type_name("FILE")->required()->check(input_file());
+  auto* out = cmd->add_option("--out", a.out, "directory for the trained weights and checkpoints, created if "
+                              "missing (required unless --in-place)")
+                  ->type_name("DIR")->check(output_directory());
+  cmd->add_flag("--in-place", a.in_place, "write the trained weights over MODEL's own")->excludes(out);
   cmd->add_flag("--wsla", o.wsla, "fast-adapt: train only the B and C rows of each SSM in_proj");
   cmd->add_flag("--resume", a.resume, "continue from the checkpoint in the output directory");
-  cmd->add_option("--steps", o.steps, "optimizer steps")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  cmd->add_option("--batch", o.batch, "sequences per micro-batch")->check(CLI::Range(1, 4096));
-  cmd->add_option("--seq-len", o.seq_len, "tokens per sequence")->check(CLI::Range(2, 1 << 20));
-  cmd->add_option("--accumulation", o.accumulation, "micro-batches per step")->check(CLI::Range(1, 4096));
-  cmd->add_option("--lr", o.lr, "peak learning rate")->check(CLI::Range(0.0, 10.0));
-  cmd->add_option("--warmup", o.warmup, "warmup steps")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  cmd->add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")->check(CLI::Range(0.0, 10.0));
-  cmd->add_option("--clip", o.clip, "global gradient-norm clip (0: none)")->check(CLI::Range(0.0, 1e9));
-  cmd->add_option("--seed", o.seed, "data-sampling seed");
-  cmd->add_option("--checkpoint-every", a.checkpoint_every, "checkpoint every N steps (0: only at the end)");
-  cmd->add_option("--eval-every", a.eval_every, "held-out evaluation every N steps (0: only at the end)");
-  cmd->add_option("--eval-tokens", a.eval_tokens, "held-out tokens per evaluation");
-  cmd->add_option("--log-every", a.log_every, "log line every N steps (when not on a terminal)")->check(CLI::Range(1, 1 << 30));
-  cmd->add_option("--stop-at", a.stop_at, "stop after this step with a checkpoint (the schedule still spans --steps)");
-  cmd->add_option("--holdout", a.holdout, "fraction of the file held out")->check(CLI::Range(0.0, 0.9));
-  add_threads_option(*cmd, a.threads);
-  add_max_memory_option(*cmd);
+  cmd->add_option("--steps", o.steps, "optimizer steps")->type_name("N")->capture_default_str()->check(count(1));
+  cmd->add_option("--batch", o.batch, "sequences per micro-batch")
+      ->type_name("N")->capture_default_str()->check(count(1, 4096));
+  cmd->add_option("--seq-len", o.seq_len, "tokens per sequence")
+      ->type_name("N")->capture_default_str()->check(count(2, 1 << 20));
+  cmd->add_option("--accumulation", o.accumulation, "micro-batches per step")
+      ->type_name("N")->capture_default_str()->check(count(1, 4096));
+  cmd->add_option("--lr", o.lr, "peak learning rate")
+      ->type_name("X")->capture_default_str()->check(real_number(0, 10, /*min_excluded=*/true));
+  cmd->add_option("--warmup", o.warmup, "warmup steps")->type_name("N")->capture_default_str()->check(count(0));
+  cmd->add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")
+      ->type_name("X")->capture_default_str()->check(real_number(0, 10));
+  cmd->add_option("--clip", o.clip, "global gradient-norm clip (0: none)")
+      ->type_name("X")->capture_default_str()->check(real_number(0, 1e9));
+  cmd->add_option("-s,--seed", o.seed, "data-sampling seed")
+      ->type_name("N")->capture_default_str()->check(unsigned_number());
+  cmd->add_option("--checkpoint-every", a.checkpoint_every, "checkpoint every N steps (0: only at the end)")
+      ->type_name("N")->capture_default_str()->check(count(0));
+  cmd->add_option("--eval-every", a.eval_every, "held-out evaluation every N steps (0: only at the end)")
+      ->type_name("N")->capture_default_str()->check(count(0));
+  cmd->add_option("--eval-tokens", a.eval_tokens, "held-out tokens per evaluation (at least --seq-len)")
+      ->type_name("N")->capture_default_str()->check(count(1));
+  cmd->add_option("--log-every", a.log_every, "log line every N steps (when not on a terminal)")
+      ->type_name("N")->capture_default_str()->check(count(1));
+  cmd->add_option("--stop-at", a.stop_at, "stop after this step with a checkpoint, the schedule still spanning "
+                  "--steps (0: run to the end)")
+      ->type_name("N")->capture_default_str()->check(count(0));
+  cmd->add_option("--holdout", a.holdout, "fraction of the file held out for evaluation (0: none)")
+      ->type_name("F")->capture_default_str()->check(real_number(0, 0.9));
+  add_compute_options(*cmd, a.compute);
   cmd->callback([&action] { action = [] { return run_train(a); }; });
 }
 

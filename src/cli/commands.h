@@ -6,7 +6,9 @@
 #include <functional>
 #include <string>
 
-#include "ssm/model/memory_budget.h"
+#include "cli/compute_options.h"
+#include "cli/flags.h"
+#include "cli/usage_error.h"
 
 namespace ssm::cli {
 
@@ -21,15 +23,6 @@ struct CommandRegistrar {
 
 // Every registered command, sorted by name.
 void add_registered_commands(CLI::App& app, Action& action);
-
-// --threads N, shared by every command that computes.
-void add_threads_option(CLI::App& cmd, int& threads);
-
-// --max-memory SIZE (2G, 512M, 1.5GiB), shared by every command that loads a
-// model: one that needs more is refused before it is read.
-void add_max_memory_option(CLI::App& cmd);
-// The options --max-memory asked for; pass them to LanguageModel::load.
-LoadOptions load_options();
 
 }  // namespace ssm::cli
 

@@ -1,70 +1,79 @@
-// The ssm program: parses the command line and runs one sub-command. Errors
-// from the library reach the user as one line on stderr and exit code 1.
+// The ssm program: parses the command line and runs one sub-command. Every
+// failure reaches the user as one line "ssm: error: ..." on stderr, with exit
+// code 2 when the command line is wrong and 1 when the run failed.
 #include <cstdio>
-#include <map>
+#include <new>
 
 #include "cli/commands.h"
-#include "ssm/core/error.h"
-
-namespace ssm::cli {
-namespace {
-std::map<std::string, Setup>& registry() {
-  static std::map<std::string, Setup> commands;
-  return commands;
-}
-}  // namespace
-
-CommandRegistrar::CommandRegistrar(const char* name, Setup setup) { registry()[name] = setup; }
-
-void add_registered_commands(CLI::App& app, Action& action) {
-  for (const auto& [name, setup] : registry()) setup(app, action);
-}
-
-void add_threads_option(CLI::App& cmd, int& threads) {
-  cmd.add_option("--threads", threads, "worker threads (0: all cores)")->check(CLI::Range(0, 1024));
-}
+#include "cli/help_format.h"
+#include "cli/parse_errors.h"
+#include "cli/version.h"
+#include "ssm/core/log.h"
 
 namespace {
-LoadOptions& parsed_load_options() {
-  static LoadOptions options;  // one command runs per process
-  return options;
+
+void print_error(const std::string& message) { std::fprintf(stderr, "ssm: error: %s\n", message.c_str()); }
+
+void print_log(ssm::LogLevel level, const std::string& message) {
+  static const char* const kNames[] = {"debug", "info", "warning", "error"};
+  std::fprintf(stderr, "ssm: %s: %s\n", kNames[static_cast<int>(level)], message.c_str());
 }
+
+// Every app keeps what it does not know as extras, so that an unknown option
+// is reported as such before the value it swallowed fails a check.
+void allow_extras_everywhere(CLI::App& app) {
+  app.allow_extras();
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) allow_extras_everywhere(*sub);
+}
+
+void configure(CLI::App& app, ssm::cli::Action& action) {
+  app.formatter(ssm::cli::make_help_formatter());
+  // One command per run: after it, a word like "generate" is an argument
+  // (ssm help generate), not a second command.
+  app.require_subcommand(0, 1);
+  app.set_help_flag("-h,--help", "print this help and exit");
+  app.set_version_flag("--version", std::function<std::string()>(ssm::cli::version_text),
+                       "print the version, compiler, CPU targets and BLAS, and exit");
+  app.footer(
+      "'ssm help COMMAND' (or 'ssm COMMAND --help') lists a command's options.\n"
+      "Exit status: 0 done, 1 the run failed, 2 the command line is wrong, 130 interrupted (Ctrl-C).");
+  ssm::cli::add_registered_commands(app, action);
+  allow_extras_everywhere(app);
+}
+
 }  // namespace
-
-void add_max_memory_option(CLI::App& cmd) {
-  cmd.add_option_function<std::string>(
-         "--max-memory",
-         [](const std::string& text) { parsed_load_options().max_memory = parse_memory_size(text); },
-         "refuse models needing more memory than this (e.g. 2G, 512M; default: physical memory)")
-      ->type_name("SIZE")
-      ->check([](const std::string& text) {
-        try {
-          parse_memory_size(text);
-          return std::string();
-        } catch (const Error& e) {
-          return std::string(e.what());
-        }
-      });
-}
-
-LoadOptions load_options() { return parsed_load_options(); }
-
-}  // namespace ssm::cli
 
 int main(int argc, char** argv) {
-  CLI::App app{"ssm: run, fine-tune and keep the state of state-space language models"};
-  app.require_subcommand(1);
+  ssm::set_log_sink(print_log);
+  CLI::App app{"ssm: run, fine-tune and keep the state of state-space language models", "ssm"};
   ssm::cli::Action action;
-  ssm::cli::add_registered_commands(app, action);
+  configure(app, action);
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  try {
-    return action ? action() : 1;
+    // An unknown option or command explains any error that follows from it.
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+      if (const auto left = ssm::cli::leftover_arguments_message(app)) throw ssm::cli::UsageError(*left);
+      throw ssm::cli::UsageError(ssm::cli::parse_error_message(app, e));
+    } catch (const ssm::cli::UsageError&) {
+      if (const auto left = ssm::cli::leftover_arguments_message(app)) throw ssm::cli::UsageError(*left);
+      throw;
+    }
+    if (const auto left = ssm::cli::leftover_arguments_message(app)) throw ssm::cli::UsageError(*left);
+    if (!action) {
+      std::fputs(app.help().c_str(), stderr);
+      throw ssm::cli::UsageError("no command given");
+    }
+    return action();
+  } catch (const ssm::cli::UsageError& e) {
+    print_error(e.what());
+    return ssm::cli::kExitUsage;
+  } catch (const std::bad_alloc&) {
+    print_error("out of memory");
+    return ssm::cli::kExitFailure;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ssm: error: %s\n", e.what());
-    return 1;
+    print_error(e.what());
+    return ssm::cli::kExitFailure;
   }
 }

@@ -99,6 +99,17 @@ size_t remove_stale_temp_files(const std::filesystem::path& path) {
   return removed;
 }
 
+void check_writable_file_path(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(cat(path.string(), ": is a directory, not a file"));
+  const std::filesystem::path dir = parent_dir(path);
+  if (!std::filesystem::exists(dir, ec))
+    throw Error(cat(path.string(), ": directory ", dir.string(), " does not exist"));
+  if (!std::filesystem::is_directory(dir, ec)) throw Error(cat(path.string(), ": ", dir.string(), " is not a directory"));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(cat(path.string(), ": cannot write in ", dir.string(), ": ", errno_text()));
+}
+
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(FileWriter&)>& produce) {
   const std::filesystem::path dir = parent_dir(path);

@@ -81,4 +81,11 @@ double json_number(const Json& value, const std::string& what) {
   throw Error(cat(what, ": expected a number, got ", value.dump()));
 }
 
+void to_json(Json& j, const Shape& shape) { j = std::vector<int64_t>(shape.begin(), shape.end()); }
+
+void from_json(const Json& j, Shape& shape) {
+  const auto dims = j.get<std::vector<int64_t>>();
+  shape = Shape(dims.begin(), dims.end());
+}
+
 }  // namespace ssm

@@ -154,7 +154,7 @@ uint32_t Machine::rebuild_tensor(const std::vector<uint32_t>& args) {
   if (t.offset < 0) fail(cat("negative storage offset ", t.offset));
   const std::vector<uint32_t>& size = expect(args[2], Kind::kTuple, "tensor size").items;
   const std::vector<uint32_t>& stride = expect(args[3], Kind::kTuple, "tensor stride").items;
-  if (size.size() != stride.size() || size.size() > 64)
+  if (size.size() != stride.size() || size.size() > static_cast<size_t>(Shape::kMaxDims))
     fail(cat("tensor size has ", size.size(), " dimensions and stride ", stride.size()));
   for (size_t i = 0; i < size.size(); ++i) {
     t.shape.push_back(expect(size[i], Kind::kInt, "tensor dimension").number);

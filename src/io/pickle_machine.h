@@ -48,7 +48,7 @@ struct TensorValue {
   uint32_t storage;
   int64_t offset;
   Shape shape;
-  std::vector<int64_t> stride;
+  Shape stride;
 };
 
 class Machine {

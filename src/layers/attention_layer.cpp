@@ -2,46 +2,46 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "ssm/ops/attention.h"
-#include "ssm/ops/gemm.h"
-#include "ssm/ops/rotary.h"
+#include "ssm/ops/elementwise.h"
+#include "ssm/ops/linear.h"
 
 namespace ssm {
+
+// What the backward reads: the projections with q and k rotated, the
+// caches of the whole sequence and the attention output.
+struct AttentionActivations : LayerActivations {
+  Tensor qkv, k, v, out;
+};
+
 namespace {
-
-float* scratch(Tensor& t, int64_t n) {
-  if (!t.defined() || t.numel() < n) t = Tensor::empty(DType::kF32, {n});
-  return t.data<float>();
-}
-
-const float* data_of(const Param* p) { return p ? p->value.data<float>() : nullptr; }
-
 constexpr int64_t kMinCapacity = 16;
-
 }  // namespace
 
-void AttentionState::reserve(int64_t max_len) {
+void AttentionState::reserve(Context& ctx, int64_t max_len) {
   const int64_t cap = capacity();
   if (max_len <= cap) return;
   const int64_t B = k.dim(0), Hkv = k.dim(1), hd = k.dim(3);
-  Tensor nk = Tensor::zeros(DType::kF32, {B, Hkv, max_len, hd});
-  Tensor nv = Tensor::zeros(DType::kF32, {B, Hkv, max_len, hd});
-  for (int64_t i = 0; i < B * Hkv; ++i) {
-    const int64_t n = cap * hd;
-    if (n == 0) continue;
-    std::memcpy(nk.data<float>() + i * max_len * hd, k.data<float>() + i * n, n * sizeof(float));
-    std::memcpy(nv.data<float>() + i * max_len * hd, v.data<float>() + i * n, n * sizeof(float));
+  Tensor nk = Tensor::zeros(DType::kF32, {B, Hkv, max_len, hd}, k.device());
+  Tensor nv = Tensor::zeros(DType::kF32, {B, Hkv, max_len, hd}, v.device());
+  if (cap > 0) {
+    ops::copy(ctx, nk.slice(2, 0, cap), k);
+    ops::copy(ctx, nv.slice(2, 0, cap), v);
   }
   k = std::move(nk);
   v = std::move(nv);
 }
 
-void AttentionState::ensure_room(int64_t extra) {
+void AttentionState::ensure_room(Context& ctx, int64_t extra) {
   int64_t need = 0;
   for (int64_t b = 0; b < batch(); ++b) need = std::max(need, length(b) + extra);
-  if (need > capacity()) reserve(std::max({need, 2 * capacity(), kMinCapacity}));
+  if (need > capacity()) reserve(ctx, std::max({need, 2 * capacity(), kMinCapacity}));
+}
+
+void AttentionState::zero(Context&) {
+  // The cache rows past each length are never read: emptying is resetting lengths.
+  std::fill_n(lengths.data<int64_t>(), lengths.numel(), int64_t{0});
 }
 
 AttentionLayer::AttentionLayer(const AttentionConfig& config) : cfg_(config) {
@@ -60,66 +60,88 @@ AttentionLayer::AttentionLayer(const AttentionConfig& config) : cfg_(config) {
   in_bias_ = c.qkv_proj_bias ? &param("in_proj.bias") : nullptr;
   out_proj_ = &param("out_proj.weight");
   out_bias_ = c.out_proj_bias ? &param("out_proj.bias") : nullptr;
-  inv_freq_.resize(c.rotary_emb_dim / 2);
-  ops::rope_inv_freq(c.rotary_emb_dim, c.rotary_emb_base, inv_freq_.data());
+  inv_freq_ = ops::rotary_inv_freq(c.rotary_emb_dim, c.rotary_emb_base);
+  scale_ = static_cast<float>(c.softmax_scale > 0 ? c.softmax_scale
+                                                  : 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
 }
 
-std::unique_ptr<LayerState> AttentionLayer::make_state(int64_t batch) const {
+std::unique_ptr<LayerState> AttentionLayer::make_state(int64_t batch, Device device) const {
   auto s = std::make_unique<AttentionState>();
-  s->k = Tensor::zeros(DType::kF32, {batch, cfg_.num_heads_kv, 0, cfg_.head_dim});
-  s->v = Tensor::zeros(DType::kF32, {batch, cfg_.num_heads_kv, 0, cfg_.head_dim});
+  s->k = Tensor::zeros(DType::kF32, {batch, cfg_.num_heads_kv, 0, cfg_.head_dim}, device);
+  s->v = Tensor::zeros(DType::kF32, {batch, cfg_.num_heads_kv, 0, cfg_.head_dim}, device);
   s->lengths = Tensor::zeros(DType::kI64, {batch});
   return s;
 }
 
-void AttentionLayer::forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx) {
+const Tensor& AttentionLayer::inv_freq(Context& ctx) {
+  if (!inv_freq_.defined() || inv_freq_.device() == ctx.device()) return inv_freq_;
+  if (!inv_freq_on_device_.defined() || inv_freq_on_device_.device() != ctx.device())
+    inv_freq_on_device_ = inv_freq_.to(ctx.device());
+  return inv_freq_on_device_;
+}
+
+void AttentionLayer::forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
+                             std::unique_ptr<LayerActivations>* keep) {
   SSM_CHECK(x.ndim() == 3 && x.dim(2) == cfg_.d_model, "attention input must be (B, L, ",
-            cfg_.d_model, "), got ", shape_str(x.shape()));
-  std::unique_ptr<LayerState> fresh;
-  if (!state) {
-    fresh = make_state(x.dim(0));
-    state = fresh.get();
-  }
-  run(x.data<float>(), x.dim(0), x.dim(1), y.data<float>(), static_cast<AttentionState&>(*state),
-      ctx);
-}
-
-void AttentionLayer::step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx) {
-  SSM_CHECK(x.ndim() == 2 && x.dim(1) == cfg_.d_model, "attention step input must be (B, ",
-            cfg_.d_model, "), got ", shape_str(x.shape()));
-  run(x.data<float>(), x.dim(0), 1, y.data<float>(), static_cast<AttentionState&>(state), ctx);
-}
-
-void AttentionLayer::run(const float* x, int64_t B, int64_t L, float* y, AttentionState& st,
-                         Context& ctx) {
+            cfg_.d_model, "), got ", x.shape());
   const auto& c = cfg_;
-  const int64_t rows = B * L, H = c.num_heads, hd = c.head_dim;
-  const int64_t width = hd * (H + 2 * c.num_heads_kv);
-  SSM_CHECK(st.batch() == B, "state holds ", st.batch(), " sequences, input has ", B);
-  ThreadPool& pool = ctx.pool();
-  st.ensure_room(L);
+  const int64_t B = x.dim(0), L = x.dim(1), H = c.num_heads, Hkv = c.num_heads_kv, hd = c.head_dim;
+  Arena::Scope scope(ctx.arena());
+  const Workspace work(ctx, keep != nullptr);
 
-  // [q | k | v] = u @ in_proj^T + bias
-  float* qkv = scratch(qkv_, rows * width);
-  ops::linear(x, rows, c.d_model, data_of(in_proj_), width, data_of(in_bias_), qkv, pool);
+  auto* st = static_cast<AttentionState*>(state);
+  AttentionState fresh;  // without a state: a cache of this call's tokens only
+  if (st) {
+    SSM_CHECK(st->batch() == B, "state holds ", st->batch(), " sequences, input has ", B);
+    st->ensure_room(ctx, L);
+  } else {
+    fresh.k = work({B, Hkv, L, hd});
+    fresh.v = work({B, Hkv, L, hd});
+    fresh.lengths = Tensor::zeros(DType::kI64, {B});
+    st = &fresh;
+  }
 
-  const int64_t cap = st.capacity();
-  const double scale = c.softmax_scale > 0 ? c.softmax_scale : 1.0 / std::sqrt(double(hd));
-  // clang-format off
-  ops::AttentionArgs attn{
-      .batch = B, .length = L, .heads = H, .kv_heads = c.num_heads_kv, .head_dim = hd,
-      .qkv = qkv, .ld_qkv = width, .rotary_dim = c.rotary_emb_dim, .inv_freq = inv_freq_.data(),
-      .k_cache = st.k.data<float>(), .v_cache = st.v.data<float>(), .capacity = cap,
-      .past = st.lengths.data<int64_t>(), .scale = static_cast<float>(scale),
-      .out = scratch(attn_, rows * H * hd), .ld_out = H * hd,
-      // Sized by capacity, which grows geometrically, so decoding rarely regrows it.
-      .scratch = scratch(scratch_, ops::attention_scratch_floats(B, L, H, cap))};
-  // clang-format on
-  ops::attention_append_kv(attn, pool);
-  ops::attention(attn, pool);
-  for (int64_t b = 0; b < B; ++b) st.lengths.data<int64_t>()[b] += L;
+  // [q | k | v] = u in_proj^T + bias
+  const Tensor qkv = work({B, L, hd * (H + 2 * Hkv)});
+  ops::linear(ctx, {.x = x, .W = value(in_proj_), .bias = value(in_bias_), .y = qkv});
+  const ops::AttentionArgs args{.heads = H, .kv_heads = Hkv, .qkv = qkv, .inv_freq = inv_freq(ctx),
+                                .k_cache = st->k, .v_cache = st->v, .past = st->lengths,
+                                .scale = scale_, .out = work({B, L, H * hd})};
+  ops::attention_append_kv(ctx, args);
+  ops::attention(ctx, args);
+  if (st != &fresh)
+    for (int64_t b = 0; b < B; ++b) st->lengths.data<int64_t>()[b] += L;
 
-  ops::linear(attn.out, rows, H * hd, data_of(out_proj_), c.d_model, data_of(out_bias_), y, pool);
+  ops::linear(ctx, {.x = args.out, .W = value(out_proj_), .bias = value(out_bias_), .y = y});
+  if (keep) {
+    auto a = std::make_unique<AttentionActivations>();
+    a->qkv = qkv, a->k = fresh.k, a->v = fresh.v, a->out = args.out;
+    *keep = std::move(a);
+  }
+}
+
+void AttentionLayer::backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy,
+                              Tensor& dx, std::vector<Tensor>& grads, Context& ctx) {
+  const auto& a = dynamic_cast<const AttentionActivations&>(kept);
+  const auto& c = cfg_;
+  const int64_t H = c.num_heads, Hkv = c.num_heads_kv, hd = c.head_dim;
+  Arena::Scope scope(ctx.arena());
+
+  const Tensor dout = ctx.arena().alloc(DType::kF32, a.out.shape());
+  ops::linear_backward(ctx, {.x = a.out, .W = value(out_proj_), .dy = dy, .dx = dout,
+                             .dW = grad(grads, out_proj_), .dbias = grad(grads, out_bias_)});
+
+  const Tensor dqkv = ctx.arena().alloc(DType::kF32, a.qkv.shape());
+  const Tensor dq = dqkv.cols(0, H * hd), dk = dqkv.cols(H * hd, (H + Hkv) * hd);
+  ops::attention_backward(ctx, {.heads = H, .kv_heads = Hkv, .q = a.qkv.cols(0, H * hd),
+                                .k = a.k, .v = a.v, .out = a.out, .dout = dout, .scale = scale_,
+                                .dq = dq, .dk = dk, .dv = dqkv.cols((H + Hkv) * hd, (H + 2 * Hkv) * hd)});
+  if (inv_freq_.defined())
+    ops::rope_backward(ctx, {.heads = H, .kv_heads = Hkv, .head_dim = hd,
+                             .inv_freq = inv_freq(ctx), .dq = dq, .dk = dk});
+
+  ops::linear_backward(ctx, {.x = x, .W = value(in_proj_), .dy = dqkv, .dx = dx,
+                             .dW = grad(grads, in_proj_), .dbias = grad(grads, in_bias_)});
 }
 
 }  // namespace ssm

@@ -1,26 +1,55 @@
 #include "ssm/layers/gated_mlp.h"
 
-#include "ssm/ops/activations.h"
-#include "ssm/ops/gemm.h"
+#include "ssm/ops/linear.h"
+#include "ssm/ops/rms_norm.h"
 
 namespace ssm {
 
-GatedMlp::GatedMlp(int64_t d_model, int64_t hidden) : d_model_(d_model), hidden_(hidden) {
+// fc1's output [a | gate] and the gated product a * SiLU(gate).
+struct MlpActivations : LayerActivations {
+  Tensor h, gated;
+};
+
+GatedMlp::GatedMlp(int64_t d_model, int64_t hidden) : hidden_(hidden) {
   add_param("fc1.weight", {2 * hidden, d_model});
   add_param("fc2.weight", {d_model, hidden});
+  fc1_ = &param("fc1.weight");
+  fc2_ = &param("fc2.weight");
 }
 
-void GatedMlp::forward(const Tensor& x, Tensor& y, LayerState*, Context& ctx) {
-  const int64_t rows = x.numel() / d_model_, width = 2 * hidden_;
-  if (!h_.defined() || h_.numel() < rows * width) h_ = Tensor::empty(DType::kF32, {rows, width});
-  float* h = h_.data<float>();
-  ops::linear(x.data<float>(), rows, d_model_, param("fc1.weight").value.data<float>(), width,
-              nullptr, h, ctx.pool());
-  // a * SiLU(gate), written over the first half of each row.
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < hidden_; ++i) h[r * width + i] *= ops::silu(h[r * width + hidden_ + i]);
-  ops::linear(h, rows, hidden_, param("fc2.weight").value.data<float>(), d_model_, nullptr,
-              y.data<float>(), ctx.pool(), width);
+void GatedMlp::forward(const Tensor& x, Tensor& y, LayerState*, Context& ctx,
+                       std::unique_ptr<LayerActivations>* keep) {
+  Arena::Scope scope(ctx.arena());
+  const Workspace work(ctx, keep != nullptr);
+  const Shape rows = x.ndim() == 3 ? Shape{x.dim(0), x.dim(1)} : Shape{x.dim(0)};
+  Shape wide = rows, narrow = rows;
+  wide.push_back(2 * hidden_);
+  narrow.push_back(hidden_);
+  const Tensor h = work(wide);
+  ops::linear(ctx, {.x = x, .W = value(fc1_), .y = h});
+  // a * SiLU(gate): the gate without a norm; over `a` in place while inferring.
+  const Tensor gated = keep ? work(narrow) : h.cols(0, hidden_);
+  ops::gated_rms_norm(ctx, {.y = h.cols(0, hidden_), .z = h.cols(hidden_, 2 * hidden_), .out = gated});
+  ops::linear(ctx, {.x = gated, .W = value(fc2_), .y = y});
+  if (keep) {
+    auto a = std::make_unique<MlpActivations>();
+    a->h = h, a->gated = gated;
+    *keep = std::move(a);
+  }
+}
+
+void GatedMlp::backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy,
+                        Tensor& dx, std::vector<Tensor>& grads, Context& ctx) {
+  const auto& a = dynamic_cast<const MlpActivations&>(kept);
+  Arena::Scope scope(ctx.arena());
+  const Tensor dgated = ctx.arena().alloc(DType::kF32, a.gated.shape());
+  ops::linear_backward(ctx, {.x = a.gated, .W = value(fc2_), .dy = dy, .dx = dgated,
+                             .dW = grad(grads, fc2_)});
+  const Tensor dh = ctx.arena().alloc(DType::kF32, a.h.shape());
+  ops::gated_rms_norm_backward(ctx, {.y = a.h.cols(0, hidden_), .z = a.h.cols(hidden_, 2 * hidden_),
+                                     .dout = dgated, .dy = dh.cols(0, hidden_),
+                                     .dz = dh.cols(hidden_, 2 * hidden_)});
+  ops::linear_backward(ctx, {.x = x, .W = value(fc1_), .dy = dh, .dx = dx, .dW = grad(grads, fc1_)});
 }
 
 }  // namespace ssm

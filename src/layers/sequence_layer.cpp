@@ -1,18 +1,23 @@
 #include "ssm/layers/sequence_layer.h"
 
-#include <cstring>
+#include "ssm/ops/elementwise.h"
 
 namespace ssm {
 
-void LayerState::zero() {
+void LayerState::zero(Context& ctx) {
   for (auto& [name, t] : tensors())
-    if (t->numel()) std::memset(t->raw(), 0, t->nbytes());
+    if (t->numel()) ops::fill(ctx, *t, 0.f);
 }
 
 void SequenceLayer::step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx) {
   const Tensor x3 = x.reshape({x.dim(0), 1, x.dim(1)});
   Tensor y3 = y.reshape({y.dim(0), 1, y.dim(1)});
   forward(x3, y3, &state, ctx);
+}
+
+void SequenceLayer::backward(const LayerActivations&, const Tensor&, const Tensor&, Tensor&,
+                             std::vector<Tensor>&, Context&) {
+  throw Error(cat("the ", kind(), " layer cannot be trained"));
 }
 
 Param& SequenceLayer::param(const std::string& name) {
@@ -33,8 +38,33 @@ std::vector<TrainableSlice> SequenceLayer::trainable_parameters() {
 }
 
 Param& SequenceLayer::add_param(std::string name, Shape shape, ParamRole role) {
-  params_.push_back(Param{std::move(name), std::move(shape), role, Tensor()});
+  params_.push_back(Param{std::move(name), shape, role, Tensor()});
   return params_.back();
+}
+
+const Tensor& SequenceLayer::value(const Param* p) {
+  static const Tensor kAbsent;
+  return p ? p->value : kAbsent;
+}
+
+Tensor SequenceLayer::grad(std::vector<Tensor>& grads, const Param* p) const {
+  if (!p) return Tensor();
+  const size_t i = static_cast<size_t>(p - params_.data());
+  SSM_CHECK(i < params_.size() && i < grads.size(), kind(), ": parameter '", p->name,
+            "' is not this layer's");
+  const Tensor& g = grads[i];
+  if (!g.defined() || g.numel() == 0) return Tensor();
+  SSM_CHECK(g.shape() == p->shape, "gradient of ", p->name, " has shape ", g.shape(),
+            ", parameter ", p->shape);
+  return g;
+}
+
+Tensor Workspace::operator()(const Shape& shape, DType dtype) const {
+  return keep_ ? Tensor::empty(dtype, shape, ctx_.device()) : ctx_.arena().alloc(dtype, shape);
+}
+
+Tensor Workspace::zeros(const Shape& shape, DType dtype) const {
+  return keep_ ? Tensor::zeros(dtype, shape, ctx_.device()) : ctx_.arena().zeros(dtype, shape);
 }
 
 }  // namespace ssm

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "ssm/ops/elementwise.h"
+
 namespace ssm {
 namespace {
 
@@ -67,6 +69,7 @@ const char* finish_reason_name(FinishReason reason) {
     case FinishReason::kLength: return "length";
     case FinishReason::kStopToken: return "stop token";
     case FinishReason::kStopString: return "stop string";
+    case FinishReason::kInterrupted: return "interrupt";
   }
   return "?";
 }
@@ -94,22 +97,21 @@ void Generator::prefill(SessionState& session, const std::vector<std::vector<int
     std::copy(s.begin(), s.end(), ids.data<int64_t>());
     return ids;
   };
-  logits_ = Tensor::empty(DType::kF32, {B, V});
   const bool same_length = std::all_of(seqs.begin(), seqs.end(),
                                        [&](const auto& s) { return s.size() == seqs[0].size(); });
   if (same_length) {
     std::vector<int64_t> all;
     for (const auto& s : seqs) all.insert(all.end(), s.begin(), s.end());
-    const Tensor logits = model_.forward(ids_of(all, B), &session.model, ctx_, true);
-    std::memcpy(logits_.raw(), logits.raw(), logits_.nbytes());
+    logits_ = model_.forward(ids_of(all, B), &session.model, ctx_, true).reshape({B, V});
   } else {
     // Ragged prompts: each sequence alone, through a state of one.
+    logits_ = Tensor::empty(DType::kF32, {B, V}, ctx_.device());
     ModelState one = model_.make_state(1);
     for (int64_t b = 0; b < B; ++b) {
-      copy_state_row(one, 0, session.model, b);
+      copy_state_row(one, 0, session.model, b, ctx_);
       const Tensor logits = model_.forward(ids_of(seqs[b], 1), &one, ctx_, true);
-      copy_state_row(session.model, b, one, 0);
-      std::memcpy(logits_.data<float>() + b * V, logits.raw(), V * sizeof(float));
+      copy_state_row(session.model, b, one, 0, ctx_);
+      ops::copy(ctx_, logits_.rows(b, b + 1), logits.reshape({1, V}));
     }
     int64_t longest = 0;
     for (const auto& s : seqs) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
@@ -166,8 +168,8 @@ std::vector<SequenceOutput> Generator::generate(SessionState& session,
   stats_.prefill_seconds = seconds_since(t0);
   // KV caches get room for every token the loop may append.
   const int64_t longest = *std::max_element(session.consumed.begin(), session.consumed.end());
-  reserve_state(session.model, longest + config.max_new_tokens);
-  if (B > 1) reserve_state(stopped, longest + config.max_new_tokens);
+  reserve_state(session.model, longest + config.max_new_tokens, ctx_);
+  if (B > 1) reserve_state(stopped, longest + config.max_new_tokens, ctx_);
 
   t0 = std::chrono::steady_clock::now();
   float* logits = logits_.data<float>();
@@ -187,13 +189,15 @@ std::vector<SequenceOutput> Generator::generate(SessionState& session,
         out[b].finish = FinishReason::kStopString;
       else if (static_cast<int64_t>(out[b].tokens.size()) >= config.max_new_tokens)
         out[b].finish = FinishReason::kLength;
+      else if (config.interrupt != nullptr && config.interrupt->load(std::memory_order_relaxed))
+        out[b].finish = FinishReason::kInterrupted;
       else
         done = false;
       if (done) {
         active[b] = 0;
         --n_active;
         if (B > 1) {
-          copy_state_row(stopped, b, session.model, b);
+          copy_state_row(stopped, b, session.model, b, ctx_);
           restore[b] = 1;
         }
       }
@@ -213,7 +217,7 @@ std::vector<SequenceOutput> Generator::generate(SessionState& session,
   stats_.decode_seconds = seconds_since(t0);
 
   for (int64_t b = 0; b < B; ++b) {
-    if (restore[b]) copy_state_row(session.model, b, stopped, b);
+    if (restore[b]) copy_state_row(session.model, b, stopped, b, ctx_);
     // pending was cleared when consumed; the last token of each is pending.
     if (!out[b].tokens.empty()) session.pending[b] = out[b].tokens.back();
     const std::span<const int64_t> h = history[b].last(kSessionHistory);

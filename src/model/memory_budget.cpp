@@ -96,11 +96,17 @@ uint64_t model_memory_bytes(LanguageModel& model) {
   return n;
 }
 
+uint64_t kv_cache_bytes_per_token(const ModelConfig& c) {
+  const uint64_t per_layer = sat_mul(sat_mul(2 * sizeof(float), nonneg(c.attention.num_heads_kv)),
+                                     nonneg(c.attention.head_dim));
+  return sat_mul(per_layer, c.attn_layer_idx.size());
+}
+
 void check_memory_budget(uint64_t needed, uint64_t limit, const std::string& what) {
   if (needed <= limit) return;
   throw Error(cat(what, ": the model needs at least ", needed == kMax ? "more than 16 EiB" : format_bytes(needed),
                   " (F32 parameters) but the memory limit is ", format_bytes(limit),
-                  "; raise it with --max-memory (LoadOptions::max_memory) if the machine has room"));
+                  "; raise it with --max-memory if the machine has room"));
 }
 
 }  // namespace ssm

@@ -57,17 +57,8 @@ void trim_cache(AttentionState& a) {
   int64_t len = 0;
   for (int64_t b = 0; b < a.batch(); ++b) len = std::max(len, a.length(b));
   if (len == a.capacity()) return;
-  AttentionState t;
-  t.k = Tensor::zeros(DType::kF32, {a.k.dim(0), a.k.dim(1), 0, a.k.dim(3)});
-  t.v = t.k.clone();
-  t.reserve(len);
-  const int64_t rows = a.k.dim(0) * a.k.dim(1), hd = a.k.dim(3), cap = a.capacity();
-  for (int64_t r = 0; r < rows; ++r) {
-    std::memcpy(t.k.data<float>() + r * len * hd, a.k.data<float>() + r * cap * hd, len * hd * sizeof(float));
-    std::memcpy(t.v.data<float>() + r * len * hd, a.v.data<float>() + r * cap * hd, len * hd * sizeof(float));
-  }
-  a.k = t.k;
-  a.v = t.v;
+  a.k = a.k.slice(2, 0, len).clone();
+  a.v = a.v.slice(2, 0, len).clone();
 }
 
 // Every number a header holds is an integer; a float (which nlohmann would
@@ -254,7 +245,9 @@ SessionState load_state(const std::filesystem::path& path, const LanguageModel& 
                            static_cast<double>(cache->k.dim(3)) * static_cast<double>(shape[2]);
       if (bytes > static_cast<double>(data_size))
         throw fail("corrupted: KV cache '", name, "' of ", shape[2], " tokens exceeds the file");
-      cache->reserve(shape[2]);
+      // A fresh cache is empty: only its capacity changes.
+      cache->k = Tensor::zeros(DType::kF32, {cache->k.dim(0), cache->k.dim(1), shape[2], cache->k.dim(3)});
+      cache->v = cache->k.clone();
     }
     const auto tensors = state_tensors(s.model);
     if (list.size() != tensors.size())

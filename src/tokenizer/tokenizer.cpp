@@ -2,6 +2,7 @@
 
 #include "ssm/core/error.h"
 #include "ssm/core/log.h"
+#include "ssm/io/json.h"
 
 namespace ssm {
 namespace {
@@ -47,13 +48,35 @@ std::unique_ptr<Tokenizer> make_raw_bytes_tokenizer() {
   return std::make_unique<RawBytesTokenizer>();
 }
 
+namespace {
+
+// A model without tokenizer.json reads raw bytes only when its config.json
+// says it is byte-level: a vocabulary of at most 256 ids, or "tokenizer":
+// "bytes". Any other vocabulary read as bytes would give wrong ids silently.
+std::unique_ptr<Tokenizer> byte_level_or_error(const std::filesystem::path& dir) {
+  const std::filesystem::path config = dir / "config.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(config, ec))
+    throw Error(cat(dir.string(), ": no tokenizer.json and no config.json (not a model directory)"));
+  const Json j = load_json_file(config);
+  if (j.contains("tokenizer") && j["tokenizer"] == "bytes") return make_raw_bytes_tokenizer();
+  if (j.contains("vocab_size") && j["vocab_size"].is_number_integer() && j["vocab_size"].get<int64_t>() <= 256)
+    return make_raw_bytes_tokenizer();
+  throw Error(cat(dir.string(), ": no tokenizer.json, and config.json does not say the model is byte-level ",
+                  "(vocab_size ", j.contains("vocab_size") ? j["vocab_size"].dump() : "missing",
+                  " > 256 and no \"tokenizer\": \"bytes\"); put the model's tokenizer.json beside it"));
+}
+
+}  // namespace
+
 std::unique_ptr<Tokenizer> load_tokenizer_for_model(const std::filesystem::path& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     const std::filesystem::path file = path / "tokenizer.json";
     if (std::filesystem::exists(file, ec)) return load_tokenizer_json(file);
+    std::unique_ptr<Tokenizer> bytes = byte_level_or_error(path);
     log_info(path.string(), ": no tokenizer.json, using the raw-bytes tokenizer");
-    return make_raw_bytes_tokenizer();
+    return bytes;
   }
   if (!std::filesystem::exists(path, ec))
     throw Error(cat(path.string(), ": no such model directory or tokenizer file"));

@@ -64,6 +64,7 @@ void BatchSampler::restore(const std::string& state) {
 
 std::vector<Tensor> fixed_windows(const std::vector<int32_t>& tokens, int64_t batch, int64_t length,
                                   int64_t max_tokens) {
+  if (length < 1) throw Error(cat("windows of ", length, " tokens: the length must be at least 1"));
   const int64_t n = std::min<int64_t>(static_cast<int64_t>(tokens.size()), max_tokens);
   const int64_t windows = n / length;
   std::vector<Tensor> out;

@@ -1,48 +1,14 @@
 #include "ssm/train/model_grad.h"
 
-#include <cstring>
 #include <map>
 
+#include "ssm/ops/cross_entropy.h"
+#include "ssm/ops/elementwise.h"
+#include "ssm/ops/embedding.h"
 #include "ssm/ops/rms_norm.h"
-#include "ssm/train/layer_backward.h"
-#include "ssm/train/ops/cross_entropy.h"
-#include "ssm/train/ops/rms_norm_backward.h"
 
 namespace ssm {
 namespace {
-
-// The model's parts by role, looked up through the one parameter table.
-struct Parts {
-  Param* embedding = nullptr;
-  Param* head = nullptr;
-  Param* norm_f = nullptr;
-  std::vector<Param*> norm, norm2;
-  std::vector<SequenceLayer*> mixer, mlp;
-};
-
-Parts parts_of(LanguageModel& model) {
-  const ModelConfig& c = model.config();
-  std::map<std::string, Param*> by_name;
-  model.for_each_param([&](const std::string& name, Param& p) { by_name[name] = &p; });
-  auto get = [&](const std::string& name) {
-    const auto it = by_name.find(name);
-    SSM_CHECK(it != by_name.end(), "model has no parameter ", name);
-    return it->second;
-  };
-  Parts parts;
-  parts.embedding = get(c.embedding_name());
-  parts.head = c.tie_embeddings ? parts.embedding : get("lm_head.weight");
-  parts.norm_f = get("backbone.norm_f.weight");
-  for (int64_t i = 0; i < c.n_layer; ++i) {
-    parts.norm.push_back(get(c.layer_prefix(i) + "norm.weight"));
-    parts.mixer.push_back(&model.mixer(i));
-    parts.mlp.push_back(model.mlp(i));
-    parts.norm2.push_back(parts.mlp.back() ? get(c.layer_prefix(i) + "norm2.weight") : nullptr);
-  }
-  return parts;
-}
-
-float* data_or_null(Tensor& t) { return t.numel() ? t.data<float>() : nullptr; }
 
 // The gradients of one layer's parameters, sharing the model-wide buffers.
 std::vector<Tensor> layer_grads(SequenceLayer& layer, Gradients& g) {
@@ -51,56 +17,28 @@ std::vector<Tensor> layer_grads(SequenceLayer& layer, Gradients& g) {
   return out;
 }
 
-// h = Embedding[ids]; ids already checked by next_token_targets.
-Tensor embed(const Parts& parts, const Tensor& ids) {
-  const int64_t rows = ids.numel(), D = parts.embedding->shape[1];
-  Tensor h = Tensor::empty(DType::kF32, {ids.dim(0), ids.dim(1), D});
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = ids.dtype() == DType::kI64 ? ids.data<int64_t>()[r] : ids.data<int32_t>()[r];
-    std::memcpy(h.data<float>() + r * D, parts.embedding->value.data<float>() + t * D, D * sizeof(float));
+Tensor grad_or_none(Gradients& g, const Param& p) {
+  Tensor& t = g.of(p);
+  return t.numel() ? t : Tensor();
+}
+
+// dh += the backward of h + layer(RMSNorm(h; w)) at the sub-block's input x,
+// from the activations the forward kept, or recomputing them.
+void sub_block_backward(SequenceLayer& layer, const Param& norm_w, const Tensor& x,
+                        std::unique_ptr<LayerActivations> kept, const Tensor& dh, Gradients& g,
+                        float eps, Context& ctx) {
+  Arena::Scope scope(ctx.arena());
+  const Tensor normed = ctx.arena().alloc(DType::kF32, x.shape());
+  Tensor dnormed = ctx.arena().alloc(DType::kF32, x.shape());
+  ops::rms_norm(ctx, {.x = x, .w = norm_w.value, .eps = eps, .out = normed});
+  if (!kept) {
+    Tensor out = ctx.arena().alloc(DType::kF32, x.shape());
+    layer.forward(normed, out, nullptr, ctx, &kept);
   }
-  return h;
-}
-
-void add_into(Tensor& h, const Tensor& out) {
-  float* hp = h.data<float>();
-  const float* op = out.data<float>();
-  for (int64_t k = 0; k < h.numel(); ++k) hp[k] += op[k];
-}
-
-// Runs the blocks over h in place; saved (when given) receives h entering
-// each sub-block: [mixer_0, (mlp_0), mixer_1, ...].
-void run_blocks(const Parts& parts, float eps, Tensor& h, std::vector<Tensor>* saved, Context& ctx) {
-  const int64_t rows = h.dim(0) * h.dim(1), D = h.dim(2);
-  Tensor normed = Tensor::empty(DType::kF32, h.shape());
-  Tensor out = Tensor::empty(DType::kF32, h.shape());
-  for (size_t i = 0; i < parts.mixer.size(); ++i) {
-    if (saved) saved->push_back(h.clone());
-    ops::rms_norm(h.data<float>(), parts.norm[i]->value.data<float>(), rows, D, eps,
-                  normed.data<float>(), ctx.pool());
-    parts.mixer[i]->forward(normed, out, nullptr, ctx);
-    add_into(h, out);
-    if (!parts.mlp[i]) continue;
-    if (saved) saved->push_back(h.clone());
-    ops::rms_norm(h.data<float>(), parts.norm2[i]->value.data<float>(), rows, D, eps,
-                  normed.data<float>(), ctx.pool());
-    parts.mlp[i]->forward(normed, out, nullptr, ctx);
-    add_into(h, out);
-  }
-}
-
-// dh += backward of h + layer(RMSNorm(h; w)) at saved input x.
-void block_backward(SequenceLayer& layer, Param& norm_w, const Tensor& x, Tensor& dh, Gradients& g,
-                    float eps, Context& ctx) {
-  const int64_t rows = x.dim(0) * x.dim(1), D = x.dim(2);
-  Tensor normed = Tensor::empty(DType::kF32, x.shape());
-  Tensor dnormed = Tensor::empty(DType::kF32, x.shape());
-  ops::rms_norm(x.data<float>(), norm_w.value.data<float>(), rows, D, eps, normed.data<float>(),
-                ctx.pool());
   std::vector<Tensor> grads = layer_grads(layer, g);
-  layer_backward(layer, normed, dh, dnormed, grads, ctx);
-  ops::rms_norm_backward(x.data<float>(), norm_w.value.data<float>(), dnormed.data<float>(), rows,
-                         D, eps, dh.data<float>(), true, data_or_null(g.of(norm_w)), ctx.pool());
+  layer.backward(*kept, normed, dh, dnormed, grads, ctx);
+  ops::rms_norm_backward(ctx, {.x = x, .w = norm_w.value, .eps = eps, .dout = dnormed, .dx = dh,
+                               .accumulate_dx = true, .dw = grad_or_none(g, norm_w)});
 }
 
 }  // namespace
@@ -115,9 +53,9 @@ Gradients::Gradients(LanguageModel& model, bool all) {
   });
 }
 
-void Gradients::zero() {
+void Gradients::zero(Context& ctx) {
   for (Tensor& t : grads_)
-    if (t.numel()) std::memset(t.raw(), 0, t.nbytes());
+    if (t.numel()) ops::fill(ctx, t, 0.f);
 }
 
 Tensor& Gradients::of(const Param& p) {
@@ -146,50 +84,54 @@ std::vector<int64_t> next_token_targets(const Tensor& ids, int64_t vocab_size) {
 LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
                             Context& ctx, std::vector<double>* position_loss) {
   const ModelConfig& c = model.config();
-  const Parts parts = parts_of(model);
   const std::vector<int64_t> targets = next_token_targets(ids, c.vocab_size);
   const int64_t B = ids.dim(0), L = ids.dim(1), rows = B * L, D = c.d_model;
   const float eps = c.norm_eps;
+  const Device device = ctx.device();
 
-  Tensor h = embed(parts, ids);
-  std::vector<Tensor> saved;
-  run_blocks(parts, eps, h, grads ? &saved : nullptr, ctx);
+  const Tensor ids_on = ids.device() == device ? ids : ids.to(device);
+  const Tensor h = Tensor::empty(DType::kF32, {B, L, D}, device);
+  model.embed(ids_on, h, ctx);
+  BlockTape tape;
+  model.run_blocks(h, nullptr, ctx, grads ? &tape : nullptr);
 
-  Tensor f = Tensor::empty(DType::kF32, {rows, D});
-  ops::rms_norm(h.data<float>(), parts.norm_f->value.data<float>(), rows, D, eps, f.data<float>(),
-                ctx.pool());
+  const Tensor f = Tensor::empty(DType::kF32, {B, L, D}, device);
+  ops::rms_norm(ctx, {.x = h, .w = model.norm_f().value, .eps = eps, .out = f});
   LossSum loss;
   loss.count = B * (L - 1);
-  if (position_loss) position_loss->assign(rows, 0.0);
-  Tensor df = grads ? Tensor::empty(DType::kF32, {rows, D}) : Tensor();
+  Tensor row_loss;
+  if (position_loss) row_loss = Tensor::zeros(DType::kF64, {rows});
+  const Tensor df = grads ? Tensor::empty(DType::kF32, {B, L, D}, device) : Tensor();
+  const Tensor target_ids = Tensor::borrow(nullptr, const_cast<int64_t*>(targets.data()),
+                                           DType::kI64, {rows});
   loss.sum = ops::head_cross_entropy(
-      {.rows = rows, .D = D, .V = c.vocab_size, .f = f.data<float>(),
-       .head = parts.head->value.data<float>(), .targets = targets.data(),
-       .grad_scale = grads && loss.count ? scale / static_cast<double>(loss.count) : 0.0,
-       .df = grads ? df.data<float>() : nullptr,
-       .dhead = grads ? data_or_null(grads->of(*parts.head)) : nullptr,
-       .row_loss = position_loss ? position_loss->data() : nullptr},
-      ctx.pool());
+      ctx, {.vocab = c.vocab_size, .f = f, .head = model.head().value, .targets = target_ids,
+            .grad_scale = grads && loss.count ? scale / static_cast<double>(loss.count) : 0.0,
+            .df = df, .dhead = grads ? grad_or_none(*grads, model.head()) : Tensor(),
+            .row_loss = row_loss});
+  if (position_loss) position_loss->assign(row_loss.data<double>(), row_loss.data<double>() + rows);
   if (!grads || loss.count == 0) return loss;
 
-  // dh from the final norm, then back through the blocks.
-  Tensor dh = Tensor::empty(DType::kF32, {B, L, D});
-  ops::rms_norm_backward(h.data<float>(), parts.norm_f->value.data<float>(), df.data<float>(), rows,
-                         D, eps, dh.data<float>(), false, data_or_null(grads->of(*parts.norm_f)),
-                         ctx.pool());
+  // dh from the final norm, then back through the blocks, last first.
+  const Tensor dh = Tensor::empty(DType::kF32, {B, L, D}, device);
+  ops::rms_norm_backward(ctx, {.x = h, .w = model.norm_f().value, .eps = eps, .dout = df, .dx = dh,
+                               .dw = grad_or_none(*grads, model.norm_f())});
+  size_t sub = tape.inputs.size();
   for (int64_t i = c.n_layer - 1; i >= 0; --i) {
-    if (parts.mlp[i]) {
-      block_backward(*parts.mlp[i], *parts.norm2[i], saved.back(), dh, *grads, eps, ctx);
-      saved.pop_back();
+    LanguageModel::Block& b = model.block(i);
+    if (b.mlp) {
+      --sub;
+      sub_block_backward(*b.mlp, b.norm2, tape.inputs[sub], std::move(tape.activations[sub]), dh,
+                         *grads, eps, ctx);
+      tape.inputs[sub] = Tensor();  // each input is released once read for the last time
     }
-    block_backward(*parts.mixer[i], *parts.norm[i], saved.back(), dh, *grads, eps, ctx);
-    saved.pop_back();
+    --sub;
+    sub_block_backward(*b.mixer, b.norm, tape.inputs[sub], std::move(tape.activations[sub]), dh,
+                       *grads, eps, ctx);
+    tape.inputs[sub] = Tensor();
   }
-  if (float* dE = data_or_null(grads->of(*parts.embedding)))
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t t = ids.dtype() == DType::kI64 ? ids.data<int64_t>()[r] : ids.data<int32_t>()[r];
-      for (int64_t d = 0; d < D; ++d) dE[t * D + d] += dh.data<float>()[r * D + d];
-    }
+  if (Tensor dE = grad_or_none(*grads, model.embedding()); dE.defined())
+    ops::embedding_backward(ctx, {.ids = ids_on, .dout = dh, .dtable = dE});
   return loss;
 }
 

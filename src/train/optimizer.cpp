@@ -3,6 +3,9 @@
 #include <cmath>
 #include <numbers>
 
+#include "ssm/ops/adamw.h"
+#include "ssm/ops/elementwise.h"
+
 namespace ssm {
 namespace {
 
@@ -36,25 +39,25 @@ double LrSchedule::at(int64_t step) const {
   return peak * (min_ratio + (1.0 - min_ratio) * cosine);
 }
 
-double global_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grads) {
+// The trainable part of a parameter's tensor (or of its gradient): the
+// slice's rows, flattened.
+Tensor slice_of(const TrainableSlice& s, const Tensor& t) {
+  const auto [off, n] = slice_range(s);
+  return t.reshape({t.numel()}).slice(0, off, off + n);
+}
+
+double global_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grads, Context& ctx) {
   double ss = 0;
-  for (const TrainableSlice& s : slices) {
-    const float* g = grads.of(*s.param).data<float>();
-    const auto [off, n] = slice_range(s);
-    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(g[off + i]) * g[off + i];
-  }
+  for (const TrainableSlice& s : slices) ss += ops::sum_squares(ctx, slice_of(s, grads.of(*s.param)));
   return std::sqrt(ss);
 }
 
-double clip_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grads, double max_norm) {
-  const double norm = global_grad_norm(slices, grads);
+double clip_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grads, double max_norm,
+                      Context& ctx) {
+  const double norm = global_grad_norm(slices, grads, ctx);
   if (max_norm <= 0 || norm <= max_norm) return norm;
   const float scale = static_cast<float>(max_norm / (norm + 1e-6));
-  for (const TrainableSlice& s : slices) {
-    float* g = grads.of(*s.param).data<float>();
-    const auto [off, n] = slice_range(s);
-    for (int64_t i = 0; i < n; ++i) g[off + i] *= scale;
-  }
+  for (const TrainableSlice& s : slices) ops::scale(ctx, slice_of(s, grads.of(*s.param)), scale);
   return norm;
 }
 
@@ -66,26 +69,15 @@ AdamW::AdamW(std::vector<TrainableSlice> slices, AdamWOptions options)
   }
 }
 
-void AdamW::step(Gradients& grads, double lr) {
+void AdamW::step(Gradients& grads, double lr, Context& ctx) {
   ++step_;
-  const double b1 = opt_.beta1, b2 = opt_.beta2;
-  const double bc1 = 1.0 - std::pow(b1, static_cast<double>(step_));
-  const double bc2 = 1.0 - std::pow(b2, static_cast<double>(step_));
   for (size_t k = 0; k < slices_.size(); ++k) {
     const TrainableSlice& s = slices_[k];
-    const auto [off, n] = slice_range(s);
-    float* p = s.param->value.data<float>() + off;
-    const float* g = grads.of(*s.param).data<float>() + off;
-    float* m = m_[k].data<float>();
-    float* v = v_[k].data<float>();
-    // Decoupled decay (PyTorch AdamW): p *= 1 - lr * wd, before the Adam step.
-    const double decay = s.param->role == ParamRole::kWeight ? 1.0 - lr * opt_.weight_decay : 1.0;
-    for (int64_t i = 0; i < n; ++i) {
-      m[i] = static_cast<float>(b1 * m[i] + (1.0 - b1) * g[i]);
-      v[i] = static_cast<float>(b2 * v[i] + (1.0 - b2) * static_cast<double>(g[i]) * g[i]);
-      const double update = (m[i] / bc1) / (std::sqrt(v[i] / bc2) + opt_.eps);
-      p[i] = static_cast<float>(p[i] * decay - lr * update);
-    }
+    // Decoupled decay (PyTorch AdamW) only for weights, not norms and biases.
+    const double wd = s.param->role == ParamRole::kWeight ? opt_.weight_decay : 0.0;
+    ops::adamw(ctx, {.param = slice_of(s, s.param->value), .grad = slice_of(s, grads.of(*s.param)),
+                     .m = m_[k], .v = v_[k], .lr = lr, .beta1 = opt_.beta1, .beta2 = opt_.beta2,
+                     .eps = opt_.eps, .weight_decay = wd, .step = step_});
   }
 }
 

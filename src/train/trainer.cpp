@@ -64,7 +64,7 @@ Trainer::~Trainer() = default;
 
 StepReport Trainer::step() {
   StepReport r;
-  grads_.zero();
+  grads_.zero(ctx_);
   const double scale = 1.0 / static_cast<double>(options_.accumulation);
   for (int64_t k = 0; k < options_.accumulation; ++k) {
     const Tensor ids = sampler_.next();
@@ -72,9 +72,9 @@ StepReport Trainer::step() {
     r.tokens += ids.numel();
   }
   if (hook_) hook_(grads_);
-  r.grad_norm = clip_grad_norm(optimizer_.slices(), grads_, options_.clip);
+  r.grad_norm = clip_grad_norm(optimizer_.slices(), grads_, options_.clip, ctx_);
   r.lr = schedule_.at(optimizer_.steps());
-  optimizer_.step(grads_, r.lr);
+  optimizer_.step(grads_, r.lr, ctx_);
   r.step = optimizer_.steps();
   return r;
 }

@@ -1,5 +1,7 @@
 // ssm convert SRC DST, run as a user would: the converted folder holds every
-// tensor bit for bit, with its config and tokenizer, and runs as the golden.
+// tensor bit for bit (a tied head once, as the embedding), with its config
+// and tokenizer, runs as the golden, and an existing model is kept unless
+// --force.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -20,12 +22,22 @@ using testing::slurp;
 using testing::TempDir;
 
 // Every tensor of src appears in dst with the same dtype, shape and bytes,
-// and dst holds nothing else.
+// except a tied model's lm_head.weight, which is its embedding's bytes again;
+// dst holds nothing else.
 void expect_same_tensors(const std::filesystem::path& src_dir,
                          const std::filesystem::path& dst_file) {
   const std::unique_ptr<TensorSource> src = open_checkpoint(src_dir);
   const SafetensorsFile dst = SafetensorsFile::open(dst_file);
-  std::vector<std::string> src_names = src->names();
+  const ModelConfig config = load_model_config(src_dir / "config.json");
+  std::vector<std::string> src_names;
+  for (const std::string& name : src->names()) {
+    if (config.tie_embeddings && name == "lm_head.weight") {
+      const Tensor head = *src->find(name), embedding = *src->find(config.embedding_name());
+      EXPECT_TRUE(head.same_layout(embedding) && std::memcmp(head.raw(), embedding.raw(), head.nbytes()) == 0);
+      continue;
+    }
+    src_names.push_back(name);
+  }
   std::sort(src_names.begin(), src_names.end());
   EXPECT_EQ(src_names, dst.names());
   for (const std::string& name : src_names) {
@@ -49,6 +61,39 @@ TEST_P(ConvertGolden, PyTorchFolderConvertsBitForBit) {
   EXPECT_EQ(slurp(dst / "config.json"), slurp(golden_dir(GetParam()) + "/config.json"));
   EXPECT_FALSE(std::filesystem::exists(dst / "tokenizer.json"));
   EXPECT_EQ(SafetensorsFile::open(dst / "model.safetensors").metadata().at("format"), "pt");
+}
+
+TEST(Convert, TiedHeadIsWrittenOnce) {
+  TempDir tmp;
+  std::string out;
+  ASSERT_EQ(run_cli("convert " + shell_quoted(golden_dir("mamba2_ssm_bin")) + " " + shell_quoted(tmp.path()), &out), 0)
+      << out;
+  const std::unique_ptr<TensorSource> src = open_checkpoint(golden_dir("mamba2_ssm_bin"));
+  const SafetensorsFile dst = SafetensorsFile::open(tmp / "model.safetensors");
+  const std::vector<std::string> names = src->names();
+  ASSERT_NE(std::find(names.begin(), names.end(), "lm_head.weight"), names.end());
+  EXPECT_EQ(dst.names().size(), names.size() - 1);
+  EXPECT_FALSE(dst.contains("lm_head.weight"));
+  size_t bytes = 0;
+  for (const std::string& name : dst.names()) bytes += dst.get(name).nbytes();
+  EXPECT_NE(out.find(std::to_string(dst.names().size()) + " tensors, " + std::to_string(bytes) + " bytes"),
+            std::string::npos)
+      << out;
+}
+
+TEST(Convert, ExistingModelIsKeptUnlessForced) {
+  TempDir tmp;
+  std::string out;
+  const std::string args = shell_quoted(golden_dir("mamba2_ssm_bin")) + " " + shell_quoted(tmp.path());
+  testing::spit(tmp / "model.safetensors", "the user's own model");
+  EXPECT_EQ(run_cli("convert " + args, &out), 2);
+  EXPECT_NE(out.find("ssm: error: DST_DIR " + tmp.path().string() + ": already holds model.safetensors"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(slurp(tmp / "model.safetensors"), "the user's own model");
+  EXPECT_FALSE(std::filesystem::exists(tmp / "config.json"));
+  EXPECT_EQ(run_cli("convert --force " + args, &out), 0) << out;
+  expect_same_tensors(golden_dir("mamba2_ssm_bin"), tmp / "model.safetensors");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ConvertGolden,
@@ -89,9 +134,9 @@ TEST(Convert, FailuresExitNonZeroWithAMessage) {
   std::string out;
   EXPECT_EQ(
       run_cli("convert " + shell_quoted(tmp / "absent") + " " + shell_quoted(tmp / "dst"), &out),
-      1);
-  EXPECT_NE(out.find("ssm: error:"), std::string::npos) << out;
-  EXPECT_NE(out.find("no config.json"), std::string::npos) << out;
+      2);
+  EXPECT_NE(out.find("ssm: error: SRC_DIR: "), std::string::npos) << out;
+  EXPECT_NE(out.find("no such directory"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(tmp / "dst"));
 
   // A hostile archive: refused, nothing written, nothing run.

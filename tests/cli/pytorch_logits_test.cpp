@@ -3,6 +3,8 @@
 // of their safetensors twins (SPEC §7 tolerance for state-spaces models).
 #include <gtest/gtest.h>
 
+#include "ssm/ops/backend.h"
+
 #include "io/pytorch_fixtures.h"
 #include "ssm/io/safetensors.h"
 #include "ssm/model/language_model.h"
@@ -42,15 +44,18 @@ TEST_P(PyTorchLogits, CliLogitsMatchGolden) {
   const SafetensorsFile golden = SafetensorsFile::open(golden_dir(t.bin) + "/golden.safetensors");
   testing::TempDir tmp;
   save_safetensors(tmp / "in.safetensors", {{"input_ids", golden.get("input_ids").clone()}});
-  std::string out;
-  ASSERT_EQ(testing::run_cli("logits " + shell_quoted(golden_dir(t.bin)) + " --input " +
-                                 shell_quoted(tmp / "in.safetensors") + " --output " +
-                                 shell_quoted(tmp / "out.safetensors") + " --threads 2",
-                             &out),
-            0)
-      << out;
-  const SafetensorsFile result = SafetensorsFile::open(tmp / "out.safetensors");
-  EXPECT_LE(max_rel_error(result.get("logits"), golden.get("logits")), kTolerance);
+  for (const std::string& backend : backend_names()) {
+    std::string out;
+    ASSERT_EQ(testing::run_cli("logits " + shell_quoted(golden_dir(t.bin)) + " --input " +
+                                   shell_quoted(tmp / "in.safetensors") + " --output " +
+                                   shell_quoted(tmp / "out.safetensors") + " --threads 2 --backend " +
+                                   backend,
+                               &out),
+              0)
+        << backend << ": " << out;
+    const SafetensorsFile result = SafetensorsFile::open(tmp / "out.safetensors");
+    EXPECT_LE(max_rel_error(result.get("logits"), golden.get("logits")), kTolerance) << backend;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Mamba2, PyTorchLogits,

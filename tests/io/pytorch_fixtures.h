@@ -36,6 +36,7 @@ class PickleWriter {
   }
   PickleWriter& put(uint32_t i) { return i < 256 ? op('q').le(i, 1) : op('r').le(i, 4); }
   PickleWriter& get(uint32_t i) { return i < 256 ? op('h').le(i, 1) : op('j').le(i, 4); }
+  PickleWriter& tuple(const Shape& s) { return tuple(std::vector<int64_t>(s.begin(), s.end())); }
   PickleWriter& tuple(const std::vector<int64_t>& items) {
     if (items.empty()) return op(')');
     if (items.size() > 3) op('(');

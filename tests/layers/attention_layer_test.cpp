@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "support/backends.h"
 #include "support/compare.h"
 #include "support/random.h"
 
@@ -120,11 +121,13 @@ TEST_P(AttentionCases, ForwardMatchesPlainAttention) {
   auto layer = make_layer(GetParam(), 1);
   const Tensor x = testing::random_tensor({2, 70, 32}, 3);  // more than one query block
   const std::vector<float> want = reference(*layer, x);
-  for (int threads : {1, 2}) {
-    Context ctx(threads);
+  for (const auto& [backend, threads] :
+       {std::pair<std::string, int>{"cpu", 1}, {"cpu", 2}, {"ref", 1}}) {
+    Context ctx(backend, threads);
     Tensor y = Tensor::empty(DType::kF32, x.shape());
     layer->forward(x, y, nullptr, ctx);
-    EXPECT_LE(testing::max_rel_error(y.data<float>(), want.data(), y.numel()), 1e-5) << threads;
+    EXPECT_LE(testing::max_rel_error(y.data<float>(), want.data(), y.numel()), 1e-5)
+        << backend << " " << threads;
   }
 }
 
@@ -135,7 +138,8 @@ TEST_P(AttentionCases, PrefillInPartsAndStepsContinueTheCache) {
   std::vector<float> want_v = reference(*layer, x);
   Tensor want = Tensor::empty(DType::kF32, x.shape());
   std::copy(want_v.begin(), want_v.end(), want.data<float>());
-  Context ctx(2);
+  for (const std::string& backend : testing::all_backends()) {
+  Context ctx(backend, 2);
   auto st = layer->make_state(B);
   Tensor y = Tensor::empty(DType::kF32, x.shape());
   for (auto [t0, t1] : {std::pair<int64_t, int64_t>{0, 9}, {9, 10}, {10, 70}}) {
@@ -153,6 +157,7 @@ TEST_P(AttentionCases, PrefillInPartsAndStepsContinueTheCache) {
   auto& kv = static_cast<AttentionState&>(*st);
   EXPECT_EQ(kv.length(0), L);
   EXPECT_EQ(kv.length(1), L);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, AttentionCases,
@@ -170,7 +175,7 @@ TEST(AttentionLayer, BatchOfDifferentLengthsDecodesLikeSingleSequences) {
   std::unique_ptr<LayerState> single[2];
   auto batch = layer->make_state(2);
   auto& bkv = static_cast<AttentionState&>(*batch);
-  bkv.reserve(32);
+  bkv.reserve(ctx, 32);
   for (int b = 0; b < 2; ++b) {
     single[b] = layer->make_state(1);
     Tensor y = Tensor::empty(DType::kF32, {1, lens[b], 32});
@@ -218,7 +223,7 @@ TEST(AttentionLayer, CacheGrowsGeometricallyOrNotAtAllOnceReserved) {
 
   auto reserved = layer->make_state(3);
   auto& rkv = static_cast<AttentionState&>(*reserved);
-  rkv.reserve(300);
+  rkv.reserve(ctx, 300);
   const float* data = rkv.k.data<float>();
   for (int t = 0; t < 300; ++t) layer->step(x, y, *reserved, ctx);
   EXPECT_EQ(rkv.k.data<float>(), data);

@@ -1,9 +1,11 @@
-// The Mamba-2 layer: chunked prefill against the sequential-scan layer, state
-// carried across calls, results independent of the thread count, WSLA rows.
+// The Mamba-2 layer on every backend against the same layer on ref (the
+// sequential scan in double), state carried across calls, results
+// independent of the thread count, WSLA rows.
 #include "ssm/layers/mamba2_layer.h"
 
 #include <gtest/gtest.h>
 
+#include "support/backends.h"
 #include "support/compare.h"
 #include "support/random.h"
 
@@ -28,22 +30,24 @@ void fill_random(SequenceLayer& layer, uint64_t seed) {
   layer.param("A_log").value = testing::random_tensor({layer.param("A_log").shape}, seed, 0.f, 2.5f);
 }
 
-TEST(Mamba2Layer, ChunkedEqualsSequentialAcrossSplitsAndThreads) {
+class Mamba2LayerOn : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Mamba2LayerOn, EqualsRefAcrossSplitsAndThreads) {
   for (int64_t groups : {1, 2}) {
     Mamba2Config c = small_config(groups, 7);
-    Mamba2Layer chunked(c), sequential(c);
-    fill_random(chunked, 10);
-    fill_random(sequential, 10);
-    sequential.use_reference_scan(true);
+    Mamba2Layer layer(c);
+    fill_random(layer, 10);
+    Mamba2Layer& chunked = layer;
+    Mamba2Layer& sequential = layer;
     const int64_t B = 3, L = 40;
     const Tensor x = testing::random_tensor({B, L, c.d_model}, 99);
     Tensor y_ref = Tensor::empty(DType::kF32, {B, L, c.d_model});
-    Context one(1);
+    Context one("ref", 1);
     auto st_ref = sequential.make_state(B);
     sequential.forward(x, y_ref, st_ref.get(), one);
 
     for (int threads : {1, 2}) {
-      Context ctx(threads);
+      Context ctx(GetParam(), threads);
       // Whole sequence at once.
       Tensor y = Tensor::empty(DType::kF32, {B, L, c.d_model});
       auto st = chunked.make_state(B);
@@ -71,6 +75,9 @@ TEST(Mamba2Layer, ChunkedEqualsSequentialAcrossSplitsAndThreads) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, Mamba2LayerOn, ::testing::ValuesIn(testing::all_backends()),
+                         testing::backend_param_name);
 
 TEST(Mamba2Layer, WslaTrainsOnlyTheBcRowsOfInProj) {
   Mamba2Config c = small_config(2, 16);

@@ -13,6 +13,7 @@
 #include <numbers>
 #include <vector>
 
+#include "support/backends.h"
 #include "support/compare.h"
 #include "support/random.h"
 
@@ -174,23 +175,25 @@ TEST_P(Mamba3LayerCases, MatchesFloat64Spec) {
   fill_random(layer, 100);
   const Tensor x = testing::random_tensor({2, 21, 32}, 5);
   const std::vector<float> want = spec_forward(layer, x);
-  Tensor y = Tensor::empty(DType::kF32, x.shape());
-  Context ctx(2);
-  layer.forward(x, y, nullptr, ctx);
-  EXPECT_LE(testing::max_rel_error(y.data<float>(), want.data(), y.numel()), 2e-5);
+  for (const std::string& backend : testing::all_backends()) {
+    Tensor y = Tensor::empty(DType::kF32, x.shape());
+    Context ctx(backend, 2);
+    layer.forward(x, y, nullptr, ctx);
+    EXPECT_LE(testing::max_rel_error(y.data<float>(), want.data(), y.numel()), 2e-5) << backend;
+  }
 }
 
 TEST_P(Mamba3LayerCases, ChunkedEqualsSequentialFromASavedState) {
   const Mamba3Config c = make_config(GetParam());
-  Mamba3Layer chunked(c), sequential(c);
-  fill_random(chunked, 200);
-  fill_random(sequential, 200);
-  sequential.use_reference_scan(true);
+  Mamba3Layer layer(c);
+  fill_random(layer, 200);
+  Mamba3Layer& chunked = layer;
+  Mamba3Layer& sequential = layer;
   const int64_t B = 2, L0 = 6, L = 29;  // neither a multiple of any chunk here
   const Tensor x = testing::random_tensor({B, L0 + L, c.d_model}, 9);
   const std::vector<float> want_all = spec_forward(chunked, x);
 
-  Context one(1);
+  Context one("ref", 1);
   auto saved = sequential.make_state(B);
   Tensor y0 = Tensor::empty(DType::kF32, {B, L0, c.d_model});
   sequential.forward(time_slice(x, 0, L0), y0, saved.get(), one);
@@ -204,8 +207,8 @@ TEST_P(Mamba3LayerCases, ChunkedEqualsSequentialFromASavedState) {
   Tensor y_ref = Tensor::empty(DType::kF32, x1.shape());
   sequential.forward(x1, y_ref, st_ref.get(), one);
   EXPECT_LE(testing::max_rel_error(y_ref, want), 2e-5);
-  for (int threads : {1, 2}) {
-    Context ctx(threads);
+  for (const auto& [backend, threads] : {std::pair<std::string, int>{"cpu", 1}, {"cpu", 2}, {"ref", 2}}) {
+    Context ctx(backend, threads);
     auto st = clone_state(chunked, *saved, B);
     Tensor y = Tensor::empty(DType::kF32, x1.shape());
     chunked.forward(x1, y, st.get(), ctx);
@@ -223,7 +226,9 @@ TEST_P(Mamba3LayerCases, StepEqualsForward) {
   fill_random(layer, 300);
   const int64_t B = 3, L = 13;
   const Tensor x = testing::random_tensor({B, L, c.d_model}, 11);
-  Context ctx(2);
+  for (const std::string& backend : testing::all_backends()) {
+  SCOPED_TRACE(backend);
+  Context ctx(backend, 2);
   auto st_fwd = layer.make_state(B);
   Tensor y_fwd = Tensor::empty(DType::kF32, x.shape());
   layer.forward(x, y_fwd, st_fwd.get(), ctx);
@@ -245,6 +250,7 @@ TEST_P(Mamba3LayerCases, StepEqualsForward) {
   auto a = st->tensors(), r = st_fwd->tensors();
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_LE(testing::max_rel_error(*a[i].second, *r[i].second), 2e-5) << a[i].first;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -264,7 +270,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Mamba3Layer, LongInputsMatchTheSpecAcrossSegments) {
   Mamba3Layer layer(make_config({true, 2, 2, 0.5, true, 8, ""}));
   fill_random(layer, 400);
-  Context ctx(2);
+  Context ctx("cpu", 2);  // ref takes the same path: segmenting is the layer's
   for (auto [B, L] : {std::pair<int64_t, int64_t>{1, 600}, {3, 200}}) {
     const Tensor x = testing::random_tensor({B, L, 32}, 12);
     const std::vector<float> want = spec_forward(layer, x);

@@ -65,7 +65,7 @@ TEST_P(DecodeAlloc, ModelStepAllocatesNothingAfterWarmUp) {
   for (int threads : {1, 2}) {
     Context ctx(threads);
     ModelState state = model.make_state(3);
-    reserve_state(state, 64);
+    reserve_state(state, 64, ctx);
     std::vector<int64_t> tok = {1, 2, 3};
     model.step(tok.data(), state, ctx);  // buffers grow here
     const int64_t before = g_allocations.load();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "decode_support.h"
+#include "support/backends.h"
 #include "ssm/model/generator.h"
 #include "ssm/model/state_file.h"
 #include "support/temp_dir.h"
@@ -23,8 +24,9 @@ TEST_P(DecodeGolden, StepLogitsEqualPrefillLogits) {
   SSM_LOAD_GOLDEN_OR_SKIP(model, GetParam());
   const Tensor ids = golden_file(GetParam()).get("input_ids").clone();
   const int64_t B = ids.dim(0), L = ids.dim(1), V = model.config().vocab_size;
-  for (int threads : {1, 2}) {
-    Context ctx(threads);
+  for (const auto& [backend, threads] : testing::backend_runs()) {
+    SCOPED_TRACE(backend);
+    Context ctx(backend, threads);
     const Tensor prefill = model.forward(ids, nullptr, ctx);
     ModelState state = model.make_state(B);
     Tensor stepped = Tensor::empty(DType::kF32, {B, L, V});
@@ -49,23 +51,26 @@ TEST_P(DecodeGolden, SplitPrefillEqualsWholeAlsoThroughAFile) {
   SSM_LOAD_GOLDEN_OR_SKIP(model, GetParam());
   const Tensor ids = golden_file(GetParam()).get("input_ids").clone();
   const int64_t B = ids.dim(0), L = ids.dim(1);
-  Context ctx(2);
-  const Tensor whole = model.forward(ids, nullptr, ctx);
-  testing::TempDir dir;
-  const std::string fp = model_fingerprint(model, ctx);
-  for (int64_t split : {int64_t{1}, int64_t{7}, L - 1}) {
-    for (bool through_file : {false, true}) {
-      SessionState s = make_session(model, B);
-      const Tensor first = model.forward(time_slice(ids, 0, split), &s.model, ctx);
-      if (through_file) {
-        save_state(dir / "s.state", s, fp);
-        s = load_state(dir / "s.state", model, fp);
+  for (const std::string& backend : testing::all_backends()) {
+    SCOPED_TRACE(backend);
+    Context ctx(backend, 2);
+    const Tensor whole = model.forward(ids, nullptr, ctx);
+    testing::TempDir dir;
+    const std::string fp = model_fingerprint(model, ctx);
+    for (int64_t split : {int64_t{1}, int64_t{7}, L - 1}) {
+      for (bool through_file : {false, true}) {
+        SessionState s = make_session(model, B);
+        const Tensor first = model.forward(time_slice(ids, 0, split), &s.model, ctx);
+        if (through_file) {
+          save_state(dir / "s.state", s, fp);
+          s = load_state(dir / "s.state", model, fp);
+        }
+        const Tensor second = model.forward(time_slice(ids, split, L), &s.model, ctx);
+        EXPECT_LE(max_rel_error(first, time_slice(whole, 0, split)), 1e-4) << split;
+        EXPECT_LE(max_rel_error(second, time_slice(whole, split, L)), 1e-4)
+            << "split " << split << (through_file ? " through a file" : "");
+        EXPECT_EQ(s.model.position, L);
       }
-      const Tensor second = model.forward(time_slice(ids, split, L), &s.model, ctx);
-      EXPECT_LE(max_rel_error(first, time_slice(whole, 0, split)), 1e-4) << split;
-      EXPECT_LE(max_rel_error(second, time_slice(whole, split, L)), 1e-4)
-          << "split " << split << (through_file ? " through a file" : "");
-      EXPECT_EQ(s.model.position, L);
     }
   }
 }
@@ -74,20 +79,23 @@ TEST_P(DecodeGolden, PrefillThenStepsEqualWhole) {
   SSM_LOAD_GOLDEN_OR_SKIP(model, GetParam());
   const Tensor ids = golden_file(GetParam()).get("input_ids").clone();
   const int64_t B = ids.dim(0), L = ids.dim(1), V = model.config().vocab_size, split = 5;
-  Context ctx(2);
-  const Tensor whole = model.forward(ids, nullptr, ctx);
-  ModelState s = model.make_state(B);
-  model.forward(time_slice(ids, 0, split), &s, ctx);
-  std::vector<int64_t> tok(B);
-  double err = 0;
-  for (int64_t t = split; t < L; ++t) {
-    for (int64_t b = 0; b < B; ++b) tok[b] = ids.data<int64_t>()[b * L + t];
-    const Tensor& logits = model.step(tok.data(), s, ctx);
-    for (int64_t b = 0; b < B; ++b)
-      err = std::max(err, testing::max_rel_error(logits.data<float>() + b * V,
-                                                 whole.data<float>() + (b * L + t) * V, V));
+  for (const std::string& backend : testing::all_backends()) {
+    SCOPED_TRACE(backend);
+    Context ctx(backend, 2);
+    const Tensor whole = model.forward(ids, nullptr, ctx);
+    ModelState s = model.make_state(B);
+    model.forward(time_slice(ids, 0, split), &s, ctx);
+    std::vector<int64_t> tok(B);
+    double err = 0;
+    for (int64_t t = split; t < L; ++t) {
+      for (int64_t b = 0; b < B; ++b) tok[b] = ids.data<int64_t>()[b * L + t];
+      const Tensor& logits = model.step(tok.data(), s, ctx);
+      for (int64_t b = 0; b < B; ++b)
+        err = std::max(err, testing::max_rel_error(logits.data<float>() + b * V,
+                                                   whole.data<float>() + (b * L + t) * V, V));
+    }
+    EXPECT_LE(err, 1e-4);
   }
-  EXPECT_LE(err, 1e-4);
 }
 
 TEST_P(DecodeGolden, GreedyGenerationReproducesReference) {
@@ -96,8 +104,9 @@ TEST_P(DecodeGolden, GreedyGenerationReproducesReference) {
   SSM_LOAD_GOLDEN_OR_SKIP(model, GetParam());
   const std::vector<int64_t> prompt = to_ids(golden.get("gen_prompt"));
   const std::vector<int64_t> expected = to_ids(golden.get("gen_output"));
-  for (int threads : {1, 2}) {
-    Context ctx(threads);
+  for (const auto& [backend, threads] : testing::backend_runs()) {
+    SCOPED_TRACE(backend);
+    Context ctx(backend, threads);
     Generator gen(model, ctx);
     SessionState s = make_session(model, 1);
     GenerationConfig cfg;
@@ -122,14 +131,17 @@ TEST(DecodeGolden, DecodeLogitsMatchReferencePrefillOfGeneratedText) {
   const std::vector<int64_t> out = to_ids(golden.get("gen_output"));
   const Tensor ref = golden.get("gen_logits_prefill").to_f32();  // (1, 18, V)
   const int64_t V = model.config().vocab_size;
-  Context ctx(1);
-  ModelState s = model.make_state(1);
-  double err = 0;
-  for (size_t t = 0; t + 1 < out.size(); ++t) {
-    const Tensor& logits = model.step(&out[t], s, ctx);
-    err = std::max(err, max_rel_error(logits.data<float>(), ref.data<float>() + t * V, V));
+  for (const std::string& backend : testing::all_backends()) {
+    SCOPED_TRACE(backend);
+    Context ctx(backend, 1);
+    ModelState s = model.make_state(1);
+    double err = 0;
+    for (size_t t = 0; t + 1 < out.size(); ++t) {
+      const Tensor& logits = model.step(&out[t], s, ctx);
+      err = std::max(err, max_rel_error(logits.data<float>(), ref.data<float>() + t * V, V));
+    }
+    EXPECT_LE(err, 1e-4);
   }
-  EXPECT_LE(err, 1e-4);
 }
 
 }  // namespace

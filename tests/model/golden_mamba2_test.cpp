@@ -3,6 +3,7 @@
 
 #include "ssm/io/safetensors.h"
 #include "ssm/model/language_model.h"
+#include "support/backends.h"
 #include "support/compare.h"
 
 namespace ssm {
@@ -22,8 +23,9 @@ TEST_P(GoldenMamba2, LogitsAndIntermediatesMatchReference) {
   const GoldenCase& gc = GetParam();
   LanguageModel model = LanguageModel::load(golden_dir(gc.name));
   const SafetensorsFile golden = SafetensorsFile::open(golden_dir(gc.name) + "/golden.safetensors");
-  for (int threads : {1, 2}) {
-    Context ctx(threads);
+  for (const auto& [backend, threads] : testing::backend_runs()) {
+    SCOPED_TRACE(backend);
+    Context ctx(backend, threads);
     ForwardTrace trace;
     const Tensor logits = model.forward(golden.get("input_ids").clone(), nullptr, ctx, false, &trace);
     const double err = max_rel_error(logits, golden.get("logits"));
@@ -54,9 +56,12 @@ TEST(GoldenMamba2, PrefillOfGeneratedTextMatches) {
   const SafetensorsFile golden = SafetensorsFile::open(golden_dir("mamba2_hf_tiny") + "/golden.safetensors");
   const Tensor out = golden.get("gen_output").clone();
   const Tensor prefix = out.reshape({out.numel()}).rows(0, out.numel() - 1).reshape({1, out.numel() - 1});
-  Context ctx(1);
-  const Tensor logits = model.forward(prefix, nullptr, ctx);
-  EXPECT_LE(max_rel_error(logits, golden.get("gen_logits_prefill")), 1e-4);
+  for (const std::string& backend : testing::all_backends()) {
+    SCOPED_TRACE(backend);
+    Context ctx(backend, 1);
+    const Tensor logits = model.forward(prefix, nullptr, ctx);
+    EXPECT_LE(max_rel_error(logits, golden.get("gen_logits_prefill")), 1e-4);
+  }
 }
 
 }  // namespace

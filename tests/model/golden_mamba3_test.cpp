@@ -14,6 +14,7 @@
 #include "ssm/io/json.h"
 #include "ssm/io/safetensors.h"
 #include "ssm/model/language_model.h"
+#include "support/backends.h"
 #include "support/compare.h"
 #include "support/temp_dir.h"
 
@@ -59,8 +60,9 @@ class GoldenMamba3 : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(GoldenMamba3, LogitsAndMixerActivationsMatchReference) {
-  for (int threads : {1, 2}) {
-    Context ctx(threads);
+  for (const auto& [backend, threads] : testing::backend_runs()) {
+    SCOPED_TRACE(backend);
+    Context ctx(backend, threads);
     ForwardTrace trace;
     const Tensor logits = model_->forward(ids_, nullptr, ctx, false, &trace);
     const double err = max_rel_error(logits, golden_->get("logits"));
@@ -77,44 +79,53 @@ TEST_P(GoldenMamba3, LogitsAndMixerActivationsMatchReference) {
 }
 
 TEST_P(GoldenMamba3, PrefillInPartsContinuesFromTheState) {
-  Context ctx(2);
-  const int64_t B = ids_.dim(0), L = ids_.dim(1);
-  Tensor logits = Tensor::empty(DType::kF32, {B, L, model_->config().vocab_size});
-  ModelState state = model_->make_state(B);
-  // Uneven parts, neither a multiple of the chunk size.
-  for (auto [t0, t1] : {std::pair<int64_t, int64_t>{0, 11}, {11, 12}, {12, L}})
-    put_time_slice(logits, t0, model_->forward(time_slice(ids_, t0, t1), &state, ctx));
-  EXPECT_LE(max_rel_error(logits, golden_->get("logits")), kTolerance);
-  EXPECT_EQ(state.position, L);
+  for (const std::string& backend : testing::all_backends()) {
+    SCOPED_TRACE(backend);
+    Context ctx(backend, 2);
+    const int64_t B = ids_.dim(0), L = ids_.dim(1);
+    Tensor logits = Tensor::empty(DType::kF32, {B, L, model_->config().vocab_size});
+    ModelState state = model_->make_state(B);
+    // Uneven parts, neither a multiple of the chunk size.
+    for (auto [t0, t1] : {std::pair<int64_t, int64_t>{0, 11}, {11, 12}, {12, L}})
+      put_time_slice(logits, t0, model_->forward(time_slice(ids_, t0, t1), &state, ctx));
+    EXPECT_LE(max_rel_error(logits, golden_->get("logits")), kTolerance);
+    EXPECT_EQ(state.position, L);
+  }
 }
 
 TEST_P(GoldenMamba3, TokenByTokenMatchesPrefill) {
-  Context ctx(1);
-  const int64_t B = ids_.dim(0), L = ids_.dim(1);
-  Tensor logits = Tensor::empty(DType::kF32, {B, L, model_->config().vocab_size});
-  ModelState state = model_->make_state(B);
-  for (int64_t t = 0; t < L; ++t)
-    put_time_slice(logits, t, model_->forward(time_slice(ids_, t, t + 1), &state, ctx));
-  EXPECT_LE(max_rel_error(logits, golden_->get("logits")), kTolerance);
+  for (const std::string& backend : testing::all_backends()) {
+    SCOPED_TRACE(backend);
+    Context ctx(backend, 1);
+    const int64_t B = ids_.dim(0), L = ids_.dim(1);
+    Tensor logits = Tensor::empty(DType::kF32, {B, L, model_->config().vocab_size});
+    ModelState state = model_->make_state(B);
+    for (int64_t t = 0; t < L; ++t)
+      put_time_slice(logits, t, model_->forward(time_slice(ids_, t, t + 1), &state, ctx));
+    EXPECT_LE(max_rel_error(logits, golden_->get("logits")), kTolerance);
+  }
 }
 
 TEST_P(GoldenMamba3, GreedyGenerationMatchesReference) {
   const Tensor prompt = golden_->get("gen_prompt").clone();
   const Tensor want = golden_->get("gen_output");
   std::vector<int64_t> tokens(prompt.data<int64_t>(), prompt.data<int64_t>() + prompt.numel());
-  Context ctx(2);
-  ModelState state = model_->make_state(1);
-  Tensor next = prompt;
-  while (static_cast<int64_t>(tokens.size()) < want.numel()) {
-    const Tensor logits = model_->forward(next, &state, ctx, /*last_only=*/true);
-    const float* row = logits.data<float>();
-    const int64_t tok = std::max_element(row, row + logits.numel()) - row;
-    tokens.push_back(tok);
-    next = Tensor::empty(DType::kI64, {1, 1});
-    next.data<int64_t>()[0] = tok;
+  for (const std::string& backend : testing::all_backends()) {
+    SCOPED_TRACE(backend);
+    Context ctx(backend, 2);
+    ModelState state = model_->make_state(1);
+    Tensor next = prompt;
+    while (static_cast<int64_t>(tokens.size()) < want.numel()) {
+      const Tensor logits = model_->forward(next, &state, ctx, /*last_only=*/true);
+      const float* row = logits.data<float>();
+      const int64_t tok = std::max_element(row, row + logits.numel()) - row;
+      tokens.push_back(tok);
+      next = Tensor::empty(DType::kI64, {1, 1});
+      next.data<int64_t>()[0] = tok;
+    }
+    EXPECT_EQ(tokens,
+              std::vector<int64_t>(want.data<int64_t>(), want.data<int64_t>() + want.numel()));
   }
-  EXPECT_EQ(tokens,
-            std::vector<int64_t>(want.data<int64_t>(), want.data<int64_t>() + want.numel()));
 }
 
 // Runs a shell command, returning its exit status and standard output.

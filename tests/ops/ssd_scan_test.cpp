@@ -1,104 +1,185 @@
-// The chunked SSD scan against the sequential recurrence (the oracle), over
-// chunk sizes, lengths that are not multiples of the chunk, group counts,
-// batch sizes, starting states and thread counts.
+// ssd_scan on every backend against ref (the recurrence in double): the old
+// engine's chunked-vs-sequential configurations (chunk sizes, lengths that
+// are not multiples of the chunk, groups, batch rows, fresh and carried
+// states), the layouts layers pass, decoding step by step, split sequences
+// carrying the state; and every backend, ref included, against the
+// quadratic (attention-like) form of the same map in double.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <tuple>
+#include <vector>
 
-#include "ssm/ops/ssd_scan.h"
-#include "support/compare.h"
-#include "support/random.h"
+#include "ops/against_ref.h"
+#include "ops/ssd_problem.h"
+#include "ssm/ops/ssd.h"
 
 namespace ssm {
 namespace {
 
-struct ScanData {
-  int64_t B, L, H, P, N, G;
-  std::vector<float> x, bc, dt, A, D, state;
-  ops::SsdScanArgs args(float* y, float* st, int64_t chunk) {
-    return ops::SsdScanArgs{.batch = B, .length = L, .heads = H, .headdim = P, .d_state = N,
-                            .groups = G, .chunk = chunk, .x = x.data(), .ld_x = H * P,
-                            .B = bc.data(), .C = bc.data() + G * N, .ld_bc = 2 * G * N,
-                            .dt = dt.data(), .ld_dt = H, .A = A.data(), .D = D.data(), .y = y,
-                            .ld_y = H * P, .state = st};
-  }
-};
+using testing::host;
+using testing::on;
+using testing::SsdLayout;
+using testing::SsdProblem;
 
-ScanData make_data(int64_t B, int64_t L, int64_t G, uint64_t seed, bool fresh_state) {
-  ScanData d{B, L, 4, 8, 16, G};
-  d.H = 4 * G / std::max<int64_t>(1, G / 2);  // 4 or 8 heads, divisible by G
-  d.x = testing::random_vector(B * L * d.H * d.P, seed);
-  d.bc = testing::random_vector(B * L * 2 * G * d.N, seed + 1);
-  // dt in (0.001, 0.5) after softplus; A spans slow to fast decay.
-  d.dt = testing::random_vector(B * L * d.H, seed + 2, 0.001f, 0.5f);
-  d.A = testing::random_vector(d.H, seed + 3, -4.f, -0.05f);
-  d.D = testing::random_vector(d.H, seed + 4);
-  d.state = fresh_state ? std::vector<float>(B * d.H * d.P * d.N, 0.f)
-                        : testing::random_vector(B * d.H * d.P * d.N, seed + 5);
-  return d;
+// The chunked form sums the same terms as the recurrence in another order,
+// in float; the worst seen over these configurations is about 4e-6.
+constexpr testing::Tolerance kScanTol{1e-5, 1e-6};
+
+class SsdScanTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SsdScanTest, ChunkedConfigurationsMatchRef) {
+  int config = 0;
+  for (int64_t chunk : {1, 7, 64, 256})
+    for (int64_t L : {1, 13, 100, 300})
+      for (int64_t G : {1, 2, 4})
+        for (int64_t B : {1, 3}) {
+          ++config;
+          for (int state_kind = 0; state_kind < 3; ++state_kind) {  // none, zeros, random
+            const int64_t H = G == 1 ? 4 : 8;
+            // Every configuration in every layout, each with another state.
+            const SsdLayout layout = static_cast<SsdLayout>((config + state_kind) % 3);
+            SCOPED_TRACE(::testing::Message()
+                         << "chunk " << chunk << " L " << L << " G " << G << " B " << B << " state "
+                         << state_kind << " layout " << static_cast<int>(layout));
+            SsdProblem p = SsdProblem::random(B, L, H, 8, 16, G, 1000 + chunk * 7 + L + G,
+                                              /*with_D=*/!(L == 13 && G == 2), state_kind == 2);
+            if (state_kind == 1) p.state = Tensor::zeros(DType::kF32, {B, H, 8, 16});
+            auto run = [&](Context& ctx) -> testing::Outputs {
+              Tensor y_rows;
+              const ops::SsdScanArgs a = testing::ssd_args_on(ctx, p, layout, chunk, &y_rows);
+              ops::ssd_scan(ctx, a);
+              return testing::outputs({{"y", y_rows}, {"state", a.state}});
+            };
+            testing::expect_matches_ref(GetParam(), run, {.tol = kScanTol});
+          }
+        }
 }
 
-using ScanParam = std::tuple<int64_t /*chunk*/, int64_t /*L*/, int64_t /*G*/, int64_t /*B*/>;
+// Scanning [0, 37), then one step, then [38, 90), each from the state the
+// last left, equals one scan.
+TEST_P(SsdScanTest, SplittingASequenceCarriesTheState) {
+  const SsdProblem whole = SsdProblem::random(2, 90, 4, 8, 16, 2, 77, true, false);
+  Context ctx(GetParam(), 2);
+  ops::SsdScanArgs one = testing::ssd_args_on(ctx, whole, SsdLayout::kDense, 16);
+  one.state = on(ctx, Tensor::zeros(DType::kF32, {2, 4, 8, 16}));
+  ops::ssd_scan(ctx, one);
+  const Tensor y_whole = host(one.y);
+  const Tensor state = on(ctx, Tensor::zeros(DType::kF32, {2, 4, 8, 16}));
+  for (auto [t0, t1] : {std::pair<int64_t, int64_t>{0, 37}, {37, 38}, {38, 90}}) {
+    // A time slice of several batch rows has no single row stride: copy it.
+    auto part_of = [&](const Tensor& t) { return t.slice(1, t0, t1).clone(); };
+    SsdProblem part = whole;
+    part.L = t1 - t0;
+    part.x = part_of(whole.x), part.Bm = part_of(whole.Bm), part.Cm = part_of(whole.Cm);
+    part.dt = part_of(whole.dt);
+    ops::SsdScanArgs a = testing::ssd_args_on(ctx, part, SsdLayout::kDense, 16);
+    a.state = state;
+    ops::ssd_scan(ctx, a);
+    EXPECT_TRUE(testing::close(host(a.y), y_whole.slice(1, t0, t1), kScanTol)) << t0 << ".." << t1;
+  }
+  EXPECT_TRUE(testing::close(state, one.state, kScanTol));
+}
 
-class SsdScanChunked : public ::testing::TestWithParam<ScanParam> {};
-
-TEST_P(SsdScanChunked, EqualsSequentialRecurrence) {
-  const auto [chunk, L, G, B] = GetParam();
-  for (bool fresh : {true, false}) {
-    ScanData d = make_data(B, L, G, 1000 + chunk * 7 + L + G, fresh);
-    std::vector<float> y_ref(B * L * d.H * d.P), y(B * L * d.H * d.P);
-    std::vector<float> st_ref = d.state, st = d.state;
-    ops::ssd_scan_reference(d.args(y_ref.data(), st_ref.data(), chunk));
+// Decoding: L = 1 per call (the step kernel), each step's x, B, C a time
+// slice of the conv output's rows, equals ref's scan of the whole sequence.
+TEST_P(SsdScanTest, StepsEqualTheSequentialScan) {
+  struct Heads {
+    int64_t B, H, P, N, G;
+  };
+  for (const Heads s : {Heads{1, 4, 8, 16, 1}, {3, 6, 4, 20, 2}, {2, 8, 16, 7, 4}}) {
+    SCOPED_TRACE(::testing::Message() << "B " << s.B << " H " << s.H << " G " << s.G);
+    const int64_t L = 9;
+    const SsdProblem p = SsdProblem::random(s.B, L, s.H, s.P, s.N, s.G, 5 + s.H);
+    Context ref_ctx("ref", 1);
+    const ops::SsdScanArgs want = testing::ssd_args_on(ref_ctx, p, SsdLayout::kDense, 256);
+    ops::ssd_scan(ref_ctx, want);
     for (int threads : {1, 2}) {
-      ThreadPool pool(threads);
-      st = d.state;
-      ops::ssd_scan_chunked(d.args(y.data(), st.data(), chunk), pool);
-      EXPECT_LE(testing::max_rel_error(y.data(), y_ref.data(), y.size()), 2e-5)
-          << "outputs, fresh=" << fresh << " threads=" << threads;
-      EXPECT_LE(testing::max_rel_error(st.data(), st_ref.data(), st.size()), 2e-5)
-          << "final state, fresh=" << fresh << " threads=" << threads;
+      Context ctx(GetParam(), threads);
+      const ops::SsdScanArgs seq = testing::ssd_args_on(ctx, p, SsdLayout::kLayerRows, 256);
+      for (int64_t t = 0; t < L; ++t) {
+        auto at = [t](const Tensor& v) { return v.slice(1, t, t + 1); };
+        ops::SsdScanArgs step = seq;
+        step.x = at(seq.x), step.B = at(seq.B), step.C = at(seq.C), step.dt = at(seq.dt);
+        step.y = at(seq.y);
+        ops::ssd_scan(ctx, step);
+      }
+      EXPECT_TRUE(testing::close(seq.y, want.y)) << threads << " threads";
+      EXPECT_TRUE(testing::close(seq.state, want.state)) << threads << " threads";
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, SsdScanChunked,
-    ::testing::Combine(::testing::Values(1, 7, 64, 256), ::testing::Values(1, 13, 100, 300),
-                       ::testing::Values(1, 2, 4), ::testing::Values(1, 3)),
-    [](const auto& info) {
-      return cat("Q", std::get<0>(info.param), "_L", std::get<1>(info.param), "_G",
-                 std::get<2>(info.param), "_B", std::get<3>(info.param));
-    });
-
-TEST(SsdScanChunked, SplittingASequenceCarriesTheState) {
-  // Scanning [0, 37) then [37, 90) from the carried state equals one scan.
-  ScanData whole = make_data(2, 90, 2, 77, true);
-  std::vector<float> y_whole(2 * 90 * whole.H * whole.P), st_whole = whole.state;
-  ThreadPool pool(2);
-  ops::ssd_scan_chunked(whole.args(y_whole.data(), st_whole.data(), 16), pool);
-
-  const int64_t cut = 37, HP = whole.H * whole.P, W = 2 * whole.G * whole.N;
-  std::vector<float> st = whole.state;
-  for (auto [t0, t1] : {std::pair<int64_t, int64_t>{0, cut}, {cut, 90}}) {
-    ScanData part = whole;
-    part.L = t1 - t0;
-    part.x.clear(), part.bc.clear(), part.dt.clear();
-    for (int64_t b = 0; b < 2; ++b)
-      for (int64_t t = t0; t < t1; ++t) {
-        const int64_t row = b * 90 + t;
-        part.x.insert(part.x.end(), whole.x.begin() + row * HP, whole.x.begin() + (row + 1) * HP);
-        part.bc.insert(part.bc.end(), whole.bc.begin() + row * W, whole.bc.begin() + (row + 1) * W);
-        part.dt.insert(part.dt.end(), whole.dt.begin() + row * whole.H, whole.dt.begin() + (row + 1) * whole.H);
-      }
-    std::vector<float> y(2 * part.L * HP);
-    ops::ssd_scan_chunked(part.args(y.data(), st.data(), 16), pool);
-    for (int64_t b = 0; b < 2; ++b)
-      EXPECT_LE(testing::max_rel_error(y.data() + b * part.L * HP, y_whole.data() + (b * 90 + t0) * HP,
-                                       part.L * HP), 2e-5);
-  }
-  EXPECT_LE(testing::max_rel_error(st.data(), st_whole.data(), st.size()), 2e-5);
+// The same map written as one sum over time (SPEC §3's SSD form without
+// chunks), in double:
+//   y_t = D x_t + sum_{s<=t} (C_t . B_s) exp(A sum_{s<k<=t} dt_k) dt_s x_s
+//             + exp(A sum_{k<=t} dt_k) S_0 C_t,
+// and the final state likewise.
+void quadratic_form(const SsdProblem& p, std::vector<double>& y, std::vector<double>& state) {
+  const int64_t HP = p.H * p.P, GN = p.G * p.N, PN = p.P * p.N;
+  auto f = [](const Tensor& t, int64_t i) { return static_cast<double>(t.data<float>()[i]); };
+  y.assign(p.B * p.L * HP, 0.0);
+  state.assign(p.B * p.H * PN, 0.0);
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.H; ++h) {
+      const int64_t g = h / (p.H / p.G);
+      const double A = f(p.A, h);
+      // logdecay(s, t) = A sum_{s<k<=t} dt_k, from prefix sums.
+      std::vector<double> cum(p.L + 1, 0.0);
+      for (int64_t t = 0; t < p.L; ++t) cum[t + 1] = cum[t] + A * f(p.dt, (b * p.L + t) * p.H + h);
+      auto x = [&](int64_t t, int64_t i) { return f(p.x, (b * p.L + t) * HP + h * p.P + i); };
+      auto Bv = [&](int64_t t, int64_t n) { return f(p.Bm, (b * p.L + t) * GN + g * p.N + n); };
+      auto Cv = [&](int64_t t, int64_t n) { return f(p.Cm, (b * p.L + t) * GN + g * p.N + n); };
+      auto S0 = [&](int64_t i, int64_t n) {
+        return p.state.defined() ? f(p.state, (b * p.H + h) * PN + i * p.N + n) : 0.0;
+      };
+      for (int64_t t = 0; t < p.L; ++t)
+        for (int64_t i = 0; i < p.P; ++i) {
+          double acc = p.D.defined() ? f(p.D, h) * x(t, i) : 0.0;
+          for (int64_t s = 0; s <= t; ++s) {
+            double cb = 0;
+            for (int64_t n = 0; n < p.N; ++n) cb += Cv(t, n) * Bv(s, n);
+            acc +=
+                cb * std::exp(cum[t + 1] - cum[s + 1]) * f(p.dt, (b * p.L + s) * p.H + h) * x(s, i);
+          }
+          for (int64_t n = 0; n < p.N; ++n) acc += std::exp(cum[t + 1]) * S0(i, n) * Cv(t, n);
+          y[(b * p.L + t) * HP + h * p.P + i] = acc;
+        }
+      for (int64_t i = 0; i < p.P; ++i)
+        for (int64_t n = 0; n < p.N; ++n) {
+          double s_end = std::exp(cum[p.L]) * S0(i, n);
+          for (int64_t s = 0; s < p.L; ++s)
+            s_end += std::exp(cum[p.L] - cum[s + 1]) * f(p.dt, (b * p.L + s) * p.H + h) * x(s, i) *
+                     Bv(s, n);
+          state[(b * p.H + h) * PN + i * p.N + n] = s_end;
+        }
+    }
 }
+
+Tensor from_doubles(const std::vector<double>& v, const Shape& shape) {
+  Tensor t = Tensor::empty(DType::kF32, shape);
+  for (size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = static_cast<float>(v[i]);
+  return t;
+}
+
+TEST_P(SsdScanTest, EqualsTheQuadraticForm) {
+  for (bool with_state : {false, true}) {
+    const SsdProblem p = SsdProblem::random(2, 20, 4, 3, 5, 2, 41, true, with_state);
+    std::vector<double> y, state;
+    quadratic_form(p, y, state);
+    Context ctx(GetParam(), 2);
+    ops::SsdScanArgs a = testing::ssd_args_on(ctx, p, SsdLayout::kDense, 6);
+    if (!with_state) a.state = on(ctx, Tensor::zeros(DType::kF32, {2, 4, 3, 5}));
+    ops::ssd_scan(ctx, a);
+    // ref rounds its double result once; other backends sum in float.
+    const testing::Tolerance tol = GetParam() == "ref" ? testing::Tolerance{2e-7, 1e-7} : kScanTol;
+    EXPECT_TRUE(testing::close(a.y, from_doubles(y, {2, 20, 12}), tol)) << "state " << with_state;
+    EXPECT_TRUE(testing::close(a.state, from_doubles(state, {2, 4, 3, 5}), tol))
+        << "state " << with_state;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, SsdScanTest, ::testing::ValuesIn(testing::all_backends()),
+                         testing::backend_param_name);
 
 }  // namespace
 }  // namespace ssm

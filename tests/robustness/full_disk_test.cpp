@@ -122,7 +122,7 @@ TEST(FullDisk, ConvertCommand) {
       << read_file(log);
   const std::string old = read_file(out / "model.safetensors");
   const int code = reap(spawn_program(
-      {SSM_CLI_PATH, "convert", golden_dir("mamba3_siso_bin"), out.path().string()}, log.string(), 64 << 10));
+      {SSM_CLI_PATH, "convert", "--force", golden_dir("mamba3_siso_bin"), out.path().string()}, log.string(), 64 << 10));
   const std::string message = read_file(log);
   EXPECT_EQ(code, 1) << message;
   EXPECT_NE(message.find("ssm: error: "), std::string::npos) << message;

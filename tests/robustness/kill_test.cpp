@@ -112,7 +112,7 @@ void convert_kills(int trials) {
   const std::string src_a = golden_dir("mamba3_siso_bin"), src_b = golden_dir("mamba2_ssm_tiny");
   const fs::path log = dir / "convert.log", dst = dir / "out";
   auto convert = [&](const std::string& src, const fs::path& to) {
-    return spawn_program({SSM_CLI_PATH, "convert", src, to.string()}, log.string());
+    return spawn_program({SSM_CLI_PATH, "convert", "--force", src, to.string()}, log.string());
   };
   ASSERT_EQ(reap(convert(src_a, ref_a.path())), 0) << read_file(log);
   ASSERT_EQ(reap(convert(src_b, ref_b.path())), 0) << read_file(log);

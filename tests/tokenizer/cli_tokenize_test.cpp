@@ -47,10 +47,10 @@ TEST(CliTokenize, RawBytesForModelWithoutTokenizer) {
 
 TEST(CliTokenize, BadIdsAreErrors) {
   CliResult r = run_cli("tokenize " + kTokenizerDir + " --decode --text '1,x'");
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("'x' is not a token id"), std::string::npos) << r.out;
   r = run_cli("tokenize " + kTokenizerDir + " --decode --text 99999");
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("99999"), std::string::npos) << r.out;
 }
 

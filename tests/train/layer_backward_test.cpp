@@ -1,5 +1,5 @@
-// Layer backwards against centred differences of the layers' own fp32
-// forwards (the sequential scan, which accumulates in double), for the
+// Layer backwards on every backend against centred differences of the
+// layers' own fp32 forwards on that backend, for the
 // Mamba-2 variants no golden covers and for the gated MLP. Sampled
 // coordinates of every parameter and of the input; tolerance chosen for
 // fp32 forwards with step 1e-2.
@@ -9,7 +9,8 @@
 
 #include "ssm/layers/gated_mlp.h"
 #include "ssm/layers/mamba2_layer.h"
-#include "ssm/train/layer_backward.h"
+#include "support/backends.h"
+#include "support/layer_backward.h"
 #include "support/random.h"
 
 namespace ssm {
@@ -43,18 +44,21 @@ void check_coordinates(const std::string& what, Tensor& t, const Tensor& g, Sequ
 }
 
 void check_layer(SequenceLayer& layer, int64_t B, int64_t L, int64_t D, uint64_t seed) {
-  Context ctx(2);
+  for (const std::string& backend : testing::all_backends()) {
+  SCOPED_TRACE(backend);
+  Context ctx(backend, 2);
   const Tensor x = testing::random_tensor({B, L, D}, seed);
   const Tensor w = testing::random_tensor({B, L, D}, seed + 1);
   Tensor dx = Tensor::empty(DType::kF32, x.shape());
   std::vector<Tensor> grads;
   for (const Param& p : layer.parameters()) grads.push_back(Tensor::zeros(DType::kF32, p.shape));
-  layer_backward(layer, x, w, dx, grads, ctx);
+  testing::run_layer_backward(layer, x, w, dx, grads, ctx);
   Tensor xv = x.clone();
   check_coordinates("x", xv, dx, layer, xv, w, ctx);
   for (size_t k = 0; k < grads.size(); ++k) {
     Param& p = layer.parameters()[k];
     check_coordinates(p.name, p.value, grads[k], layer, x, w, ctx);
+  }
   }
 }
 
@@ -77,7 +81,6 @@ TEST_P(Mamba2Backward, MatchesCentredDifferences) {
                  .chunk_size = 4};
   GetParam().apply(c);
   Mamba2Layer layer(c);
-  layer.use_reference_scan(true);
   randomize(layer, 40);
   check_layer(layer, 2, 9, c.d_model, 7);
 }
@@ -114,8 +117,8 @@ TEST(Mamba2Backward, ChunkedAndSequentialForwardsGiveTheSameGradient) {
     ga.push_back(Tensor::zeros(DType::kF32, p.shape));
     gb.push_back(Tensor::zeros(DType::kF32, p.shape));
   }
-  layer_backward(a, x, dy, dxa, ga, ctx);
-  layer_backward(b, x, dy, dxb, gb, ctx);
+  testing::run_layer_backward(a, x, dy, dxa, ga, ctx);
+  testing::run_layer_backward(b, x, dy, dxb, gb, ctx);
   for (int64_t i = 0; i < x.numel(); ++i)
     EXPECT_NEAR(dxa.data<float>()[i], dxb.data<float>()[i], 1e-4);
 }

@@ -11,7 +11,8 @@
 
 #include "fd.h"
 #include "ssm/layers/mamba3_layer.h"
-#include "ssm/train/layer_backward.h"
+#include "support/backends.h"
+#include "support/layer_backward.h"
 #include "support/random.h"
 
 namespace ssm {
@@ -171,18 +172,18 @@ TEST_P(Mamba3LayerBackward, MatchesFloat64FiniteDifferences) {
   const auto uf = to_float(u), wf = to_float(w);
   std::copy(uf.begin(), uf.end(), x.data<float>());
   std::copy(wf.begin(), wf.end(), dy.data<float>());
-  for (int threads : {1, 2}) {
-    Context ctx(threads);
+  for (const auto& [backend, threads] : testing::backend_runs()) {
+    Context ctx(backend, threads);
     std::vector<Tensor> grads;
     for (const Param& p : layer.parameters()) grads.push_back(Tensor::zeros(DType::kF32, p.shape));
-    layer_backward(layer, x, dy, dx, grads, ctx);
+    testing::run_layer_backward(layer, x, dy, dx, grads, ctx);
     auto as_vector = [](const Tensor& t) {
       return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
     };
-    EXPECT_LE(rel_error(as_vector(dx), gu), 2e-4) << "dx, " << threads << " threads";
+    EXPECT_LE(rel_error(as_vector(dx), gu), 2e-4) << "dx, " << backend << " " << threads << " threads";
     for (size_t i = 0; i < grads.size(); ++i)
       EXPECT_LE(rel_error(as_vector(grads[i]), expected[i]), 2e-4)
-          << layer.parameters()[i].name << ", " << threads << " threads";
+          << layer.parameters()[i].name << ", " << backend << " " << threads << " threads";
   }
 }
 
@@ -223,7 +224,7 @@ TEST(Mamba3LayerBackward, GradientsDoNotDependOnTheThreadCount) {
     Context ctx(k + 1);
     dx[k] = x.clone();
     for (const Param& p : layer.parameters()) grads[k].push_back(Tensor::zeros(DType::kF32, p.shape));
-    layer_backward(layer, x, dy, dx[k], grads[k], ctx);
+    testing::run_layer_backward(layer, x, dy, dx[k], grads[k], ctx);
   }
   EXPECT_LE(max_rel_diff(dx[0], dx[1]), 1e-5) << "dx";
   for (size_t i = 0; i < grads[0].size(); ++i)

@@ -209,6 +209,7 @@ TEST(AdamW, FollowsTheDefinitionAndSkipsDecayForNoDecayParams) {
   AdamW opt(m.trainable_parameters(), AdamWOptions{.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
                                                      .weight_decay = 0.2});
   const auto p0 = snapshot(m);
+  Context ctx(1);
   std::vector<std::vector<double>> mref(g.size()), vref(g.size()), pref(g.size());
   for (size_t i = 0; i < g.size(); ++i) {
     pref[i].assign(p0[i].begin(), p0[i].end());
@@ -220,7 +221,7 @@ TEST(AdamW, FollowsTheDefinitionAndSkipsDecayForNoDecayParams) {
     for (size_t i = 0; i < g.size(); ++i)
       for (int64_t k = 0; k < g.grad(i).numel(); ++k)
         g.grad(i).data<float>()[k] = static_cast<float>(std::sin(0.1 * k + step + i));
-    opt.step(g, lr);
+    opt.step(g, lr, ctx);
     for (size_t i = 0; i < g.size(); ++i) {
       const double wd = g.param(i).role == ParamRole::kWeight ? 0.2 : 0.0;
       for (size_t k = 0; k < pref[i].size(); ++k) {
@@ -244,9 +245,10 @@ TEST(Clipping, ScalesToTheMaximumNorm) {
   for (size_t i = 0; i < g.size(); ++i)
     for (int64_t k = 0; k < g.grad(i).numel(); ++k) g.grad(i).data<float>()[k] = 0.5f;
   const auto slices = m.trainable_parameters();
-  const double norm = clip_grad_norm(slices, g, 1.5);
+  Context ctx(1);
+  const double norm = clip_grad_norm(slices, g, 1.5, ctx);
   EXPECT_NEAR(norm, 0.5 * std::sqrt(static_cast<double>(m.parameter_count())), 1e-3);
-  EXPECT_NEAR(global_grad_norm(slices, g), 1.5, 1e-4);
+  EXPECT_NEAR(global_grad_norm(slices, g, ctx), 1.5, 1e-4);
 }
 
 TEST(Schedule, WarmsUpLinearlyThenFollowsTheCosineToTheFloor) {

@@ -25,6 +25,12 @@ class FileWriter {
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(FileWriter&)>& produce);
 
+// ssm::Error naming path and the cause unless write_file_atomically(path)
+// can work: path is not a directory and lies in an existing directory this
+// process may write in. Lets a program refuse before hours of work rather
+// than when saving the result.
+void check_writable_file_path(const std::filesystem::path& path);
+
 // Temp files that interrupted writes of path left beside it
 // (.NAME.tmp.<pid>.XXXXXX, and the pid-less .NAME.tmp.XXXXXX of older
 // builds) whose writing process no longer exists. The pid keeps a write in

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "ssm/tensor/shape.h"
+
 namespace ssm {
 
 using Json = nlohmann::json;
@@ -17,5 +19,9 @@ Json load_json_file(const std::filesystem::path& path);
 // A number, also when written as Infinity / -Infinity / NaN.
 bool json_is_number(const Json& value);
 double json_number(const Json& value, const std::string& what);
+
+// Shapes as JSON lists of integers; more than Shape::kMaxDims is an ssm::Error.
+void to_json(Json& j, const Shape& shape);
+void from_json(const Json& j, Shape& shape);
 
 }  // namespace ssm

@@ -13,16 +13,17 @@ namespace ssm {
 struct AttentionState : LayerState {
   Tensor k;        // (B, H_kv, capacity, head_dim); rows [0, lengths[b]) valid
   Tensor v;        // (B, H_kv, capacity, head_dim)
-  Tensor lengths;  // (B) I64: tokens cached per sequence
+  Tensor lengths;  // (B) I64 on the host: tokens cached per sequence
 
   int64_t batch() const { return lengths.numel(); }
   int64_t capacity() const { return k.dim(2); }
   int64_t length(int64_t b) const { return lengths.data<int64_t>()[b]; }
   // Grows the capacity to at least max_len tokens per sequence, keeping the
   // cached rows; a decode loop that reserves first never allocates.
-  void reserve(int64_t max_len);
+  void reserve(Context& ctx, int64_t max_len);
   // Room for `extra` more tokens in every sequence, growing geometrically.
-  void ensure_room(int64_t extra);
+  void ensure_room(Context& ctx, int64_t extra);
+  void zero(Context& ctx) override;
 
   std::vector<std::pair<std::string, Tensor*>> tensors() override {
     return {{"k", &k}, {"v", &v}, {"lengths", &lengths}};
@@ -33,23 +34,25 @@ class AttentionLayer : public SequenceLayer {
  public:
   explicit AttentionLayer(const AttentionConfig& config);
   std::string kind() const override { return "attention"; }
-  std::unique_ptr<LayerState> make_state(int64_t batch) const override;
+  std::unique_ptr<LayerState> make_state(int64_t batch,
+                                         Device device = Device::host()) const override;
   // With a state, x continues each sequence after its cached tokens.
-  void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx) override;
-  // Appends one token per sequence; allocates nothing once the workspaces
-  // and the cache (see AttentionState::reserve) are large enough.
-  void step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx) override;
+  void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
+               std::unique_ptr<LayerActivations>* keep = nullptr) override;
+  void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
+                std::vector<Tensor>& grads, Context& ctx) override;
+  bool can_train() const override { return true; }
   const AttentionConfig& config() const { return cfg_; }
 
  private:
-  void run(const float* x, int64_t batch, int64_t length, float* y, AttentionState& state,
-           Context& ctx);
+  // The rotary frequencies on the context's device (undefined without rotary).
+  const Tensor& inv_freq(Context& ctx);
 
   AttentionConfig cfg_;
+  float scale_ = 1.f;
   Param *in_proj_ = nullptr, *in_bias_ = nullptr, *out_proj_ = nullptr, *out_bias_ = nullptr;
-  std::vector<float> inv_freq_;  // rotary_emb_dim / 2 rotary frequencies
-  // Workspace, grown and then reused.
-  Tensor qkv_, attn_, scratch_;
+  Tensor inv_freq_;  // host, rotary_emb_dim / 2
+  Tensor inv_freq_on_device_;
 };
 
 }  // namespace ssm

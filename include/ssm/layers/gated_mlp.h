@@ -1,5 +1,5 @@
 // The gated MLP sub-block of hybrid models (SPEC §5):
-//   [a | gate] = u @ fc1^T,   out = (a * SiLU(gate)) @ fc2^T
+//   [a | gate] = u fc1^T,   out = (a * SiLU(gate)) fc2^T
 #pragma once
 
 #include "ssm/layers/sequence_layer.h"
@@ -10,12 +10,18 @@ class GatedMlp : public SequenceLayer {
  public:
   GatedMlp(int64_t d_model, int64_t hidden);
   std::string kind() const override { return "mlp"; }
-  std::unique_ptr<LayerState> make_state(int64_t) const override { return nullptr; }
-  void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx) override;
+  std::unique_ptr<LayerState> make_state(int64_t, Device = Device::host()) const override {
+    return nullptr;
+  }
+  void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
+               std::unique_ptr<LayerActivations>* keep = nullptr) override;
+  void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
+                std::vector<Tensor>& grads, Context& ctx) override;
+  bool can_train() const override { return true; }
 
  private:
-  int64_t d_model_, hidden_;
-  Tensor h_;  // workspace (rows, 2 * hidden)
+  int64_t hidden_;
+  Param *fc1_, *fc2_;
 };
 
 }  // namespace ssm

@@ -1,8 +1,8 @@
 // The Mamba-2 mixer (SPEC §3).
 #pragma once
 
-#include "ssm/layers/sequence_layer.h"
 #include "ssm/layers/mixer_config.h"
+#include "ssm/layers/sequence_layer.h"
 
 namespace ssm {
 
@@ -18,23 +18,21 @@ class Mamba2Layer : public SequenceLayer {
  public:
   explicit Mamba2Layer(const Mamba2Config& config);
   std::string kind() const override { return "mamba2"; }
-  std::unique_ptr<LayerState> make_state(int64_t batch) const override;
-  void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx) override;
-  // The recurrence for one token on the layer's workspaces: no allocation
-  // once they have grown to the batch.
-  void step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx) override;
+  std::unique_ptr<LayerState> make_state(int64_t batch,
+                                         Device device = Device::host()) const override;
+  void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
+               std::unique_ptr<LayerActivations>* keep = nullptr) override;
+  void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
+                std::vector<Tensor>& grads, Context& ctx) override;
+  bool can_train() const override { return true; }
   std::vector<TrainableSlice> trainable_parameters() override;
   const Mamba2Config& config() const { return cfg_; }
 
-  // Selects the sequential oracle instead of the chunked scan (tests).
-  void use_reference_scan(bool on) { reference_scan_ = on; }
-
  private:
   Mamba2Config cfg_;
-  bool reference_scan_ = false;
-  // Workspace, grown to the largest (B * L) seen and then reused.
-  Tensor zxbcdt_, xbc_, dt_, ys_;
-  Tensor A_;  // (H) for step: -exp(A_log), recomputed per call (A_log may train)
+  // Parameters by role, fixed once the list is built (null when absent).
+  Param *in_proj_, *in_bias_, *conv_, *conv_bias_, *dt_bias_, *A_log_, *D_, *norm_, *out_proj_,
+      *out_bias_;
 };
 
 }  // namespace ssm

@@ -1,6 +1,12 @@
 // The interface every mixer and sub-block shares: forward over a batch of
-// sequences carrying a recurrent state, one-token steps, its parameters, the
-// subset that trains and the WSLA fast-adapt switch.
+// sequences carrying a recurrent state (one token is the same forward with
+// L = 1), the backward of that forward, its parameters, the subset that
+// trains and the WSLA fast-adapt switch.
+//
+// A layer is a short sequence of op calls (ops/) over weights it resolved
+// once; it holds no arithmetic and no workspace of its own: intermediates
+// come from the context's arena while inferring, and are kept, when asked,
+// for the backward while training.
 #pragma once
 
 #include <memory>
@@ -8,18 +14,27 @@
 #include <utility>
 #include <vector>
 
-#include "ssm/core/context.h"
 #include "ssm/layers/param.h"
+#include "ssm/ops/context.h"
 
 namespace ssm {
 
 // A layer's recurrent state for a batch of sequences (conv rows, SSM state,
-// KV cache, ...), exposed as named tensors for copying and saving.
+// KV cache, ...), exposed as named tensors for copying and saving. Every
+// tensor is indexed by sequence first.
 class LayerState {
  public:
   virtual ~LayerState() = default;
   virtual std::vector<std::pair<std::string, Tensor*>> tensors() = 0;
-  void zero();
+  // Back to the state of fresh sequences.
+  virtual void zero(Context& ctx);
+};
+
+// What a layer's forward kept for its backward (training); each layer kind
+// defines its own.
+class LayerActivations {
+ public:
+  virtual ~LayerActivations() = default;
 };
 
 class SequenceLayer {
@@ -27,16 +42,30 @@ class SequenceLayer {
   virtual ~SequenceLayer() = default;
 
   virtual std::string kind() const = 0;
-  // A fresh (all-zero) state for `batch` sequences; null for stateless layers.
-  virtual std::unique_ptr<LayerState> make_state(int64_t batch) const = 0;
+  // A fresh state for `batch` sequences on `device`; null for stateless layers.
+  virtual std::unique_ptr<LayerState> make_state(int64_t batch,
+                                                 Device device = Device::host()) const = 0;
 
   // x (B, L, D) -> y (B, L, D), y preallocated. With a state, it is read as
   // the state before x[:, 0] and replaced by the state after x[:, L-1]; with
-  // null, the sequences start fresh and the final state is dropped.
-  virtual void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx) = 0;
+  // null, the sequences start fresh and the final state is dropped. With
+  // keep, the intermediates the backward needs are left there (training:
+  // no state, sequences start fresh).
+  virtual void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
+                       std::unique_ptr<LayerActivations>* keep = nullptr) = 0;
 
   // One token per sequence: x (B, D) -> y (B, D), state advanced in place.
-  virtual void step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx);
+  // The forward with L = 1; allocates nothing once the arena has grown.
+  void step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx);
+
+  // The backward of a forward that kept `kept`: x its input, dy the gradient
+  // of its output; dx is overwritten with the gradient of x. grads holds one
+  // tensor per parameters() entry, in that order, each of the parameter's
+  // shape; gradients are added to it, and an undefined or empty tensor means
+  // that parameter's gradient is not wanted.
+  virtual void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy,
+                        Tensor& dx, std::vector<Tensor>& grads, Context& ctx);
+  virtual bool can_train() const { return false; }
 
   std::vector<Param>& parameters() { return params_; }
   const std::vector<Param>& parameters() const { return params_; }
@@ -50,8 +79,27 @@ class SequenceLayer {
 
  protected:
   Param& add_param(std::string name, Shape shape, ParamRole role = ParamRole::kWeight);
+  // The parameter's value, or an undefined tensor for an absent one (null).
+  static const Tensor& value(const Param* p);
+  // The gradient buffer of p among grads (see backward), undefined when not
+  // wanted or p is null.
+  Tensor grad(std::vector<Tensor>& grads, const Param* p) const;
   std::vector<Param> params_;
   bool wsla_ = false;
+};
+
+// Where a forward's intermediates come from: the context's arena while
+// inferring (reused by the next call), owned tensors when they are kept for
+// the backward.
+class Workspace {
+ public:
+  Workspace(Context& ctx, bool keep) : ctx_(ctx), keep_(keep) {}
+  Tensor operator()(const Shape& shape, DType dtype = DType::kF32) const;
+  Tensor zeros(const Shape& shape, DType dtype = DType::kF32) const;
+
+ private:
+  Context& ctx_;
+  bool keep_;
 };
 
 }  // namespace ssm

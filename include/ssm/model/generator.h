@@ -10,6 +10,7 @@
 // a + generated + b would.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -40,9 +41,12 @@ struct GenerationConfig {
   int64_t max_new_tokens = 128;
   std::vector<int64_t> stop_tokens;
   std::vector<std::string> stop_strings;  // matched on token bytes (see set_token_text)
+  // When it reads true (set from a signal handler, say), every sequence stops
+  // after the token it just chose, with the state reached so far.
+  const std::atomic<bool>* interrupt = nullptr;
 };
 
-enum class FinishReason { kLength, kStopToken, kStopString };
+enum class FinishReason { kLength, kStopToken, kStopString, kInterrupted };
 const char* finish_reason_name(FinishReason reason);
 
 struct SequenceOutput {

@@ -1,5 +1,6 @@
 // A language model per SPEC §1: embedding, pre-norm residual blocks (mixer
-// and optional MLP), final norm and (tied) head.
+// and optional MLP), final norm and (tied) head. One block loop
+// (run_blocks) serves prefill, decoding and training.
 #pragma once
 
 #include <filesystem>
@@ -8,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "ssm/core/context.h"
 #include "ssm/io/checkpoint.h"
 #include "ssm/layers/sequence_layer.h"
 #include "ssm/model/config.h"
 #include "ssm/model/memory_budget.h"
+#include "ssm/ops/context.h"
 
 namespace ssm {
 
@@ -20,7 +21,6 @@ namespace ssm {
 struct ModelState {
   int64_t batch = 0;
   std::vector<std::unique_ptr<LayerState>> layers;  // null for stateless layers
-  std::vector<std::unique_ptr<LayerState>> mlps;    // unused today, kept parallel
   int64_t position = 0;  // tokens consumed so far
 };
 
@@ -31,8 +31,26 @@ struct ForwardTrace {
   std::vector<Tensor> hidden;     // residual after layer i; last: norm_f output
 };
 
+// What the block loop keeps for training's backward. Sub-blocks are
+// numbered mixer_0, (mlp_0), mixer_1, ...: for each, the residual stream
+// entering it and, unless the backward is to recompute them, the
+// activations its layer kept.
+struct BlockTape {
+  bool keep_activations = false;
+  std::vector<Tensor> inputs;
+  std::vector<std::unique_ptr<LayerActivations>> activations;
+};
+
 class LanguageModel {
  public:
+  // One residual block: h += mixer(norm(h)); then, with an MLP, h += mlp(norm2(h)).
+  struct Block {
+    Param norm;
+    std::unique_ptr<SequenceLayer> mixer;
+    Param norm2;
+    std::unique_ptr<SequenceLayer> mlp;  // null without d_intermediate
+  };
+
   // Builds the layers for config; parameters are allocated but undefined
   // until load() or an initialiser fills them.
   explicit LanguageModel(ModelConfig config);
@@ -48,9 +66,14 @@ class LanguageModel {
 
   const ModelConfig& config() const { return config_; }
   int64_t n_layer() const { return config_.n_layer; }
-  SequenceLayer& mixer(int64_t layer) { return *mixers_.at(layer); }
-  // The MLP sub-block of layer i, null without d_intermediate (training).
+  SequenceLayer& mixer(int64_t layer) { return *blocks_.at(layer)->mixer; }
+  // The MLP sub-block of layer i, null without d_intermediate.
   SequenceLayer* mlp(int64_t layer);
+  Block& block(int64_t layer) { return *blocks_.at(layer); }
+  Param& embedding() { return embedding_; }
+  Param& norm_f() { return norm_f_; }
+  // The output head: the embedding when tied, else lm_head.
+  Param& head() { return config_.tie_embeddings ? embedding_ : lm_head_; }
 
   // Visits every parameter with its full checkpoint name: the one table used
   // by loading, saving, initialisation and optimisers.
@@ -72,29 +95,39 @@ class LanguageModel {
   // once the buffers have grown to the batch.
   Tensor& step(const int64_t* tokens, ModelState& state, Context& ctx);
 
+  // The pieces forward and step are made of, for training:
+  // h (B, L, D) = Embedding[ids], ids already checked (check_ids).
+  void embed(const Tensor& ids, const Tensor& h, Context& ctx);
+  // ssm::Error naming the position of an id outside the vocabulary.
+  void check_ids(const Tensor& ids) const;
+  // The block loop over h (B, L, D) in place: the embedded tokens on entry,
+  // the residual stream after the last block on return. With a state the
+  // sequences continue from it; with a tape (no state) training's backward
+  // gets what it needs.
+  void run_blocks(const Tensor& h, ModelState* state, Context& ctx, BlockTape* tape = nullptr,
+                  ForwardTrace* trace = nullptr);
+
   void set_wsla(bool on);
   std::vector<TrainableSlice> trainable_parameters();
 
  private:
-  struct StepBuffers;
-  std::unique_ptr<StepBuffers> step_buffers_;
-  struct Block;
   ModelConfig config_;
   Param embedding_;
   Param norm_f_;
   Param lm_head_;  // used only when embeddings are untied
   std::vector<std::unique_ptr<Block>> blocks_;
-  std::vector<SequenceLayer*> mixers_;
+  Tensor step_logits_;  // (B, V) of the last step
 };
 
 // Copies sequence src_row of src into sequence dst_row of dst (both made by
 // the same model; every state tensor is indexed by sequence first, KV caches
 // are copied up to the sequence's length and grown to hold it).
-void copy_state_row(ModelState& dst, int64_t dst_row, ModelState& src, int64_t src_row);
+void copy_state_row(ModelState& dst, int64_t dst_row, ModelState& src, int64_t src_row,
+                    Context& ctx);
 
 // Grows every KV cache of state to hold max_len tokens per sequence, so that
 // decoding up to that length allocates nothing. A no-op for pure SSMs.
-void reserve_state(ModelState& state, int64_t max_len);
+void reserve_state(ModelState& state, int64_t max_len, Context& ctx);
 
 // The mixer for layer i of config (Mamba-2, Mamba-3 or attention).
 std::unique_ptr<SequenceLayer> make_mixer(const ModelConfig& config, int64_t layer);

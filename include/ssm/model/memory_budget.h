@@ -47,6 +47,10 @@ uint64_t min_model_bytes(const ModelConfig& config);
 // overhead; saturating. Reads only shapes: nothing is allocated.
 uint64_t model_memory_bytes(LanguageModel& model);
 
+// What the attention layers' key and value caches add per token of one
+// sequence (F32); 0 for a model without attention.
+uint64_t kv_cache_bytes_per_token(const ModelConfig& config);
+
 // ssm::Error naming `what` when needed > limit.
 void check_memory_budget(uint64_t needed, uint64_t limit, const std::string& what);
 

@@ -1,42 +1,37 @@
-// Causal depthwise convolution over time with the SiLU that always follows it
-// in Mamba-2, carrying the last K-1 input rows as decode state.
+// Causal depthwise convolution over time, with the SiLU that follows it in
+// Mamba-2 (SPEC §3), carrying the last K-1 inputs as decode state:
+//   out[b, t, c] = act( sum_{k<K} w[c, 0, k] in[b, t-K+1+k, c] + bias[c] )
+// where inputs before t = 0 come from the state (zeros for a fresh sequence).
+// With L = 1 this is the decode step: backends take their allocation-free
+// step path.
 #pragma once
 
-#include <cstdint>
-
-#include "ssm/core/thread_pool.h"
+#include "ssm/ops/context.h"
+#include "ssm/tensor/tensor.h"
 
 namespace ssm::ops {
 
 struct Conv1dArgs {
-  int64_t batch = 0, length = 0, channels = 0, kernel = 0;  // B, L, C, K
-  const float* in = nullptr;  // (B, L, C) with row stride ld_in per time step
-  int64_t ld_in = 0;
-  const float* weight = nullptr;  // (C, 1, K)
-  const float* bias = nullptr;    // (C) or null
-  // (B, K-1, C): the inputs before t=0 (zeros for a fresh sequence); on
-  // return it holds the last K-1 inputs. Null means zeros and no update.
-  float* state = nullptr;
-  float* out = nullptr;  // (B, L, C) dense
+  Tensor in;      // (B, L, C) rows
+  Tensor weight;  // (C, 1, K) dense
+  Tensor bias;    // (C), or undefined
+  // (B, K-1, C) dense: the inputs before t = 0 on entry, the last K-1 inputs
+  // on return. Undefined: zeros, and nothing is kept.
+  Tensor state;
+  Tensor out;  // (B, L, C) rows; may not alias in
   bool silu = true;
 };
+void conv1d(Context& ctx, const Conv1dArgs& a);
 
-void causal_conv1d(const Conv1dArgs& a, ThreadPool& pool);
-
-// One time step of the same convolution for decoding: equal to
-// causal_conv1d with length 1 (ld_in is the stride between batch rows), but
-// shifting the state in place without any workspace.
-struct Conv1dStepArgs {
-  int64_t batch = 0, channels = 0, kernel = 0;  // B, C, K
-  const float* in = nullptr;  // (B, C) with row stride ld_in
-  int64_t ld_in = 0;
-  const float* weight = nullptr;  // (C, 1, K)
-  const float* bias = nullptr;    // (C) or null
-  float* state = nullptr;         // (B, K-1, C): the last K-1 inputs, advanced
-  float* out = nullptr;           // (B, C) dense
+// Backward for sequences that started fresh (zero state).
+struct Conv1dBackwardArgs {
+  Tensor in, weight, bias;  // the forward's
   bool silu = true;
+  Tensor dout;     // (B, L, C) rows
+  Tensor din;      // (B, L, C) rows, overwritten
+  Tensor dweight;  // (C, 1, K) accumulated; undefined: not wanted
+  Tensor dbias;    // (C) accumulated; undefined: not wanted
 };
-
-void causal_conv1d_step(const Conv1dStepArgs& a, ThreadPool& pool);
+void conv1d_backward(Context& ctx, const Conv1dBackwardArgs& a);
 
 }  // namespace ssm::ops

@@ -48,8 +48,10 @@ std::unique_ptr<Tokenizer> make_raw_bytes_tokenizer();
 std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text, const std::string& source);
 std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& path);
 
-// path/tokenizer.json for a model directory that has one, the raw-bytes
-// tokenizer for one that does not; a path to a file is read as tokenizer.json.
+// path/tokenizer.json for a model directory that has one; the raw-bytes
+// tokenizer for one that does not and whose config.json says it is
+// byte-level (vocab_size <= 256, or "tokenizer": "bytes"); otherwise
+// ssm::Error. A path to a file is read as tokenizer.json.
 std::unique_ptr<Tokenizer> load_tokenizer_for_model(const std::filesystem::path& path);
 
 }  // namespace ssm

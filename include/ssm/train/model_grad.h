@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "ssm/core/context.h"
 #include "ssm/model/language_model.h"
 
 namespace ssm {
@@ -19,7 +18,7 @@ class Gradients {
   // that model.trainable_parameters() names (whole tensors).
   explicit Gradients(LanguageModel& model, bool all = false);
 
-  void zero();
+  void zero(Context& ctx);
   size_t size() const { return params_.size(); }
   const std::string& name(size_t i) const { return names_[i]; }
   Param& param(size_t i) { return *params_[i]; }

@@ -28,17 +28,18 @@ struct LrSchedule {
 };
 
 // sqrt of the sum of squares of the gradients of the trainable slices.
-double global_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grads);
+double global_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grads, Context& ctx);
 // Scales those gradients by max_norm / norm when norm > max_norm (max_norm
 // <= 0: never). Returns the norm before clipping.
-double clip_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grads, double max_norm);
+double clip_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grads, double max_norm,
+                      Context& ctx);
 
 class AdamW {
  public:
   AdamW(std::vector<TrainableSlice> slices, AdamWOptions options);
 
   // One update with learning rate lr from grads; counts steps.
-  void step(Gradients& grads, double lr);
+  void step(Gradients& grads, double lr, Context& ctx);
 
   int64_t steps() const { return step_; }
   void set_steps(int64_t s) { step_ = s; }

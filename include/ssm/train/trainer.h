@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "ssm/core/context.h"
+#include "ssm/ops/context.h"
 #include "ssm/io/json.h"
 #include "ssm/model/language_model.h"
 #include "ssm/train/data.h"

@@ -1,84 +1,94 @@
-#include "ssm/ops/attention.h"
-
-#include <algorithm>
+// The cpu attention forward: rotary and cache writes parallel over rows; the
+// attention parallel over (sequence, query head), each block of queries
+// forming its scores with one small matrix product against the cached keys
+// and its output with one against the cached values.
 #include <cmath>
 #include <cstring>
-#include <limits>
 
-#include "ssm/ops/gemm.h"
-#include "ssm/ops/rotary.h"
+#include "ops/cpu/attention_backward.h"
+#include "ops/cpu/attention_blocks.h"
+#include "ops/cpu/blas.h"
+#include "ops/cpu/kernels.h"
+#include "ops/scalar_math.h"
+#include "ops/tensor_data.h"
 
-namespace ssm::ops {
+namespace ssm::cpu {
+
 namespace {
 
-// Queries per block: one score matrix (block x keys) per product.
-constexpr int64_t kBlock = 64;
-
-int64_t block_rows(int64_t length) { return std::min(kBlock, length); }
-
-// Softmax over the first n entries of row, zeroing the rest up to width.
-void softmax_prefix(float* row, int64_t n, int64_t width) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
-  float sum = 0.f;
-  for (int64_t j = 0; j < n; ++j) sum += row[j] = std::exp(row[j] - mx);
-  const float inv = 1.f / sum;
-  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
-  std::fill(row + n, row + width, 0.f);
-}
-
-}  // namespace
-
-int64_t attention_scratch_floats(int64_t batch, int64_t length, int64_t heads, int64_t capacity) {
-  return batch * heads * block_rows(length) * capacity;
-}
-
-void attention_append_kv(const AttentionArgs& a, ThreadPool& pool) {
-  pool.parallel_for(a.batch * a.length, [&a](int64_t row0, int64_t row1) {
-    const int64_t L = a.length, H = a.heads, Hkv = a.kv_heads, hd = a.head_dim;
-    const int64_t half = a.rotary_dim / 2;
+void append_kv(Context& ctx, const ops::AttentionArgs& a) {
+  const int64_t L = a.qkv.dim(1), H = a.heads, Hkv = a.kv_heads;
+  const int64_t cap = a.k_cache.dim(2), hd = a.k_cache.dim(3);
+  const int64_t half = a.inv_freq.defined() ? a.inv_freq.numel() : 0;
+  const float* inv_freq = half ? a.inv_freq.data<float>() : nullptr;
+  const int64_t* past = a.past.data<int64_t>();
+  const ops::Rows<float> qkv(a.qkv);
+  float* k_cache = ops::elements<float>(a.k_cache);
+  float* v_cache = ops::elements<float>(a.v_cache);
+  ctx.pool().parallel_for(a.qkv.rows(), [&](int64_t row0, int64_t row1) {
     for (int64_t row = row0; row < row1; ++row) {
-      const int64_t b = row / L, pos = a.past[b] + row % L;
-      float* q = a.qkv + row * a.ld_qkv;
+      const int64_t b = row / L, pos = past[b] + row % L;
+      float* q = qkv[row];
       float* k = q + H * hd;
       const float* v = k + Hkv * hd;
       for (int64_t i = 0; i < half; ++i) {
         // The product in double keeps far positions' angles exact to float.
-        const double angle = static_cast<double>(pos) * a.inv_freq[i];
+        const double angle = static_cast<double>(pos) * inv_freq[i];
         const float c = static_cast<float>(std::cos(angle)),
                     s = static_cast<float>(std::sin(angle));
-        for (int64_t h = 0; h < H; ++h)
-          rotate_pair(q + h * hd, RotaryPairs::kHalves, half, i, c, s);
-        for (int64_t h = 0; h < Hkv; ++h)
-          rotate_pair(k + h * hd, RotaryPairs::kHalves, half, i, c, s);
+        for (int64_t h = 0; h < H; ++h) ops::rotate_pair(q + h * hd, i, i + half, c, s);
+        for (int64_t h = 0; h < Hkv; ++h) ops::rotate_pair(k + h * hd, i, i + half, c, s);
       }
       for (int64_t h = 0; h < Hkv; ++h) {
-        const int64_t at = ((b * Hkv + h) * a.capacity + pos) * hd;
-        std::memcpy(a.k_cache + at, k + h * hd, hd * sizeof(float));
-        std::memcpy(a.v_cache + at, v + h * hd, hd * sizeof(float));
+        const int64_t at = ((b * Hkv + h) * cap + pos) * hd;
+        std::memcpy(k_cache + at, k + h * hd, hd * sizeof(float));
+        std::memcpy(v_cache + at, v + h * hd, hd * sizeof(float));
       }
     }
   });
 }
 
-void attention(const AttentionArgs& a, ThreadPool& pool) {
-  pool.parallel_for(a.batch * a.heads, [&a](int64_t i0, int64_t i1) {
-    const int64_t L = a.length, H = a.heads, hd = a.head_dim, blk = block_rows(L);
+void attention(Context& ctx, const ops::AttentionArgs& a) {
+  const int64_t B = a.k_cache.dim(0), L = a.qkv.dim(1), H = a.heads, Hkv = a.kv_heads;
+  const int64_t cap = a.k_cache.dim(2), hd = a.k_cache.dim(3), blk = std::min(kQueryBlock, L);
+  if (B * L == 0) return;
+  const int64_t* past = a.past.data<int64_t>();
+  int64_t max_keys = 0;
+  for (int64_t b = 0; b < B; ++b) max_keys = std::max(max_keys, past[b] + L);
+  const int64_t tasks = B * H;
+  float* scratch = ctx.arena()
+                       .alloc(DType::kF32, {chunk_count(ctx.pool(), tasks), blk * max_keys})
+                       .data<float>();
+  const ops::Rows<const float> qkv(a.qkv);
+  const ops::Rows<float> out(a.out);
+  const float* k_cache = a.k_cache.data<float>();
+  const float* v_cache = a.v_cache.data<float>();
+  for_each_chunk(ctx.pool(), tasks, [&](int64_t chunk, int64_t i0, int64_t i1) {
+    float* scores = scratch + chunk * blk * max_keys;
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t b = i / H, h = i % H, kvh = h / (H / a.kv_heads), past = a.past[b];
-      const float* K = a.k_cache + (b * a.kv_heads + kvh) * a.capacity * hd;
-      const float* V = a.v_cache + (b * a.kv_heads + kvh) * a.capacity * hd;
-      float* scores = a.scratch + i * blk * a.capacity;
+      const int64_t b = i / H, h = i % H, kvh = h / (H / Hkv), cached = past[b];
+      const float* K = k_cache + (b * Hkv + kvh) * cap * hd;
+      const float* V = v_cache + (b * Hkv + kvh) * cap * hd;
       for (int64_t t0 = 0; t0 < L; t0 += blk) {
-        const int64_t nb = std::min(blk, L - t0), keys = past + t0 + nb;
-        const float* Qb = a.qkv + (b * L + t0) * a.ld_qkv + h * hd;
-        gemm(false, true, nb, keys, hd, a.scale, Qb, a.ld_qkv, K, hd, 0.f, scores, keys);
-        for (int64_t r = 0; r < nb; ++r) softmax_prefix(scores + r * keys, past + t0 + r + 1, keys);
-        gemm(false, false, nb, hd, keys, 1.f, scores, keys, V, hd, 0.f,
-             a.out + (b * L + t0) * a.ld_out + h * hd, a.ld_out);
+        const int64_t nb = std::min(blk, L - t0), keys = cached + t0 + nb;
+        const float* Qb = qkv[b * L + t0] + h * hd;
+        gemm(false, true, nb, keys, hd, a.scale, Qb, qkv.ld, K, hd, 0.f, scores, keys);
+        for (int64_t r = 0; r < nb; ++r)
+          softmax_prefix(scores + r * keys, cached + t0 + r + 1, keys);
+        gemm(false, false, nb, hd, keys, 1.f, scores, keys, V, hd, 0.f, out[b * L + t0] + h * hd,
+             out.ld);
       }
     }
   });
 }
 
-}  // namespace ssm::ops
+}  // namespace
+
+void add_attention_kernels(OpTable& t) {
+  t.attention_append_kv = &append_kv;
+  t.attention = &attention;
+  t.attention_backward = &attention_backward;
+  t.rope_backward = &rope_backward;
+}
+
+}  // namespace ssm::cpu

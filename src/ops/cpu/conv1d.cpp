@@ -1,72 +1,83 @@
-#include "ssm/ops/conv1d.h"
+// The causal depthwise convolution: prefill over channel blocks of each
+// batch row, and the decode step (L = 1 with a state) that shifts the state
+// in place. Both use the taps in the same order, oldest input first, so a
+// sequence decoded step by step equals its prefill to the last bit. The
+// backward is in conv1d_backward.cpp.
+#include "ops/cpu/conv1d.h"
 
 #include <algorithm>
-#include <vector>
 
-#include "ssm/ops/activations.h"
+#include "ops/cpu/kernels.h"
+#include "ops/tensor_data.h"
+#include "ops/scalar_math.h"
 
-namespace ssm::ops {
+namespace ssm::cpu {
+namespace {
 
-void causal_conv1d(const Conv1dArgs& a, ThreadPool& pool) {
-  const int64_t B = a.batch, L = a.length, C = a.channels, K = a.kernel;
+using ops::elements;
+using ops::elements_or_null;
+
+void conv1d_prefill(Context& ctx, const ops::Conv1dArgs& a) {
+  const int64_t B = a.in.dim(0), L = a.in.dim(1), C = a.in.dim(2), K = a.weight.dim(2);
+  const int64_t ld_in = a.in.row_stride(), ld_out = a.out.row_stride();
+  const float* weight = a.weight.data<float>();
+  const float* bias = elements_or_null<float>(a.bias);
+  float* state = elements_or_null<float>(a.state);
+  const float* in_all = a.in.data<float>();
+  float* out = elements<float>(a.out);
   // Per batch row: channels in blocks, each computing all time steps.
-  const int64_t cblock = 64;
-  const int64_t nblocks = (C + cblock - 1) / cblock;
-  pool.parallel_for(B * nblocks, [&](int64_t w0, int64_t w1) {
-    std::vector<float> window;
+  constexpr int64_t kBlock = 64;
+  const int64_t nblocks = (C + kBlock - 1) / kBlock;
+  ctx.pool().parallel_for(B * nblocks, [&](int64_t w0, int64_t w1) {
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t b = w / nblocks;
-      const int64_t c0 = (w % nblocks) * cblock, c1 = std::min(C, c0 + cblock);
-      const float* in = a.in + b * L * a.ld_in;
-      float* st = a.state ? a.state + b * (K - 1) * C : nullptr;
-      // The input at time t-K+1+k, reading the carried state before t=0.
+      const int64_t c0 = (w % nblocks) * kBlock, c1 = std::min(C, c0 + kBlock);
+      const float* in = in_all + b * L * ld_in;
+      float* st = state ? state + b * (K - 1) * C : nullptr;
+      // The input at time t (t < 0: the carried state).
       auto input = [&](int64_t t, int64_t c) -> float {
-        if (t >= 0) return in[t * a.ld_in + c];
-        const int64_t s = t + (K - 1);
-        return st ? st[s * C + c] : 0.f;
+        if (t >= 0) return in[t * ld_in + c];
+        return st ? st[(t + K - 1) * C + c] : 0.f;
       };
       for (int64_t t = 0; t < L; ++t) {
-        float* o = a.out + (b * L + t) * C;
+        float* o = out + (b * L + t) * ld_out;
         for (int64_t c = c0; c < c1; ++c) {
-          const float* wc = a.weight + c * K;
-          float acc = a.bias ? a.bias[c] : 0.f;
+          const float* wc = weight + c * K;
+          float acc = bias ? bias[c] : 0.f;
           for (int64_t k = 0; k < K; ++k) acc += wc[k] * input(t - K + 1 + k, c);
-          o[c] = a.silu ? silu(acc) : acc;
+          o[c] = a.silu ? ops::silu(acc) : acc;
         }
       }
-      if (st) {
-        // New state = the last K-1 inputs of (old state ++ this chunk).
-        window.assign((K - 1) * (c1 - c0), 0.f);
-        for (int64_t s = 0; s < K - 1; ++s)
-          for (int64_t c = c0; c < c1; ++c) window[s * (c1 - c0) + c - c0] = input(L - (K - 1) + s, c);
-        for (int64_t s = 0; s < K - 1; ++s)
-          for (int64_t c = c0; c < c1; ++c) st[s * C + c] = window[s * (c1 - c0) + c - c0];
-      }
+      if (!st) continue;
+      // New state = the last K-1 inputs of (old state, then this sequence).
+      // In place: entry s reads old entry s + L > s, not yet overwritten.
+      for (int64_t s = 0; s < K - 1; ++s)
+        for (int64_t c = c0; c < c1; ++c) st[s * C + c] = input(L - (K - 1) + s, c);
     }
   });
 }
 
-void causal_conv1d_step(const Conv1dStepArgs& a, ThreadPool& pool) {
+// One time step for decoding: no workspace, the state shifted in place.
+void conv1d_step(Context& ctx, const ops::Conv1dArgs& a) {
   constexpr int64_t kBlock = 256;
-  const int64_t nblocks = (a.channels + kBlock - 1) / kBlock;
-  // One pointer in the capture keeps std::function from allocating per token.
-  const Conv1dStepArgs* args = &a;
-  pool.parallel_for(a.batch * nblocks, [args, nblocks](int64_t w0, int64_t w1) {
-    const Conv1dStepArgs& a = *args;
-    const int64_t C = a.channels, K = a.kernel;
+  const int64_t B = a.in.dim(0), C = a.in.dim(2), K = a.weight.dim(2);
+  const int64_t nblocks = (C + kBlock - 1) / kBlock;
+  ctx.pool().parallel_for(B * nblocks, [&](int64_t w0, int64_t w1) {
+    const float* weight = a.weight.data<float>();
+    const float* bias = elements_or_null<float>(a.bias);
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t b = w / nblocks;
       const int64_t c0 = (w % nblocks) * kBlock, c1 = std::min(C, c0 + kBlock);
-      const float* in = a.in + b * a.ld_in;
-      float* st = a.state + b * (K - 1) * C;
-      float* o = a.out + b * C;
+      const float* in = a.in.data<float>() + b * a.in.row_stride();
+      float* st = elements<float>(a.state) + b * (K - 1) * C;
+      float* o = elements<float>(a.out) + b * a.out.row_stride();
       for (int64_t c = c0; c < c1; ++c) {
-        const float* wc = a.weight + c * K;
-        float acc = a.bias ? a.bias[c] : 0.f;
-        // Taps in the order causal_conv1d uses: oldest input first.
+        const float* wc = weight + c * K;
+        float acc = bias ? bias[c] : 0.f;
+        // Taps in the order conv1d_prefill uses: oldest input first.
         for (int64_t k = 0; k + 1 < K; ++k) acc += wc[k] * st[k * C + c];
         acc += wc[K - 1] * in[c];
-        o[c] = a.silu ? silu(acc) : acc;
+        o[c] = a.silu ? ops::silu(acc) : acc;
         for (int64_t k = 0; k + 2 < K; ++k) st[k * C + c] = st[(k + 1) * C + c];
         if (K > 1) st[(K - 2) * C + c] = in[c];
       }
@@ -74,4 +85,18 @@ void causal_conv1d_step(const Conv1dStepArgs& a, ThreadPool& pool) {
   });
 }
 
-}  // namespace ssm::ops
+void conv1d(Context& ctx, const ops::Conv1dArgs& a) {
+  if (a.in.dim(1) == 1 && a.state.defined())
+    conv1d_step(ctx, a);
+  else
+    conv1d_prefill(ctx, a);
+}
+
+}  // namespace
+
+void add_conv1d_kernels(OpTable& t) {
+  t.conv1d = &conv1d;
+  t.conv1d_backward = &conv1d_backward;
+}
+
+}  // namespace ssm::cpu

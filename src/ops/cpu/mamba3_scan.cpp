@@ -1,54 +1,62 @@
-// Chunked Mamba-3 scan (SPEC §4). The trapezoid folds into the Mamba-2 SSD
-// form: with c_s = (1 - lam_{s+1}) dt_{s+1} (0 at the last step of the
-// sequence), the look-ahead state S'_t = S_t + c_t u_t, u_t = sum_r v_t,r k_t,r^T,
-// obeys the plain recurrence S'_t = exp(a_t) S'_{t-1} + w_t u_t with
-// w_t = gamma_t + c_t and a_t = A_t dt_t, and o_t = S'_t q_t - c_t u_t q_t.
-// Inside a chunk the weight of u_s in o_t is exp(cs_t - cs_s) w_s for s < t
-// and exp(0) (w_t - c_t) = gamma_t on the diagonal. A saved state enters as
-// S'_{-1} = S + c_{-1} u_prev with c_{-1} = (1 - lam_0) dt_0, and the last
-// S' equals S because c vanishes at the end. With MIMO every (time, rank)
-// pair is one row of the chunk's matrices. Every exponent is <= 0.
-#include "ssm/ops/mamba3_scan.h"
-
+// mamba3_scan on the cpu (SPEC §4): the chunked form for prefill, the
+// sequential recurrence for a single step (decoding: it allocates nothing).
+//
+// Chunked form: the trapezoid folds into the Mamba-2 SSD form. With
+// c_s = (1 - lam_{s+1}) dt_{s+1} (0 at the last step of the sequence), the
+// look-ahead state S'_t = S_t + c_t u_t, u_t = sum_r v_t,r k_t,r^T, obeys the
+// plain recurrence S'_t = exp(a_t) S'_{t-1} + w_t u_t with w_t = gamma_t + c_t
+// and a_t = A_t dt_t, and o_t = S'_t q_t - c_t u_t q_t. Inside a chunk the
+// weight of u_s in o_t is exp(cs_t - cs_s) w_s for s < t and exp(0) (w_t -
+// c_t) = gamma_t on the diagonal. A saved state enters as S'_{-1} = S +
+// c_{-1} u_prev with c_{-1} = (1 - lam_0) dt_0, and the last S' equals S
+// because c vanishes at the end. With MIMO every (time, rank) pair is one row
+// of the chunk's matrices. Every exponent is <= 0.
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
-#include "ssm/ops/gemm.h"
+#include "ops/cpu/blas.h"
+#include "ops/cpu/mamba3_kernels.h"
+#include "ops/cpu/mamba3_scan_common.h"
+#include "ops/cpu/mamba3_workspace.h"
 
-namespace ssm::ops {
+namespace ssm::cpu {
+
+using namespace m3;
+
 namespace {
 
-// exp of a log-decay (always <= 0), flushed to zero below e^-80 (still a
-// normal float): such a weight cannot matter next to terms of order one, and
-// the subnormal products it would feed are slow on some CPUs.
-inline float decay_weight(float log_decay) { return log_decay < -80.f ? 0.f : std::exp(log_decay); }
-
-struct Workspace {
-  std::vector<float> scores, decay, qs, vw, w, cs;
+// Per part: the buffers of one (batch row, head) at a time.
+struct ScanWorkspace {
+  int64_t Q, M, P, N, L;
+  float *scores, *decay, *qs, *vw, *w, *cs;
+  void carve(Carver<float>& f, Carver<double>&) {
+    scores = f.take(M * M);
+    decay = f.take(Q * Q);
+    qs = f.take(M * N);
+    vw = f.take(M * P);
+    w = f.take(L);
+    cs = f.take(Q);
+  }
 };
 
-// One (batch row, head): a contiguous run of L*R rows.
-void scan_head(const Mamba3ScanArgs& a, int64_t i, int64_t Q, Workspace& ws) {
-  const int64_t L = a.length, H = a.heads, P = a.headdim, N = a.d_state, R = a.rank;
+// One (batch row, head) i: a contiguous run of L*R rows; S, k_prev, v_prev
+// its state, updated.
+void scan_head(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
+  const int64_t L = a.L, P = a.P, N = a.N, R = a.R, Q = ws.Q;
   const float* dt = a.dt + i * L;
   const float* A = a.A + i * L;
   const float* lam = a.lam + i * L;
   float* S = a.ssm + i * P * N;
   float* k_prev = a.k_prev + i * R * N;
   float* v_prev = a.v_prev + i * R * P;
-  float* w = ws.w.data();
+  float* w = ws.w;
   for (int64_t s = 0; s < L; ++s)
     w[s] = lam[s] * dt[s] + (s + 1 < L ? (1.f - lam[s + 1]) * dt[s + 1] : 0.f);
 
   // S'_{-1} = S + (1 - lam_0) dt_0 V_prev^T K_prev.
   gemm(true, false, P, N, R, (1.f - lam[0]) * dt[0], v_prev, P, k_prev, N, 1.f, S, N);
 
-  float* scores = ws.scores.data();
-  float* decay = ws.decay.data();
-  float* qs = ws.qs.data();
-  float* vw = ws.vw.data();
-  float* cs = ws.cs.data();
+  float *scores = ws.scores, *decay = ws.decay, *qs = ws.qs, *vw = ws.vw, *cs = ws.cs;
   for (int64_t t0 = 0; t0 < L; t0 += Q) {
     const int64_t q = std::min(Q, L - t0), m = q * R;
     const float* Qc = a.q + (i * L + t0) * R * N;
@@ -66,11 +74,11 @@ void scan_head(const Mamba3ScanArgs& a, int64_t i, int64_t Q, Workspace& ws) {
     gemm(false, true, m, m, N, 1.f, Qc, N, Kc, N, 0.f, scores, m);
     // Row (t, r_out), column (s, r_in): loops over time and rank, no division.
     for (int64_t t = 0; t < q; ++t) {
-      const float* d = decay + t * q;
+      const float* dec = decay + t * q;
       for (int64_t ro = 0; ro < R; ++ro) {
         float* sc = scores + (t * R + ro) * m;
         for (int64_t s = 0; s <= t; ++s)
-          for (int64_t ri = 0; ri < R; ++ri) sc[s * R + ri] *= d[s];
+          for (int64_t ri = 0; ri < R; ++ri) sc[s * R + ri] *= dec[s];
         std::fill(sc + (t + 1) * R, sc + m, 0.f);
       }
     }
@@ -92,7 +100,7 @@ void scan_head(const Mamba3ScanArgs& a, int64_t i, int64_t Q, Workspace& ws) {
     gemm(true, false, P, N, m, 1.f, vw, P, Kc, N, decay_weight(end), S, N);
 
     if (a.D) {
-      const float D = a.D[i % H];
+      const float D = a.D[i % a.H];
       for (int64_t j = 0; j < m * P; ++j) Y[j] += D * Vc[j];
     }
   }
@@ -101,23 +109,68 @@ void scan_head(const Mamba3ScanArgs& a, int64_t i, int64_t Q, Workspace& ws) {
   std::copy(a.v + last * R * P, a.v + (last + 1) * R * P, v_prev);
 }
 
-}  // namespace
-
-void mamba3_scan_chunked(const Mamba3ScanArgs& a, ThreadPool& pool) {
-  const int64_t L = a.length, R = a.rank;
-  if (L == 0) return;
+void scan_chunked(Context& ctx, const ScanView& a, int64_t chunk) {
   // The chunk counts rows, so MIMO chunks hold chunk / R time steps.
-  const int64_t Q = std::clamp<int64_t>(a.chunk / R, 1, L), M = Q * R;
-  pool.parallel_for(a.batch * a.heads, [&](int64_t i0, int64_t i1) {
-    Workspace ws;
-    ws.scores.resize(M * M);
-    ws.decay.resize(Q * Q);
-    ws.qs.resize(M * a.d_state);
-    ws.vw.resize(M * a.headdim);
-    ws.w.resize(L);
-    ws.cs.resize(Q);
-    for (int64_t i = i0; i < i1; ++i) scan_head(a, i, Q, ws);
+  const int64_t Q = std::clamp<int64_t>(chunk / a.R, 1, a.L);
+  const Parts parts = split(ctx, a.B * a.H);
+  const Slots<ScanWorkspace> slots(ctx, parts,
+                                   {.Q = Q, .M = Q * a.R, .P = a.P, .N = a.N, .L = a.L});
+  for_each_part(ctx, parts, [&](int64_t part, int64_t i0, int64_t i1) {
+    const ScanWorkspace ws = slots[part];
+    for (int64_t i = i0; i < i1; ++i) scan_head(a, i, ws);
   });
 }
 
-}  // namespace ssm::ops
+// The recurrence one step at a time, in fp32: the decode path.
+void scan_sequential(Context& ctx, const ScanView& a) {
+  ctx.pool().parallel_for(a.B * a.H, [&a](int64_t i0, int64_t i1) {
+    const int64_t L = a.L, P = a.P, N = a.N, R = a.R;
+    for (int64_t i = i0; i < i1; ++i) {
+      const float D = a.D ? a.D[i % a.H] : 0.f;
+      float* S = a.ssm + i * P * N;
+      float* k_prev = a.k_prev + i * R * N;
+      float* v_prev = a.v_prev + i * R * P;
+      for (int64_t t = 0; t < L; ++t) {
+        const int64_t step = i * L + t;
+        const float dt = a.dt[step], lam = a.lam[step];
+        const float alpha = std::exp(a.A[step] * dt);
+        const float beta = (1.f - lam) * dt * alpha, gamma = lam * dt;
+        const float* q = a.q + step * R * N;
+        const float* k = a.k + step * R * N;
+        const float* v = a.v + step * R * P;
+        float* o = a.o + step * R * P;
+        for (int64_t p = 0; p < P; ++p) {
+          float* s = S + p * N;
+          for (int64_t n = 0; n < N; ++n) s[n] *= alpha;
+          for (int64_t r = 0; r < R; ++r) {
+            const float bv = beta * v_prev[r * P + p], gv = gamma * v[r * P + p];
+            const float* kp = k_prev + r * N;
+            const float* kt = k + r * N;
+            for (int64_t n = 0; n < N; ++n) s[n] += bv * kp[n] + gv * kt[n];
+          }
+          for (int64_t r = 0; r < R; ++r) {
+            const float* qr = q + r * N;
+            float acc = 0.f;
+            for (int64_t n = 0; n < N; ++n) acc += s[n] * qr[n];
+            o[r * P + p] = acc + D * v[r * P + p];
+          }
+        }
+        std::copy(k, k + R * N, k_prev);
+        std::copy(v, v + R * P, v_prev);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& args) {
+  const ScanView a(ctx, args);
+  if (a.L == 0 || a.B * a.H == 0) return;
+  if (a.L == 1)
+    scan_sequential(ctx, a);
+  else
+    scan_chunked(ctx, a, args.chunk);
+}
+
+}  // namespace ssm::cpu

@@ -1,53 +1,74 @@
-#include "ssm/ops/rms_norm.h"
+// RMSNorm and the gated grouped norm, a row per index of the pool. Sums of
+// squares run in double: the row sums of long rows are where fp32 drifts.
+// The backwards are in rms_norm_backward.cpp.
+#include "ops/cpu/rms_norm.h"
 
 #include <cmath>
 
-#include "ssm/ops/activations.h"
+#include "ops/cpu/kernels.h"
+#include "ops/tensor_data.h"
+#include "ops/scalar_math.h"
 
-namespace ssm::ops {
+namespace ssm::cpu {
 namespace {
 
-// Accumulates in double: the row sums of long rows are where fp32 drifts.
+using ops::elements;
+using ops::elements_or_null;
+
 float inv_rms(const float* x, int64_t n, float eps) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
   return static_cast<float>(1.0 / std::sqrt(s / static_cast<double>(n) + eps));
 }
 
-}  // namespace
-
-void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out,
-              ThreadPool& pool) {
-  pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
+// out may alias x: each row's scale is found before the row is written.
+void rms_norm(Context& ctx, const ops::RmsNormArgs& a) {
+  const int64_t D = a.x.cols(), ldx = a.x.row_stride(), ldo = a.out.row_stride();
+  const float* w = a.w.data<float>();
+  ctx.pool().parallel_for(a.x.rows(), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = x + r * dim;
-      float* o = out + r * dim;
-      const float s = inv_rms(xr, dim, eps);
-      for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * s * w[i];
+      const float* xr = a.x.data<float>() + r * ldx;
+      float* o = elements<float>(a.out) + r * ldo;
+      const float s = inv_rms(xr, D, a.eps);
+      for (int64_t i = 0; i < D; ++i) o[i] = xr[i] * s * w[i];
     }
   });
 }
 
-void gated_rms_norm(const float* y, const float* z, int64_t ldz, const float* w, int64_t rows,
-                    int64_t dim, int64_t group, float eps, bool norm_before_gate, float* out,
-                    ThreadPool& pool) {
-  pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
+// Without w, the plain gate y * SiLU(z). out may alias y: it is built in
+// place, element by element, from y.
+void gated_rms_norm(Context& ctx, const ops::GatedRmsNormArgs& a) {
+  const int64_t D = a.y.cols(), group = a.group ? a.group : D;
+  const int64_t ldy = a.y.row_stride(), ldz = a.z.row_stride(), ldo = a.out.row_stride();
+  const float* w = elements_or_null<float>(a.w);
+  const bool gate_first = !w || !a.norm_before_gate;
+  ctx.pool().parallel_for(a.y.rows(), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const float* yr = y + r * dim;
-      const float* zr = z + r * ldz;
-      float* o = out + r * dim;
-      if (!norm_before_gate)
-        for (int64_t i = 0; i < dim; ++i) o[i] = yr[i] * silu(zr[i]);
+      const float* yr = a.y.data<float>() + r * ldy;
+      const float* zr = a.z.data<float>() + r * ldz;
+      float* o = elements<float>(a.out) + r * ldo;
+      if (gate_first)
+        for (int64_t i = 0; i < D; ++i) o[i] = yr[i] * ops::silu(zr[i]);
       else if (o != yr)
-        for (int64_t i = 0; i < dim; ++i) o[i] = yr[i];
-      for (int64_t g0 = 0; g0 < dim; g0 += group) {
-        const float s = inv_rms(o + g0, group, eps);
+        for (int64_t i = 0; i < D; ++i) o[i] = yr[i];
+      if (!w) continue;
+      for (int64_t g0 = 0; g0 < D; g0 += group) {
+        const float s = inv_rms(o + g0, group, a.eps);
         for (int64_t i = g0; i < g0 + group; ++i) o[i] = o[i] * s * w[i];
       }
-      if (norm_before_gate)
-        for (int64_t i = 0; i < dim; ++i) o[i] *= silu(zr[i]);
+      if (a.norm_before_gate)
+        for (int64_t i = 0; i < D; ++i) o[i] *= ops::silu(zr[i]);
     }
   });
 }
 
-}  // namespace ssm::ops
+}  // namespace
+
+void add_norm_kernels(OpTable& t) {
+  t.rms_norm = &rms_norm;
+  t.rms_norm_backward = &rms_norm_backward;
+  t.gated_rms_norm = &gated_rms_norm;
+  t.gated_rms_norm_backward = &gated_rms_norm_backward;
+}
+
+}  // namespace ssm::cpu

@@ -2,89 +2,108 @@
 // matrix C B^T that all heads of the group share. Phase 2 runs each (batch
 // row, head) through its chunks: intra-chunk outputs from the masked, decayed
 // scores, the carried state's contribution, then the state update. Every
-// exponent is a difference cs_t - cs_s with s <= t, hence <= 0.
+// exponent is a difference cs_t - cs_s with s <= t, hence <= 0. Each (batch
+// row, head) is computed by the same code whatever the split, so results do
+// not depend on the thread count.
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
-#include "ssm/ops/gemm.h"
-#include "ssm/ops/ssd_scan.h"
+#include "ops/cpu/blas.h"
+#include "ops/cpu/ssd.h"
+#include "ops/cpu/worker_slots.h"
+#include "ops/tensor_data.h"
 
-namespace ssm::ops {
+namespace ssm::cpu {
 namespace {
 
 // exp of a segment sum (always <= 0). Below e^-80 the result is flushed to
 // zero: it is invisible next to any fp32 sum, and subnormal products are
 // many times slower on common CPUs.
-inline float decay(float segment_sum) {
-  return segment_sum < -80.f ? 0.f : std::exp(segment_sum);
-}
+inline float decay(float segment_sum) { return segment_sum < -80.f ? 0.f : std::exp(segment_sum); }
 
 }  // namespace
 
-void ssd_scan_chunked(const SsdScanArgs& a, ThreadPool& pool) {
-  const int64_t L = a.length, H = a.heads, P = a.headdim, N = a.d_state, G = a.groups;
+void ssd_scan_chunked(Context& ctx, const ops::SsdScanArgs& a) {
+  const int64_t Bn = a.x.dim(0), L = a.x.dim(1), H = a.A.dim(0), P = a.x.cols() / H;
+  const int64_t G = a.groups, N = a.B.cols() / G;
+  if (L == 0) return;
   const int64_t Q = std::max<int64_t>(1, std::min(a.chunk, L));
   const int64_t n_chunks = (L + Q - 1) / Q;
-  if (L == 0) return;
+  const int64_t ldx = a.x.row_stride(), ldb = a.B.row_stride(), ldc = a.C.row_stride();
+  const int64_t ldt = a.dt.row_stride(), ldy = a.y.row_stride();
+  const float* x = a.x.data<float>();
+  const float* Bm = a.B.data<float>();
+  const float* Cm = a.C.data<float>();
+  const float* dtm = a.dt.data<float>();
+  const float* A = a.A.data<float>();
+  const float* D = ops::elements_or_null<float>(a.D);
+  float* y = ops::elements<float>(a.y);
+  Arena& arena = ctx.arena();
+  // Without a state the sequence starts from zeros and its end is dropped.
+  const Tensor state = a.state.defined() ? a.state : arena.zeros(DType::kF32, {Bn * H, P * N});
 
-  // scores[b][g][c] = C_chunk @ B_chunk^T, (q, q) in a (Q, Q) slot.
-  std::vector<float> scores(static_cast<size_t>(a.batch * G * n_chunks * Q * Q));
-  pool.parallel_for(a.batch * G * n_chunks, [&](int64_t i0, int64_t i1) {
+  // scores[b][g][c] = C_chunk B_chunk^T, (q, q) in a (Q, Q) slot.
+  const Tensor scores = arena.alloc(DType::kF32, {Bn * G * n_chunks, Q * Q});
+  float* sc_all = ops::elements<float>(scores);
+  ctx.pool().parallel_for(Bn * G * n_chunks, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t c = i % n_chunks, g = (i / n_chunks) % G, b = i / (n_chunks * G);
-      const int64_t t0 = c * Q, q = std::min(Q, L - t0);
-      const int64_t row0 = b * L + t0;
-      gemm(false, true, q, q, N, 1.f, a.C + row0 * a.ld_bc + g * N, a.ld_bc,
-           a.B + row0 * a.ld_bc + g * N, a.ld_bc, 0.f, scores.data() + i * Q * Q, Q);
+      const int64_t t0 = c * Q, q = std::min(Q, L - t0), row0 = b * L + t0;
+      gemm(false, true, q, q, N, 1.f, Cm + row0 * ldc + g * N, ldc, Bm + row0 * ldb + g * N, ldb,
+           0.f, sc_all + i * Q * Q, Q);
     }
   });
 
-  pool.parallel_for(a.batch * H, [&](int64_t i0, int64_t i1) {
-    std::vector<float> M(Q * Q), Cs(Q * N), Xw(Q * P), cs(Q);
+  // Per worker: M (Q, Q), Cs (Q, N), Xw (Q, P), cs (Q).
+  const int64_t slot_size = Q * Q + Q * N + Q * P + Q;
+  const Tensor scratch = arena.alloc(DType::kF32, {worker_slots(ctx.pool(), Bn * H), slot_size});
+  parallel_for_slots(ctx.pool(), Bn * H, [&](int64_t slot, int64_t i0, int64_t i1) {
+    float* M = ops::elements<float>(scratch) + slot * slot_size;
+    float* Cs = M + Q * Q;
+    float* Xw = Cs + Q * N;
+    float* cs = Xw + Q * P;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / H, h = i % H, g = h / (H / G);
-      float* S = a.state + i * P * N;
+      float* S = ops::elements<float>(state) + i * P * N;
       for (int64_t c = 0; c < n_chunks; ++c) {
-        const int64_t t0 = c * Q, q = std::min(Q, L - t0);
-        const int64_t row0 = b * L + t0;
-        const float* dt = a.dt + row0 * a.ld_dt + h;
-        const float* X = a.x + row0 * a.ld_x + h * P;
-        const float* Bc = a.B + row0 * a.ld_bc + g * N;
-        const float* Cc = a.C + row0 * a.ld_bc + g * N;
-        float* Y = a.y + row0 * a.ld_y + h * P;
+        const int64_t t0 = c * Q, q = std::min(Q, L - t0), row0 = b * L + t0;
+        const float* dt = dtm + row0 * ldt + h;
+        const float* X = x + row0 * ldx + h * P;
+        const float* Bc = Bm + row0 * ldb + g * N;
+        const float* Cc = Cm + row0 * ldc + g * N;
+        float* Y = y + row0 * ldy + h * P;
         float run = 0.f;
-        for (int64_t t = 0; t < q; ++t) cs[t] = run += dt[t * a.ld_dt] * a.A[h];
+        for (int64_t t = 0; t < q; ++t) cs[t] = run += dt[t * ldt] * A[h];
 
-        const float* sc = scores.data() + ((b * G + g) * n_chunks + c) * Q * Q;
+        const float* sc = sc_all + ((b * G + g) * n_chunks + c) * Q * Q;
         for (int64_t t = 0; t < q; ++t) {
           for (int64_t s = 0; s <= t; ++s)
-            M[t * q + s] = sc[t * Q + s] * decay(cs[t] - cs[s]) * dt[s * a.ld_dt];
+            M[t * q + s] = sc[t * Q + s] * decay(cs[t] - cs[s]) * dt[s * ldt];
           for (int64_t s = t + 1; s < q; ++s) M[t * q + s] = 0.f;
         }
-        gemm(false, false, q, P, q, 1.f, M.data(), q, X, a.ld_x, 0.f, Y, a.ld_y);
+        gemm(false, false, q, P, q, 1.f, M, q, X, ldx, 0.f, Y, ldy);
 
         // Carried state: y_t += exp(cs_t) S C_t.
         for (int64_t t = 0; t < q; ++t) {
           const float e = decay(cs[t]);
-          for (int64_t n = 0; n < N; ++n) Cs[t * N + n] = Cc[t * a.ld_bc + n] * e;
+          for (int64_t n = 0; n < N; ++n) Cs[t * N + n] = Cc[t * ldc + n] * e;
         }
-        gemm(false, true, q, P, N, 1.f, Cs.data(), N, S, N, 1.f, Y, a.ld_y);
+        gemm(false, true, q, P, N, 1.f, Cs, N, S, N, 1.f, Y, ldy);
 
         // S <- exp(cs_end) S + sum_s exp(cs_end - cs_s) dt_s x_s B_s^T.
         const float end = cs[q - 1];
         for (int64_t s = 0; s < q; ++s) {
-          const float w = decay(end - cs[s]) * dt[s * a.ld_dt];
-          for (int64_t p = 0; p < P; ++p) Xw[s * P + p] = X[s * a.ld_x + p] * w;
+          const float w = decay(end - cs[s]) * dt[s * ldt];
+          for (int64_t p = 0; p < P; ++p) Xw[s * P + p] = X[s * ldx + p] * w;
         }
-        gemm(true, false, P, N, q, 1.f, Xw.data(), P, Bc, a.ld_bc, decay(end), S, N);
+        gemm(true, false, P, N, q, 1.f, Xw, P, Bc, ldb, decay(end), S, N);
 
-        if (a.D)
+        if (D)
           for (int64_t t = 0; t < q; ++t)
-            for (int64_t p = 0; p < P; ++p) Y[t * a.ld_y + p] += a.D[h] * X[t * a.ld_x + p];
+            for (int64_t p = 0; p < P; ++p) Y[t * ldy + p] += D[h] * X[t * ldx + p];
       }
     }
   });
 }
 
-}  // namespace ssm::ops
+}  // namespace ssm::cpu

@@ -1,23 +1,44 @@
+// One decode step of the Mamba-2 recurrence (L = 1), per batch row b and
+// head h, with the state updated in place:
+//   S <- exp(dt A) S + dt x B^T,   y = S C + D x.
 // The state is read and written once per step, so the loop is laid out for
 // streaming: for each row p of S, one pass over n fuses the decay, the rank-1
 // update and the dot product with C. Work is split over (batch row, head).
-#include "ssm/ops/ssd_step.h"
-
 #include <cmath>
 
-namespace ssm::ops {
+#include "ops/cpu/ssd.h"
+#include "ops/tensor_data.h"
+
+namespace ssm::cpu {
 namespace {
 
-void step_head(const SsdStepArgs& a, int64_t b, int64_t h) {
-  const int64_t P = a.headdim, N = a.d_state, g = h / (a.heads / a.groups);
-  const float dt = a.dt[b * a.ld_dt + h];
-  const float decay = std::exp(dt * a.A[h]);
-  const float d = a.D ? a.D[h] : 0.f;
-  const float* x = a.x + b * a.ld_x + h * P;
-  const float* __restrict Bn = a.B + b * a.ld_bc + g * N;
-  const float* __restrict Cn = a.C + b * a.ld_bc + g * N;
-  float* y = a.y + b * a.ld_y + h * P;
-  float* S = a.state + (b * a.heads + h) * P * N;
+// The step's arguments as raw pointers and row strides, read once per call.
+struct StepView {
+  int64_t H, P, N, G;
+  const float *x, *B, *C, *dt, *A, *D;
+  int64_t ldx, ldb, ldc, ldt, ldy;
+  float *y, *state;
+
+  StepView(const ops::SsdScanArgs& a, const Tensor& st) {
+    H = a.A.dim(0), G = a.groups, P = a.x.cols() / H, N = a.B.cols() / G;
+    x = a.x.data<float>(), B = a.B.data<float>(), C = a.C.data<float>(), dt = a.dt.data<float>();
+    A = a.A.data<float>(), D = ops::elements_or_null<float>(a.D);
+    ldx = a.x.row_stride(), ldb = a.B.row_stride(), ldc = a.C.row_stride();
+    ldt = a.dt.row_stride(), ldy = a.y.row_stride();
+    y = ops::elements<float>(a.y), state = ops::elements<float>(st);
+  }
+};
+
+void step_head(const StepView& v, int64_t b, int64_t h) {
+  const int64_t P = v.P, N = v.N, g = h / (v.H / v.G);
+  const float dt = v.dt[b * v.ldt + h];
+  const float decay = std::exp(dt * v.A[h]);
+  const float d = v.D ? v.D[h] : 0.f;
+  const float* x = v.x + b * v.ldx + h * P;
+  const float* __restrict Bn = v.B + b * v.ldb + g * N;
+  const float* __restrict Cn = v.C + b * v.ldc + g * N;
+  float* y = v.y + b * v.ldy + h * P;
+  float* S = v.state + (b * v.H + h) * P * N;
   for (int64_t p = 0; p < P; ++p) {
     float* __restrict s = S + p * N;
     const float xdt = x[p] * dt;
@@ -41,12 +62,16 @@ void step_head(const SsdStepArgs& a, int64_t b, int64_t h) {
 
 }  // namespace
 
-void ssd_step(const SsdStepArgs& a, ThreadPool& pool) {
-  // The lambda holds one pointer so that std::function keeps it inline.
-  const SsdStepArgs* args = &a;
-  pool.parallel_for(a.batch * a.heads, [args](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) step_head(*args, i / args->heads, i % args->heads);
+void ssd_step(Context& ctx, const ops::SsdScanArgs& a) {
+  const int64_t Bn = a.x.dim(0), H = a.A.dim(0), G = a.groups;
+  const int64_t P = a.x.cols() / H, N = a.B.cols() / G;
+  // Without a state the step starts from zeros (arena workspace, reused).
+  const Tensor state =
+      a.state.defined() ? a.state : ctx.arena().zeros(DType::kF32, {Bn * H, P * N});
+  const StepView v(a, state);
+  ctx.pool().parallel_for(Bn * H, [&v, H](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) step_head(v, i / H, i % H);
   });
 }
 
-}  // namespace ssm::ops
+}  // namespace ssm::cpu

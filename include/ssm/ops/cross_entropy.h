@@ -1,0 +1,26 @@
+// Next-token cross-entropy over the real vocabulary (SPEC §6), fused with the
+// output head so that the (rows, V) logits exist one block of rows at a time:
+//   logits = f head[:V]^T,  loss_r = -log softmax(logits_r)[target_r],
+// and, when grad_scale != 0, with g = grad_scale (softmax - onehot(target)):
+//   df = g head,  dhead += g^T f.
+#pragma once
+
+#include "ssm/ops/context.h"
+#include "ssm/tensor/tensor.h"
+
+namespace ssm::ops {
+
+struct HeadLossArgs {
+  int64_t vocab = 0;  // V: the real vocabulary (head may have padded rows)
+  Tensor f;           // (rows, D) F32 rows: final-norm outputs
+  Tensor head;        // (>= V, D) F32 dense: embedding or lm_head
+  Tensor targets;     // (rows) I64 on the host, -1 where no loss is taken
+  double grad_scale = 0;  // 0: loss only
+  Tensor df;        // (rows, D) overwritten when grad_scale != 0
+  Tensor dhead;     // (V or more, D) accumulated; undefined: not wanted
+  Tensor row_loss;  // (rows) F64 on the host: each row's loss (0 without target); optional
+};
+// Returns the sum of the row losses.
+double head_cross_entropy(Context& ctx, const HeadLossArgs& a);
+
+}  // namespace ssm::ops

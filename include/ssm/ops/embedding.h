@@ -1,0 +1,27 @@
+// Embedding lookup: out[r] = table[ids[r]], and its backward, which adds each
+// row's gradient into the row of its id (sums in a fixed order, so results do
+// not depend on the thread count).
+#pragma once
+
+#include "ssm/ops/context.h"
+#include "ssm/tensor/tensor.h"
+
+namespace ssm::ops {
+
+struct EmbeddingArgs {
+  Tensor ids;    // (...) I64 or I32 dense, each in [0, table rows): checked by the caller
+  Tensor table;  // (V, D) F32 dense
+  Tensor out;    // (..., D) rows, ids.numel() rows
+  float scale = 1.f;  // out = scale * table[ids] (embedding multipliers)
+};
+void embedding(Context& ctx, const EmbeddingArgs& a);
+
+struct EmbeddingBackwardArgs {
+  Tensor ids;     // as the forward
+  Tensor dout;    // (..., D) rows
+  float scale = 1.f;
+  Tensor dtable;  // (V, D) dense, accumulated
+};
+void embedding_backward(Context& ctx, const EmbeddingBackwardArgs& a);
+
+}  // namespace ssm::ops

@@ -1,0 +1,57 @@
+// The kernels of one backend: one entry per op, null where the backend does
+// not have it (calling such an op is an ssm::Error naming the op and the
+// backend, never a silent fallback). The public functions in the op headers
+// check shapes, dtypes and devices once for every backend, open a workspace
+// scope on the context's arena, then call the entry here.
+#pragma once
+
+#include "ssm/ops/adamw.h"
+#include "ssm/ops/attention.h"
+#include "ssm/ops/conv1d.h"
+#include "ssm/ops/cross_entropy.h"
+#include "ssm/ops/embedding.h"
+#include "ssm/ops/linear.h"
+#include "ssm/ops/mamba3.h"
+#include "ssm/ops/rms_norm.h"
+#include "ssm/ops/ssd.h"
+
+namespace ssm {
+
+template <typename Args>
+using Kernel = void (*)(Context& ctx, const Args& args);
+
+struct OpTable {
+  Kernel<ops::LinearArgs> linear = nullptr;
+  Kernel<ops::LinearBackwardArgs> linear_backward = nullptr;
+  Kernel<ops::Conv1dArgs> conv1d = nullptr;
+  Kernel<ops::Conv1dBackwardArgs> conv1d_backward = nullptr;
+  Kernel<ops::RmsNormArgs> rms_norm = nullptr;
+  Kernel<ops::RmsNormBackwardArgs> rms_norm_backward = nullptr;
+  Kernel<ops::GatedRmsNormArgs> gated_rms_norm = nullptr;
+  Kernel<ops::GatedRmsNormBackwardArgs> gated_rms_norm_backward = nullptr;
+  Kernel<ops::SsdPrepareArgs> ssd_prepare = nullptr;
+  Kernel<ops::SsdPrepareBackwardArgs> ssd_prepare_backward = nullptr;
+  Kernel<ops::SsdScanArgs> ssd_scan = nullptr;
+  Kernel<ops::SsdScanBackwardArgs> ssd_scan_backward = nullptr;
+  Kernel<ops::Mamba3PrepareArgs> mamba3_prepare = nullptr;
+  Kernel<ops::Mamba3PrepareBackwardArgs> mamba3_prepare_backward = nullptr;
+  Kernel<ops::Mamba3ScanArgs> mamba3_scan = nullptr;
+  Kernel<ops::Mamba3ScanBackwardArgs> mamba3_scan_backward = nullptr;
+  Kernel<ops::Mamba3OutputArgs> mamba3_output = nullptr;
+  Kernel<ops::Mamba3OutputBackwardArgs> mamba3_output_backward = nullptr;
+  Kernel<ops::AttentionArgs> attention_append_kv = nullptr;
+  Kernel<ops::AttentionArgs> attention = nullptr;
+  Kernel<ops::AttentionBackwardArgs> attention_backward = nullptr;
+  Kernel<ops::RopeBackwardArgs> rope_backward = nullptr;
+  Kernel<ops::EmbeddingArgs> embedding = nullptr;
+  Kernel<ops::EmbeddingBackwardArgs> embedding_backward = nullptr;
+  Kernel<ops::AdamWArgs> adamw = nullptr;
+  double (*head_cross_entropy)(Context& ctx, const ops::HeadLossArgs& args) = nullptr;
+  void (*add)(Context& ctx, const Tensor& dst, const Tensor& src, float alpha) = nullptr;
+  void (*copy)(Context& ctx, const Tensor& dst, const Tensor& src) = nullptr;
+  void (*fill)(Context& ctx, const Tensor& dst, float value) = nullptr;
+  void (*scale)(Context& ctx, const Tensor& t, float alpha) = nullptr;
+  double (*sum_squares)(Context& ctx, const Tensor& t) = nullptr;
+};
+
+}  // namespace ssm

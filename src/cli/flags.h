@@ -1,0 +1,47 @@
+// Checks of command-line values, run by CLI11 before a value is converted, so
+// that every bad value is refused with a message naming the flag (CLI11
+// prefixes "NAME: ") and saying what is wrong, in the program's own words.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace ssm::cli {
+
+// An integer in [min, max] (no sign wrapping, no clamping, no fractions).
+CLI::Validator whole_number(int64_t min, int64_t max = std::numeric_limits<int64_t>::max());
+// Any integer in [0, 2^64 - 1], for seeds.
+CLI::Validator unsigned_number();
+// A finite number in [min, max], or (min, max] when min_excluded.
+CLI::Validator real_number(double min, double max, bool min_excluded = false);
+// parse_memory_size's syntax (2G, 512M, 1.5GiB).
+CLI::Validator memory_size();
+CLI::Validator one_of(const std::vector<std::string>& values);
+
+// A readable regular file; with allow_stdin also "-".
+CLI::Validator input_file(bool allow_stdin = false);
+// A directory holding config.json.
+CLI::Validator model_directory();
+// A model directory, or a tokenizer.json file.
+CLI::Validator model_or_tokenizer();
+// A file that can be written atomically: not a directory, in a writable
+// directory that exists.
+CLI::Validator output_file();
+// A directory that exists and is writable, or can be created.
+CLI::Validator output_directory();
+
+// Runs check once cmd's command line is parsed, before its values are
+// used; a command may have several (CLI11 keeps one callback).
+void add_parse_check(CLI::App& cmd, std::function<void()> check);
+
+// The model directory as MODEL or -m/--model DIR (llama.cpp's spelling);
+// when not required, default_text says what is used instead.
+void add_model_argument(CLI::App& cmd, std::string& model, const std::string& description,
+                        bool required, const CLI::Validator& check = model_directory(),
+                        const std::string& default_text = "");
+
+}  // namespace ssm::cli

@@ -1,0 +1,27 @@
+#include "cli/input_ids.h"
+
+#include "cli/flags.h"
+#include "ssm/io/safetensors.h"
+
+namespace ssm::cli {
+
+Tensor read_input_ids(const std::string& path) {
+  const SafetensorsFile in = SafetensorsFile::open(path);
+  if (!in.contains("input_ids")) throw Error(cat(path, ": no tensor named 'input_ids'"));
+  const Tensor ids = in.get("input_ids");
+  if (ids.dtype() != DType::kI64 && ids.dtype() != DType::kI32)
+    throw Error(cat(path, ": input_ids must be I64 or I32, got ", dtype_name(ids.dtype())));
+  if (ids.ndim() != 2) throw Error(cat(path, ": input_ids must be (batch, length)"));
+  return ids.clone();
+}
+
+void add_ids_to_file_options(CLI::App& cmd, IdsToFileArgs& args, const std::string& output_what) {
+  add_model_argument(cmd, args.model, "model directory", /*required=*/true);
+  cmd.add_option("--input", args.input, "safetensors file holding input_ids (batch, length)")
+      ->type_name("FILE")->required()->check(input_file());
+  cmd.add_option("--output", args.output, "safetensors file to write " + output_what + " to")
+      ->type_name("FILE")->required()->check(output_file());
+  add_compute_options(cmd, args.compute);
+}
+
+}  // namespace ssm::cli

@@ -1,0 +1,59 @@
+// The Mamba-2 mixer's backward: each op of the forward reversed, in reverse
+// order, over what the forward kept:
+//   out_proj -> gated norm -> SSD scan -> dt / A -> conv + SiLU -> in_proj.
+#include "layers/mamba2_parts.h"
+#include "ssm/layers/mamba2_layer.h"
+#include "ssm/ops/conv1d.h"
+#include "ssm/ops/linear.h"
+#include "ssm/ops/rms_norm.h"
+#include "ssm/ops/ssd.h"
+
+namespace ssm {
+
+void Mamba2Layer::backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy,
+                           Tensor& dx, std::vector<Tensor>& grads, Context& ctx) {
+  const auto& a = dynamic_cast<const Mamba2Activations&>(kept);
+  const auto& c = cfg_;
+  const Mamba2Split s(c);
+  const int64_t B = x.dim(0), L = x.dim(1);
+  Arena::Scope scope(ctx.arena());
+  Arena& work = ctx.arena();
+
+  const Tensor dyn = work.alloc(DType::kF32, {B, L, s.d_inner});
+  ops::linear_backward(ctx, {.x = a.yn, .W = value(out_proj_), .dy = dy, .dx = dyn,
+                             .dW = grad(grads, out_proj_), .dbias = grad(grads, out_bias_)});
+
+  // dzxbcdt collects dz | d(conv input) | d(dt raw), the blocks in_proj produced.
+  const Tensor dzxbcdt = work.alloc(DType::kF32, {B, L, c.d_in_proj()});
+  const Tensor dys = work.alloc(DType::kF32, {B, L, s.d_inner});
+  ops::gated_rms_norm_backward(ctx, {.y = a.ys, .z = s.z(a.zxbcdt), .w = value(norm_),
+                                     .group = s.d_inner / c.ngroups, .eps = c.norm_eps,
+                                     .norm_before_gate = c.norm_before_gate, .dout = dyn,
+                                     .dy = dys, .dz = s.z(dzxbcdt), .dw = grad(grads, norm_)});
+
+  const Tensor dxbc = work.alloc(DType::kF32, {B, L, s.conv_dim});
+  const Tensor ddt = work.alloc(DType::kF32, {B, L, s.H});
+  const Tensor dA = work.zeros(DType::kF32, {s.H});
+  ops::ssd_scan_backward(
+      ctx, {.fwd = {.groups = c.ngroups, .chunk = c.chunk_size, .x = s.x(a.xbc), .B = s.B(a.xbc),
+                    .C = s.C(a.xbc), .dt = a.dt, .A = a.A, .D = value(D_)},
+            .dy = dys, .dx = s.x(dxbc), .dB = s.B(dxbc), .dC = s.C(dxbc), .ddt = ddt, .dA = dA,
+            .dD = grad(grads, D_)});
+
+  ops::ssd_prepare_backward(ctx, {.dt_raw = s.dt(a.zxbcdt), .dt_bias = value(dt_bias_),
+                                  .A_log = value(A_log_),
+                                  .dt_min = static_cast<float>(c.dt_limit_lo),
+                                  .dt_max = static_cast<float>(c.dt_limit_hi), .ddt = ddt,
+                                  .dA = dA, .ddt_raw = s.dt(dzxbcdt),
+                                  .ddt_bias = grad(grads, dt_bias_), .dA_log = grad(grads, A_log_)});
+
+  ops::conv1d_backward(ctx, {.in = s.conv_in(a.zxbcdt), .weight = value(conv_),
+                             .bias = value(conv_bias_), .silu = true, .dout = dxbc,
+                             .din = s.conv_in(dzxbcdt), .dweight = grad(grads, conv_),
+                             .dbias = grad(grads, conv_bias_)});
+
+  ops::linear_backward(ctx, {.x = x, .W = value(in_proj_), .dy = dzxbcdt, .dx = dx,
+                             .dW = grad(grads, in_proj_), .dbias = grad(grads, in_bias_)});
+}
+
+}  // namespace ssm

@@ -1,0 +1,110 @@
+// The model's forward passes: prefill over whole sequences, one decode
+// step, and the block loop both are made of (training runs it too).
+#include "ssm/model/language_model.h"
+#include "ssm/ops/elementwise.h"
+#include "ssm/ops/embedding.h"
+#include "ssm/ops/linear.h"
+#include "ssm/ops/rms_norm.h"
+
+namespace ssm {
+namespace {
+
+int64_t id_at(const Tensor& ids, int64_t i) {
+  return ids.dtype() == DType::kI64 ? ids.data<int64_t>()[i] : ids.data<int32_t>()[i];
+}
+
+}  // namespace
+
+void LanguageModel::check_ids(const Tensor& ids) const {
+  if (ids.dtype() != DType::kI64 && ids.dtype() != DType::kI32)
+    throw Error(cat("input_ids must be I64 or I32, got ", dtype_name(ids.dtype())));
+  const Tensor host = ids.device().is_host() && ids.is_dense() ? ids : ids.to(Device::host());
+  for (int64_t r = 0; r < host.numel(); ++r) {
+    const int64_t tok = id_at(host, r);
+    if (tok < 0 || tok >= config_.vocab_size)
+      throw Error(cat("token id ", tok, " at position ", r, " is outside the vocabulary [0, ",
+                      config_.vocab_size, ")"));
+  }
+}
+
+void LanguageModel::embed(const Tensor& ids, const Tensor& h, Context& ctx) {
+  ops::embedding(ctx, {.ids = ids, .table = embedding_.value, .out = h});
+}
+
+void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx, BlockTape* tape,
+                               ForwardTrace* trace) {
+  SSM_CHECK(!(state && tape), "training starts every sequence fresh");
+  Arena::Scope scope(ctx.arena());
+  const Tensor normed = ctx.arena().alloc(DType::kF32, h.shape());
+  Tensor out = ctx.arena().alloc(DType::kF32, h.shape());
+  const float eps = config_.norm_eps;
+  // h += layer(RMSNorm(h; w)), keeping what the tape asks for.
+  auto sub_block = [&](SequenceLayer& layer, const Param& w, LayerState* layer_state) {
+    if (tape) tape->inputs.push_back(h.clone());
+    ops::rms_norm(ctx, {.x = h, .w = w.value, .eps = eps, .out = normed});
+    std::unique_ptr<LayerActivations> kept;
+    layer.forward(normed, out, layer_state, ctx, tape && tape->keep_activations ? &kept : nullptr);
+    if (tape) tape->activations.push_back(std::move(kept));
+    ops::add(ctx, h, out);
+  };
+  for (int64_t i = 0; i < config_.n_layer; ++i) {
+    Block& b = *blocks_[i];
+    sub_block(*b.mixer, b.norm, state ? state->layers[i].get() : nullptr);
+    if (trace) {
+      trace->mixer_in.push_back(normed.clone());
+      trace->mixer_out.push_back(out.clone());
+    }
+    if (b.mlp) sub_block(*b.mlp, b.norm2, nullptr);
+    if (trace) trace->hidden.push_back(h.clone());
+  }
+}
+
+Tensor LanguageModel::forward(const Tensor& ids, ModelState* state, Context& ctx, bool last_only,
+                              ForwardTrace* trace) {
+  if (ids.ndim() != 2) throw Error(cat("input_ids must be (batch, length), got ", ids.shape()));
+  const int64_t B = ids.dim(0), L = ids.dim(1), D = config_.d_model, V = config_.vocab_size;
+  if (state && state->batch != B)
+    throw Error(cat("state holds ", state->batch, " sequences but the input has ", B));
+  if (L == 0) throw Error("input_ids has length 0");
+  check_ids(ids);
+  if (trace) *trace = ForwardTrace{};
+
+  Arena::Scope scope(ctx.arena());
+  const Tensor h = ctx.arena().alloc(DType::kF32, {B, L, D});
+  embed(ids.device() == ctx.device() ? ids : ids.to(ctx.device()), h, ctx);
+  run_blocks(h, state, ctx, nullptr, trace);
+  if (state) state->position += L;
+
+  // Only the rows whose logits are wanted go through norm_f and the head.
+  const int64_t out_len = last_only ? 1 : L;
+  const Tensor final_in = ctx.arena().alloc(DType::kF32, {B, out_len, D});
+  ops::copy(ctx, final_in, last_only ? h.slice(1, L - 1, L) : h);
+  ops::rms_norm(ctx, {.x = final_in, .w = norm_f_.value, .eps = config_.norm_eps, .out = final_in});
+  if (trace) trace->hidden.push_back(final_in.clone());
+  Tensor logits = Tensor::empty(DType::kF32, {B, out_len, V}, ctx.device());
+  ops::linear(ctx, {.x = final_in, .W = head().value.rows(0, V), .y = logits});
+  return logits;
+}
+
+Tensor& LanguageModel::step(const int64_t* tokens, ModelState& state, Context& ctx) {
+  const int64_t B = state.batch, D = config_.d_model, V = config_.vocab_size;
+  for (int64_t b = 0; b < B; ++b)
+    if (tokens[b] < 0 || tokens[b] >= V)
+      throw Error(cat("token id ", tokens[b], " of sequence ", b,
+                      " is outside the vocabulary [0, ", V, ")"));
+  if (!step_logits_.defined() || step_logits_.dim(0) != B || step_logits_.device() != ctx.device())
+    step_logits_ = Tensor::empty(DType::kF32, {B, V}, ctx.device());
+
+  Arena::Scope scope(ctx.arena());
+  const Tensor h = ctx.arena().alloc(DType::kF32, {B, 1, D});
+  // The caller's ids, borrowed: nothing to free, nothing allocated.
+  const Tensor ids = Tensor::borrow(nullptr, const_cast<int64_t*>(tokens), DType::kI64, {B});
+  embed(ids.device() == ctx.device() ? ids : ids.to(ctx.device()), h, ctx);
+  run_blocks(h, &state, ctx);
+  state.position += 1;
+  ops::rms_norm(ctx, {.x = h, .w = norm_f_.value, .eps = config_.norm_eps, .out = h});
+  ops::linear(ctx, {.x = h.reshape({B, D}), .W = head().value.rows(0, V), .y = step_logits_});
+  return step_logits_;
+}
+
+}  // namespace ssm

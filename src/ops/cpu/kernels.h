@@ -1,0 +1,20 @@
+// The fast host backend: OpenBLAS for matrix products (single-threaded calls split over the context's pool), chunked scans built on small matrix products, Highway where hand vectorisation pays.
+// Each family of ops lives in its own file and adds its kernels to the table.
+#pragma once
+
+#include "ssm/ops/op_table.h"
+
+namespace ssm::cpu {
+
+void add_linear_kernels(OpTable& t);       // linear.cpp
+void add_conv1d_kernels(OpTable& t);       // conv1d.cpp
+void add_norm_kernels(OpTable& t);         // rms_norm.cpp
+void add_ssd_kernels(OpTable& t);          // ssd.cpp
+void add_mamba3_kernels(OpTable& t);       // mamba3_*.cpp
+void add_attention_kernels(OpTable& t);    // attention.cpp
+void add_embedding_kernels(OpTable& t);    // embedding.cpp
+void add_elementwise_kernels(OpTable& t);  // elementwise.cpp
+void add_loss_kernels(OpTable& t);         // cross_entropy.cpp
+void add_optimizer_kernels(OpTable& t);    // adamw.cpp
+
+}  // namespace ssm::cpu

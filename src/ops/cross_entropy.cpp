@@ -1,0 +1,23 @@
+#include "ssm/ops/cross_entropy.h"
+
+#include "ops/op_check.h"
+
+namespace ssm::ops {
+
+double head_cross_entropy(Context& ctx, const HeadLossArgs& a) {
+  const detail::OpCheck c(ctx, "head_cross_entropy");
+  c.rows("f", a.f);
+  const int64_t R = a.f.rows(), D = a.f.cols();
+  c.expect(a.head.defined() && a.head.ndim() == 2 && a.head.dim(0) >= a.vocab && a.vocab > 0,
+           "head must have at least vocab rows");
+  c.dense("head", a.head, {a.head.dim(0), D});
+  c.host("targets", a.targets, {R}, DType::kI64);
+  if (a.grad_scale != 0) c.rows("df", a.df, R, D);
+  if (a.dhead.defined()) c.dense("dhead", a.dhead, {a.dhead.dim(0), D}).expect(a.dhead.dim(0) >= a.vocab, "dhead too small");
+  if (a.row_loss.defined()) c.host("row_loss", a.row_loss, {R}, DType::kF64);
+  const int64_t* t = a.targets.data<int64_t>();
+  for (int64_t r = 0; r < R; ++r) c.expect(t[r] >= -1 && t[r] < a.vocab, "a target is outside the vocabulary");
+  return detail::run(ctx, c.kernel(&OpTable::head_cross_entropy), a);
+}
+
+}  // namespace ssm::ops

@@ -1,0 +1,64 @@
+// `cmake --install` gives a program that works on its own: bin/ssm finds the
+// built-in model in share/ssm beside it, wherever the installation is moved
+// and whatever the current directory; the build tree follows the same rule.
+#include <gtest/gtest.h>
+
+#include "support/cli.h"
+#include "support/compare.h"
+
+namespace ssm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_ssm;
+
+const fs::path kSourceModel = fs::path(SSM_GOLDEN_DIR).parent_path().parent_path() / "models" / "default";
+const std::vector<std::string> kGenerate = {"generate", "-p", "And God said", "-n", "8", "--temperature", "0",
+                                            "--print-ids", "--threads", "1"};
+
+std::vector<std::string> with_model(const std::string& model) {
+  std::vector<std::string> args = kGenerate;
+  args.insert(args.begin() + 1, model);
+  return args;
+}
+
+TEST(Install, InstalledProgramFindsItsModelWhereverItIs) {
+  testing::TempDir tmp;
+  const std::string install = std::string("'") + SSM_CMAKE_COMMAND + "' --install '" + SSM_BUILD_DIR +
+                              "' --prefix '" + (tmp / "prefix").string() + "' >/dev/null";
+  ASSERT_EQ(std::system(install.c_str()), 0) << install;
+  ASSERT_TRUE(fs::is_regular_file(tmp / "prefix/bin/ssm"));
+  ASSERT_TRUE(fs::is_regular_file(tmp / "prefix/share/ssm/models/default/model.safetensors"));
+  fs::rename(tmp / "prefix", tmp / "moved");
+  const std::string ssm = (tmp / "moved/bin/ssm").string();
+
+  const testing::CliRun expected = run_ssm(with_model(kSourceModel.string()));
+  ASSERT_EQ(expected.code, 0) << expected.err;
+  const testing::CliRun installed = testing::CliProcess(kGenerate, "", ssm, "/").wait();
+  EXPECT_EQ(installed.code, 0) << installed.err;
+  EXPECT_EQ(installed.out, expected.out);
+
+  // It is that directory's model that runs, not one the build knows of.
+  const fs::path installed_model = tmp / "moved/share/ssm/models/default";
+  fs::remove_all(installed_model);
+  fs::create_directories(installed_model);
+  for (const char* f : {"config.json", "model.safetensors"})
+    fs::copy_file(testing::golden_dir("mamba2_hf_tiny") + "/" + f, installed_model / f);
+  std::vector<std::string> ids = kGenerate;
+  ids[2] = "Hi";
+  const testing::CliRun other = testing::CliProcess(ids, "", ssm, "/").wait();
+  ids.insert(ids.begin() + 1, testing::golden_dir("mamba2_hf_tiny"));
+  EXPECT_EQ(other.code, 0) << other.err;
+  EXPECT_EQ(other.out, run_ssm(ids).out);
+}
+
+TEST(Install, BuildTreeProgramFollowsTheSameRule) {
+  const testing::CliRun expected = run_ssm(with_model(kSourceModel.string()));
+  const testing::CliRun built = testing::CliProcess(kGenerate, "", SSM_CLI_PATH, "/").wait();
+  ASSERT_EQ(built.code, 0) << built.err;
+  EXPECT_EQ(built.out, expected.out);
+  EXPECT_TRUE(fs::is_regular_file(fs::path(SSM_CLI_PATH).parent_path() / "../share/ssm/models/default/config.json"));
+}
+
+}  // namespace
+}  // namespace ssm
