@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "ssm/tensor/tensor.h"
+#include "support/finite_differences.h"
 #include "support/random.h"
 
 namespace ssm::testing {
@@ -20,11 +21,11 @@ inline Tensor random_f64(const Shape& shape, uint64_t seed, float lo = -1.f, flo
 }
 inline Tensor zeros_f64(const Shape& shape) { return Tensor::zeros(DType::kF64, shape); }
 
-// sum(w * t) over every element; both dense F64 of one shape (t may have rows).
+// sum(w * t) over every element; F64 of one shape (any strides with rows).
 inline double weighted_sum(const Tensor& t, const Tensor& w) {
-  const Tensor d = t.clone();
+  const Tensor a = t.clone(), b = w.clone();
   double s = 0;
-  for (int64_t i = 0; i < d.numel(); ++i) s += d.data<double>()[i] * w.data<double>()[i];
+  for (int64_t i = 0; i < a.numel(); ++i) s += a.data<double>()[i] * b.data<double>()[i];
   return s;
 }
 
@@ -32,16 +33,7 @@ inline double weighted_sum(const Tensor& t, const Tensor& w) {
 // which must read t; t is perturbed in place and restored.
 inline Tensor fd_gradient(Tensor& t, const std::function<double()>& J, double h = 1e-6) {
   Tensor g = zeros_f64(t.shape());
-  double* v = t.data<double>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const double keep = v[i];
-    v[i] = keep + h;
-    const double up = J();
-    v[i] = keep - h;
-    const double down = J();
-    v[i] = keep;
-    g.data<double>()[i] = (up - down) / (2 * h);
-  }
+  fd_gradient(t.data<double>(), t.numel(), J, g.data<double>(), h);
   return g;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ssm/tensor/tensor.h"
+#include "ops/finite_differences.h"
 #include "support/backends.h"
 #include "support/random.h"
 
@@ -52,31 +53,6 @@ inline ::testing::AssertionResult identical(const Tensor& a, const Tensor& b) {
 }
 
 inline Tensor to_f64(const Tensor& t) { return t.to_dtype(DType::kF64); }
-
-// Centred differences (f(x + h e_i) - f(x - h e_i)) / 2h for every element
-// of a dense F64 host tensor x, which f reads.
-inline Tensor fd_gradient(Tensor& x, const std::function<double()>& f, double h = 1e-6) {
-  Tensor g = Tensor::empty(DType::kF64, x.shape());
-  double* v = x.data<double>();
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    const double keep = v[i];
-    v[i] = keep + h;
-    const double up = f();
-    v[i] = keep - h;
-    const double down = f();
-    v[i] = keep;
-    g.data<double>()[i] = (up - down) / (2 * h);
-  }
-  return g;
-}
-
-// sum(y o w) over two F64 tensors of one shape (any strides with rows).
-inline double weighted_sum(const Tensor& y, const Tensor& w) {
-  const Tensor a = y.clone(), b = w.clone();
-  double s = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) s += a.data<double>()[i] * b.data<double>()[i];
-  return s;
-}
 
 // max |got - want| <= rel max |want| (+ abs), in double.
 inline ::testing::AssertionResult close64(const Tensor& got, const Tensor& want, double rel,

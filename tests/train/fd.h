@@ -5,6 +5,7 @@
 #include <functional>
 #include <vector>
 
+#include "support/finite_differences.h"
 #include "support/random.h"
 
 namespace ssm::testing {
@@ -13,15 +14,7 @@ namespace ssm::testing {
 inline std::vector<double> fd_gradient(std::vector<double>& v, const std::function<double()>& f,
                                        double h = 1e-6) {
   std::vector<double> g(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double keep = v[i];
-    v[i] = keep + h;
-    const double up = f();
-    v[i] = keep - h;
-    const double down = f();
-    v[i] = keep;
-    g[i] = (up - down) / (2 * h);
-  }
+  fd_gradient(v.data(), static_cast<int64_t>(v.size()), f, g.data(), h);
   return g;
 }
 
