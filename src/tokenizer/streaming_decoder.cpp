@@ -12,6 +12,12 @@ constexpr std::string_view kReplacement = "\xef\xbf\xbd";  // U+FFFD
 // producing endless broken byte runs) gets here, and decoding stays linear.
 constexpr size_t kMaxWindow = 64;
 
+size_t common_prefix(std::string_view a, std::string_view b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
 }  // namespace
 
 std::string StreamingDecoder::push(int32_t id) {
@@ -28,25 +34,30 @@ std::string StreamingDecoder::push(std::span<const int32_t> ids) {
 
 std::string StreamingDecoder::take() {
   const std::string text = tokenizer_.decode(window_, skip_special_);
+  const bool overflow = window_.size() >= kMaxWindow;
+  // The new tokens may change how the shown ones decode: a byte-fallback run
+  // that continues past a finished character is invalid UTF-8 as a whole
+  // until it is finished too. Wait for the text to agree with what is shown.
+  if (!text.starts_with(shown_) && !overflow) {
+    held_ = text.size();
+    return {};
+  }
   size_t cut = text.size() - tok::incomplete_utf8_tail(text);
   // An unfinished byte-fallback run decodes to U+FFFD per byte until its
   // last byte arrives.
   if (cut == text.size())
-    while (cut >= emitted_ + kReplacement.size() &&
-           std::string_view(text).substr(0, cut).ends_with(kReplacement))
+    while (cut >= shown_.size() + kReplacement.size() && std::string_view(text).substr(0, cut).ends_with(kReplacement))
       cut -= kReplacement.size();
-  if (window_.size() >= kMaxWindow) cut = text.size();
-  std::string out;
-  if (cut > emitted_) {
-    out = text.substr(emitted_, cut - emitted_);
-    emitted_ = cut;
-  }
-  held_ = text.size() > emitted_ ? text.size() - emitted_ : 0;
+  if (overflow) cut = text.size();
+  const size_t from = common_prefix(text, shown_);
+  std::string out = cut > from ? text.substr(from, cut - from) : std::string();
+  if (cut > from) shown_ = text.substr(0, cut);
+  held_ = text.size() - std::min(text.size(), shown_.size());
   if (cut == text.size()) {
     // All out: the tokens just printed become the context of the next ones.
     window_.erase(window_.begin(), window_.begin() + static_cast<std::ptrdiff_t>(context_));
     context_ = window_.size();
-    emitted_ = tokenizer_.decode(window_, skip_special_).size();
+    shown_ = tokenizer_.decode(window_, skip_special_);
     held_ = 0;
   }
   return out;
@@ -54,10 +65,11 @@ std::string StreamingDecoder::take() {
 
 std::string StreamingDecoder::finish() {
   const std::string text = tokenizer_.decode(window_, skip_special_);
-  std::string out = text.size() > emitted_ ? text.substr(emitted_) : std::string();
+  const size_t from = common_prefix(text, shown_);
+  std::string out = text.substr(from);
   window_.clear();
   context_ = 0;
-  emitted_ = 0;
+  shown_.clear();
   held_ = 0;
   return out;
 }

@@ -104,6 +104,9 @@ BpeTokenizer::Parts read_parts(const Reader& r, const Json& root, const std::str
   tok_json::PreTokenizerRead pre = tok_json::read_pre_tokenizer(r, Reader::optional(root, "pre_tokenizer"));
   parts.pre_tokenizer = std::move(pre.pre_tokenizer);
   parts.decoder = tok_json::read_decoder(r, Reader::optional(root, "decoder"), pre.byte_level);
+  if (parts.decoder.has_byte_level() && !pre.byte_level)
+    r.fail("pre_tokenizer", "the decoder is ByteLevel but the pre-tokenizer has no ByteLevel step: "
+                            "the vocab would be read as characters, not bytes");
 
   std::unordered_map<std::string, int32_t> vocab = read_vocab(r, model);
   parts.model.merges = read_merges(r, model, vocab);

@@ -40,6 +40,12 @@ class Decoder {
   // skip building the token list (byte-level vocabularies).
   bool concatenates() const { return concatenates_; }
 
+  bool has_byte_level() const {
+    for (const DecoderStep& s : steps_)
+      if (s.kind == DecoderStep::Kind::kByteLevel) return true;
+    return false;
+  }
+
  private:
   std::vector<DecoderStep> steps_;
   bool concatenates_ = true;

@@ -43,7 +43,7 @@ class StreamingDecoder {
   bool skip_special_;
   std::vector<int32_t> window_;  // context ids, then ids whose text is not all out
   size_t context_ = 0;           // leading ids of window_ that are context only
-  size_t emitted_ = 0;           // bytes of decode(window_) already returned
+  std::string shown_;            // the start of decode(window_) already returned
   size_t held_ = 0;              // bytes of decode(window_) held back
 };
 
