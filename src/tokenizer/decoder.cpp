@@ -53,33 +53,27 @@ void byte_fallback(Tokens& tokens) {
   tokens.swap(out);
 }
 
-// The characters of one string, as (offset, length) pairs; an invalid byte
-// is a character of its own.
-std::vector<std::pair<size_t, size_t>> chars_of(std::string_view s) {
-  std::vector<std::pair<size_t, size_t>> out;
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = decode_utf8(s.substr(i)).length;
-    const size_t len = n == 0 ? 1 : n;
-    out.emplace_back(i, len);
-    i += len;
-  }
-  return out;
+// Length of the character ending at end (an invalid byte counts as one).
+size_t char_before(std::string_view s, size_t end) {
+  for (size_t n = 1; n <= 4 && n <= end; ++n)
+    if (decode_utf8(s.substr(end - n, n)).length == n) return n;
+  return 1;
 }
 
+// Only the ends are looked at: Strip runs over the whole fused text.
 void strip(Tokens& tokens, const DecoderStep& step) {
+  const std::string_view c = step.content;
   for (std::string& t : tokens) {
-    const auto chars = chars_of(t);
-    auto is_content = [&](size_t i) {
-      return std::string_view(t).substr(chars[i].first, chars[i].second) == step.content;
-    };
+    const std::string_view v = t;
     size_t begin = 0;
-    while (begin < step.start && begin < chars.size() && is_content(begin)) ++begin;
-    size_t end = chars.size();
-    for (size_t cut = 0; cut < step.stop && end > begin && is_content(end - 1); ++cut) --end;
-    if (begin == 0 && end == chars.size()) continue;
-    const size_t from = begin < chars.size() ? chars[begin].first : t.size();
-    const size_t to = end < chars.size() ? chars[end].first : t.size();
-    t = t.substr(from, to - from);
+    for (size_t n = 0; n < step.start && v.substr(begin).starts_with(c); ++n) begin += c.size();
+    size_t end = v.size();
+    for (size_t n = 0; n < step.stop && end > begin && char_before(v, end) == c.size() &&
+                       v.substr(0, end).ends_with(c);
+         ++n)
+      end -= c.size();
+    if (begin == 0 && end == v.size()) continue;
+    t = t.substr(begin, end - begin);
   }
 }
 
@@ -106,7 +100,9 @@ void byte_level(Tokens& tokens) {
 void apply(const DecoderStep& step, Tokens& tokens) {
   switch (step.kind) {
     case DecoderStep::Kind::kReplace:
-      for (std::string& t : tokens) t = replace_all(t, step.pattern, step.content);
+      for (std::string& t : tokens)
+        if (!step.pattern.empty() && t.find(step.pattern) != std::string::npos)
+          t = replace_all(t, step.pattern, step.content);
       break;
     case DecoderStep::Kind::kByteFallback:
       byte_fallback(tokens);
