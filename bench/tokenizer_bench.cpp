@@ -3,7 +3,8 @@
 // words (so the word cache sees misses as real text does), numbers, code, and
 // about a tenth non-ASCII (accented Latin, Cyrillic, CJK, emoji).
 //   build-tok/bench/tokenizer_bench --benchmark_filter=Encode
-// SSM_BENCH_TOKENIZER=path/to/model_or_tokenizer.json measures another tokenizer.
+// SSM_BENCH_TOKENIZER=path/to/model_or_tokenizer.json measures another tokenizer;
+// BM_EncodeKind/BM_DecodeKind run the tokenizer.json kinds of tests/golden/tokenizer_kinds.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
