@@ -3,7 +3,8 @@
 // words (so the word cache sees misses as real text does), numbers, code, and
 // about a tenth non-ASCII (accented Latin, Cyrillic, CJK, emoji).
 //   build-tok/bench/tokenizer_bench --benchmark_filter=Encode
-// SSM_BENCH_TOKENIZER=path/to/model_or_tokenizer.json measures another tokenizer.
+// SSM_BENCH_TOKENIZER=path/to/model_or_tokenizer.json measures another tokenizer;
+// BM_EncodeKind/BM_DecodeKind run the tokenizer.json kinds of tests/golden/tokenizer_kinds.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -151,6 +152,40 @@ void BM_DecodeBpe(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text().size()));
 }
 BENCHMARK(BM_DecodeBpe)->Unit(benchmark::kMillisecond);
+
+// The tokenizer.json kinds of the HF families (tests/golden/tokenizer_kinds):
+// 0 SentencePiece BPE with byte fallback (legacy: the whole text is one
+// word), 1 the same with Metaspace, 2 Llama-3's split-regex byte-level BPE.
+const char* const kKinds[] = {"sp_bpe", "metaspace", "llama3"};
+
+std::unique_ptr<Tokenizer> kind(int64_t index) {
+  const std::filesystem::path source(__FILE__);
+  return load_tokenizer_json(source.parent_path().parent_path() / "tests/golden/tokenizer_kinds" /
+                             kKinds[index] / "tokenizer.json");
+}
+
+void BM_EncodeKind(benchmark::State& state) {
+  const auto tokenizer = kind(state.range(0));
+  size_t tokens = 0;
+  for (auto _ : state) {
+    const std::vector<int32_t> ids = tokenizer->encode(text());
+    tokens = ids.size();
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetLabel(kKinds[state.range(0)]);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text().size()));
+  state.counters["bytes_per_token"] = static_cast<double>(text().size()) / static_cast<double>(tokens);
+}
+BENCHMARK(BM_EncodeKind)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
+
+void BM_DecodeKind(benchmark::State& state) {
+  const auto tokenizer = kind(state.range(0));
+  const std::vector<int32_t> ids = tokenizer->encode(text());
+  for (auto _ : state) benchmark::DoNotOptimize(tokenizer->decode(ids).data());
+  state.SetLabel(kKinds[state.range(0)]);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text().size()));
+}
+BENCHMARK(BM_DecodeKind)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ssm

@@ -28,7 +28,7 @@ struct GenerateArgs {
   std::string model;
   TextSource prompt;
   std::string prompt_ids;
-  bool print_ids = false, json = false, echo = false, quiet = false, ignore_eos = false;
+  bool print_ids = false, json = false, echo = false, quiet = false, ignore_eos = false, no_special = false;
   std::string session;
   int64_t max_tokens = 256;
   float temperature = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.f;
@@ -105,7 +105,11 @@ std::vector<int64_t> prompt_ids(const GenerateArgs& a, const std::string& prompt
       return id >= 0 && id < vocab ? std::string() : cat("is outside the model's vocabulary [0, ", vocab, ")");
     });
   } else if (a.prompt.given()) {
-    for (const int32_t id : tok->encode(prompt_text)) ids.push_back(id);
+    // A fresh text gets the tokenizer's special tokens (Llama's BOS) as HF's
+    // default encoding does; a prompt that continues a session is mid-text.
+    const bool special = !a.no_special && session.pending[0] < 0;
+    for (const int32_t id : special ? tok->encode_with_special(prompt_text) : tok->encode(prompt_text))
+      ids.push_back(id);
   }
   const bool continues = session.pending[0] >= 0;
   if (ids.empty() && !continues) {
@@ -203,6 +207,10 @@ void setup_generate(CLI::App& app, Action& action) {
                   ->type_name("IDS")->default_str("none")
                   ->excludes(a.prompt.text_flag)
                   ->excludes(a.prompt.file_flag);
+  cmd->add_flag("--no-special", a.no_special,
+                "encode the prompt text without the special tokens the tokenizer's post-processor adds "
+                "(the BOS of Llama-style tokenizers); a prompt continuing a --session never gets them")
+      ->excludes("--prompt-ids");
   auto* print_ids = cmd->add_flag("--print-ids", a.print_ids,
                                   "print token ids instead of text: one comma-separated line holding this run's "
                                   "prompt ids followed by the new ids (a stop token included)");

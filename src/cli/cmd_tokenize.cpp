@@ -1,5 +1,6 @@
-// ssm tokenize MODEL_OR_TOKENIZER --text T | -f FILE [--decode] [--json]:
-// text -> comma-separated ids, or with --decode, comma-separated ids -> text.
+// ssm tokenize MODEL_OR_TOKENIZER --text T | -f FILE [--decode] [--json] [--no-special]:
+// text -> comma-separated ids (with the post-processor's special tokens, as
+// HF encodes by default), or with --decode, comma-separated ids -> text.
 #include <cstdio>
 #include <string_view>
 
@@ -16,7 +17,7 @@ namespace {
 struct TokenizeArgs {
   std::string path;
   TextSource text;
-  bool decode = false, json = false;
+  bool decode = false, json = false, no_special = false, skip_special = false;
 };
 
 int run_tokenize(const TokenizeArgs& a) {
@@ -27,12 +28,12 @@ int run_tokenize(const TokenizeArgs& a) {
       if (id >= 0 && id < tokenizer->vocab_size() && tokenizer->has_token(static_cast<int32_t>(id))) return "";
       return cat("is not in the tokenizer (vocab size ", tokenizer->vocab_size(), ")");
     });
-    const std::string text = tokenizer->decode(std::vector<int32_t>(ids.begin(), ids.end()));
+    const std::string text = tokenizer->decode(std::vector<int32_t>(ids.begin(), ids.end()), a.skip_special);
     if (a.json) print_json({{"text", text}});
     else std::fwrite((text + "\n").data(), 1, text.size() + 1, stdout);
     return 0;
   }
-  const std::vector<int32_t> ids = tokenizer->encode(input);
+  const std::vector<int32_t> ids = a.no_special ? tokenizer->encode(input) : tokenizer->encode_with_special(input);
   if (a.json) {
     OrderedJson pieces = OrderedJson::array();
     for (const int32_t id : ids) pieces.push_back(std::string(tokenizer->token_bytes(id)));
@@ -51,7 +52,13 @@ void setup_tokenize(CLI::App& app, Action& action) {
   add_model_argument(*cmd, a.path, "model directory (its tokenizer.json, or raw bytes for a byte-level model) "
                      "or a tokenizer.json file", /*required=*/true, model_or_tokenizer());
   add_text_source(*cmd, a.text, "--text", "text to encode (with --decode: comma-separated ids)", "text or ids", /*required=*/true);
-  cmd->add_flag("--decode", a.decode, "decode ids to text instead");
+  auto* decode = cmd->add_flag("--decode", a.decode, "decode ids to text instead");
+  cmd->add_flag("--no-special", a.no_special,
+                "encode without the special tokens the tokenizer's post-processor adds (e.g. the BOS <s> "
+                "of Llama-style tokenizers); HF's add_special_tokens=False")
+      ->excludes(decode);
+  cmd->add_flag("--skip-special", a.skip_special, "with --decode: leave special tokens out of the text")
+      ->needs(decode);
   cmd->add_flag("--json", a.json, "print JSON: {ids, tokens} (each token's text), or {text} with --decode");
   cmd->callback([&action] { action = [] { return run_tokenize(a); }; });
 }

@@ -4,6 +4,8 @@
 #include <bit>
 #include <functional>
 
+#include "ssm/tokenizer/utf8.h"
+
 namespace ssm::tok {
 
 PairRanks::PairRanks(const std::vector<MergeRule>& rules) {
@@ -26,7 +28,7 @@ PairRanks::PairRanks(const std::vector<MergeRule>& rules) {
 BpeModel::BpeModel(Config config) : config_(std::move(config)), ranks_(config_.merges) {}
 
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
-  if (word.size() == 1) {
+  if (word.size() == 1 && config_.byte_level) {
     const int32_t id = config_.byte_ids[static_cast<uint8_t>(word[0])];
     if (id >= 0)
       out.push_back(id);
@@ -107,17 +109,69 @@ void BpeModel::merge(std::string_view word, std::vector<int32_t>& out) const {
     symbols = heap_symbols.data();
     heap = heap_heap.data();
   }
+  // The start ids go into the symbols' id fields first, then get linked.
+  std::vector<int32_t> start_heap;
+  std::array<int32_t, kStackBytes> start_stack;
+  int32_t* start = start_stack.data();
+  if (word.size() > kStackBytes) {
+    start_heap.resize(word.size());
+    start = start_heap.data();
+  }
+  const int32_t n = config_.byte_level ? start_bytes(word, start) : start_chars(word, start);
+  for (int32_t i = 0; i < n; ++i) symbols[i] = {start[i], i - 1, i + 1 < n ? i + 1 : -1};
+  merge_symbols(ranks_, symbols, n, heap);
+  for (int32_t i = n == 0 ? -1 : 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+}
+
+int32_t BpeModel::start_bytes(std::string_view word, int32_t* ids) const {
   int32_t n = 0;
   for (const char c : word) {
     int32_t id = config_.byte_ids[static_cast<uint8_t>(c)];
     if (id < 0) id = config_.unk_id;
     if (id < 0) continue;  // as HF without an unk token: the byte is dropped
-    symbols[n] = {id, n - 1, -1};
-    if (n > 0) symbols[n - 1].next = n;
-    ++n;
+    ids[n++] = id;
   }
-  merge_symbols(ranks_, symbols, n, heap);
-  for (int32_t i = n == 0 ? -1 : 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+  return n;
+}
+
+// HF's BPE start for a non-byte-level vocab: each character's own token,
+// else (byte_fallback) one <0xNN> token per byte when all of them exist,
+// else the unknown token, consecutive ones fused into one with fuse_unk.
+// Invalid UTF-8 bytes (HF never sees them) count as one-byte characters
+// that no vocab entry spells.
+int32_t BpeModel::start_chars(std::string_view word, int32_t* ids) const {
+  int32_t n = 0;
+  bool unk_pending = false;  // HF holds an unknown back to fuse it with the next
+  auto flush_unk = [&] {
+    if (unk_pending) ids[n++] = config_.unk_id;
+    unk_pending = false;
+  };
+  while (!word.empty()) {
+    const Utf8Char ch = decode_utf8(word);
+    const size_t length = ch.length == 0 ? 1 : ch.length;
+    if (ch.length > 0) {
+      const auto it = config_.char_ids.find(ch.code_point);
+      if (it != config_.char_ids.end()) {
+        flush_unk();
+        ids[n++] = it->second;
+        word.remove_prefix(length);
+        continue;
+      }
+    }
+    bool all_bytes = config_.byte_fallback;
+    for (size_t i = 0; all_bytes && i < length; ++i)
+      all_bytes = config_.fallback_ids[static_cast<uint8_t>(word[i])] >= 0;
+    if (all_bytes) {
+      // As HF: a held unknown stays held across byte tokens.
+      for (size_t i = 0; i < length; ++i) ids[n++] = config_.fallback_ids[static_cast<uint8_t>(word[i])];
+    } else if (config_.unk_id >= 0) {
+      if (unk_pending && !config_.fuse_unk) ids[n++] = config_.unk_id;
+      unk_pending = true;
+    }
+    word.remove_prefix(length);
+  }
+  flush_unk();
+  return n;
 }
 
 }  // namespace ssm::tok

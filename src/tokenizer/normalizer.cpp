@@ -111,14 +111,41 @@ void normalize_into(std::string_view text, NormalForm form, std::string& out) {
   }
 }
 
+// HF's Replace with a String pattern: every non-overlapping occurrence, left
+// to right. An empty pattern replaces nothing.
+void replace_into(std::string_view text, const std::string& from, const std::string& to,
+                  std::string& out) {
+  out.clear();
+  size_t done = 0;
+  for (size_t at; !from.empty() && (at = text.find(from, done)) != std::string_view::npos;
+       done = at + from.size()) {
+    out.append(text.substr(done, at - done));
+    out.append(to);
+  }
+  out.append(text.substr(done));
+}
+
 }  // namespace
 
 std::string_view Normalizer::normalize(std::string_view text, std::string& storage) const {
   std::string scratch;
   std::string_view current = text;
-  for (const NormalForm form : forms_) {
-    if (form == NormalForm::kNfc && surely_nfc(current)) continue;
-    normalize_into(current, form, scratch);
+  for (const NormalizerStep& step : steps_) {
+    switch (step.kind) {
+      case NormalizerStep::Kind::kForm:
+        if (step.form == NormalForm::kNfc && surely_nfc(current)) continue;
+        normalize_into(current, step.form, scratch);
+        break;
+      case NormalizerStep::Kind::kPrepend:
+        if (current.empty()) continue;  // HF leaves empty text empty
+        scratch.assign(step.content);
+        scratch.append(current);
+        break;
+      case NormalizerStep::Kind::kReplace:
+        if (step.pattern.empty() || current.find(step.pattern) == std::string_view::npos) continue;
+        replace_into(current, step.pattern, step.content, scratch);
+        break;
+    }
     storage.swap(scratch);
     current = storage;
   }

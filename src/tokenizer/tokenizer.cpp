@@ -35,7 +35,7 @@ class RawBytesTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+std::string Tokenizer::decode_ids(std::span<const int32_t> ids, bool skip_special) const {
   std::string out;
   for (const int32_t id : ids) {
     if (skip_special && is_special(id)) continue;

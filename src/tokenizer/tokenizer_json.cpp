@@ -9,167 +9,14 @@
 #include "ssm/io/json.h"
 #include "ssm/tokenizer/bpe_tokenizer.h"
 #include "ssm/tokenizer/byte_level.h"
+#include "ssm/tokenizer/utf8.h"
+#include "tokenizer_json_reader.h"
 
 namespace ssm {
 namespace {
 
-// Ids index a dense table, so a stray huge id must not become a huge allocation.
-constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+using tok_json::Reader;
 
-class Reader {
- public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
-    throw Error(cat(source_, ": ", where, ": ", what));
-  }
-  const Json& object(const Json& v, const std::string& where) const {
-    if (!v.is_object()) fail(where, cat("expected an object, got ", v.type_name()));
-    return v;
-  }
-  const Json& array(const Json& v, const std::string& where) const {
-    if (!v.is_array()) fail(where, cat("expected an array, got ", v.type_name()));
-    return v;
-  }
-  const std::string& string(const Json& v, const std::string& where) const {
-    if (!v.is_string()) fail(where, cat("expected a string, got ", v.type_name()));
-    return v.get_ref<const std::string&>();
-  }
-  // A required key of an object.
-  const Json& at(const Json& obj, const char* key, const std::string& where) const {
-    const auto it = obj.find(key);
-    if (it == obj.end()) fail(where, cat("missing key '", key, "'"));
-    return *it;
-  }
-  // null when absent.
-  static const Json& optional(const Json& obj, const char* key) {
-    static const Json kNull;
-    const auto it = obj.find(key);
-    return it == obj.end() ? kNull : *it;
-  }
-  bool boolean(const Json& obj, const char* key, bool fallback, const std::string& where) const {
-    const Json& v = optional(obj, key);
-    if (v.is_null()) return fallback;
-    if (!v.is_boolean()) fail(cat(where, ".", key), cat("expected true or false, got ", v.dump()));
-    return v.get<bool>();
-  }
-  int32_t token_id(const Json& v, const std::string& where) const {
-    if (!v.is_number_integer()) fail(where, cat("expected a token id, got ", v.dump()));
-    const int64_t id = v.get<int64_t>();
-    if (id < 0 || id > kMaxTokenId) fail(where, cat("token id ", id, " is out of range"));
-    return static_cast<int32_t>(id);
-  }
-  std::string type_of(const Json& obj, const std::string& where) const {
-    return string(at(object(obj, where), "type", where), cat(where, ".type"));
-  }
-
- private:
-  std::string source_;
-};
-
-tok::NormalForm normal_form(const Reader& r, const std::string& type, const std::string& where) {
-  if (type == "NFC") return tok::NormalForm::kNfc;
-  if (type == "NFD") return tok::NormalForm::kNfd;
-  if (type == "NFKC") return tok::NormalForm::kNfkc;
-  if (type == "NFKD") return tok::NormalForm::kNfkd;
-  r.fail(where, cat("unsupported normalizer type '", type, "'"));
-}
-
-tok::Normalizer read_normalizer(const Reader& r, const Json& j) {
-  if (j.is_null()) return {};
-  const std::string type = r.type_of(j, "normalizer");
-  std::vector<tok::NormalForm> forms;
-  if (type == "Sequence") {
-    const Json& list = r.array(r.at(j, "normalizers", "normalizer"), "normalizer.normalizers");
-    for (size_t i = 0; i < list.size(); ++i) {
-      const std::string where = cat("normalizer.normalizers[", i, "]");
-      forms.push_back(normal_form(r, r.type_of(list[i], where), where));
-    }
-  } else {
-    forms.push_back(normal_form(r, type, "normalizer"));
-  }
-  return tok::Normalizer(std::move(forms));
-}
-
-std::string escape_regex(const std::string& literal) {
-  std::string out;
-  for (const char c : literal) {
-    if (std::string_view("\\^$.|?*+()[]{}-/#&~ ").find(c) != std::string_view::npos) out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-struct PreTokenizerSpec {
-  bool add_prefix_space = false;
-  bool byte_level = false;
-  std::vector<tok::Regex> splits;
-};
-
-void read_pre_step(const Reader& r, const Json& j, const std::string& where,
-                   PreTokenizerSpec& spec) {
-  const std::string type = r.type_of(j, where);
-  if (type == "ByteLevel") {
-    if (spec.byte_level) r.fail(where, "a second ByteLevel step");
-    spec.byte_level = true;
-    if (r.boolean(j, "add_prefix_space", true, where)) {
-      // The prefix goes onto each piece the step receives; only the whole
-      // segment (a first step) is supported.
-      if (!spec.splits.empty()) r.fail(where, "add_prefix_space after a Split is not supported");
-      spec.add_prefix_space = true;
-    }
-    if (r.boolean(j, "use_regex", true, where)) spec.splits.emplace_back(tok::kGpt2SplitPattern);
-  } else if (type == "Split") {
-    const Json& pattern = r.object(r.at(j, "pattern", where), where + ".pattern");
-    const std::string behavior = r.string(r.at(j, "behavior", where), where + ".behavior");
-    if (behavior != "Isolated") r.fail(where, cat("unsupported split behavior '", behavior, "'"));
-    if (r.boolean(j, "invert", false, where)) r.fail(where, "inverted splits are not supported");
-    std::string regex;
-    if (pattern.contains("Regex"))
-      regex = r.string(pattern["Regex"], where + ".pattern.Regex");
-    else if (pattern.contains("String"))
-      regex = escape_regex(r.string(pattern["String"], where + ".pattern.String"));
-    else
-      r.fail(where + ".pattern", "expected 'Regex' or 'String'");
-    try {
-      spec.splits.emplace_back(regex);
-    } catch (const Error& e) {
-      r.fail(where + ".pattern", e.what());
-    }
-  } else {
-    r.fail(where, cat("unsupported pre_tokenizer type '", type, "'"));
-  }
-}
-
-tok::PreTokenizer read_pre_tokenizer(const Reader& r, const Json& j) {
-  if (j.is_null()) r.fail("pre_tokenizer", "missing; only byte-level BPE is supported");
-  PreTokenizerSpec spec;
-  if (r.type_of(j, "pre_tokenizer") == "Sequence") {
-    const Json& list =
-        r.array(r.at(j, "pretokenizers", "pre_tokenizer"), "pre_tokenizer.pretokenizers");
-    for (size_t i = 0; i < list.size(); ++i)
-      read_pre_step(r, list[i], cat("pre_tokenizer.pretokenizers[", i, "]"), spec);
-  } else {
-    read_pre_step(r, j, "pre_tokenizer", spec);
-  }
-  if (!spec.byte_level)
-    r.fail("pre_tokenizer", "no ByteLevel step; only byte-level BPE is supported");
-  return tok::PreTokenizer(spec.add_prefix_space, std::move(spec.splits));
-}
-
-void check_decoder(const Reader& r, const Json& j) {
-  if (j.is_null()) return;  // tokens are byte strings either way
-  const std::string type = r.type_of(j, "decoder");
-  if (type != "ByteLevel") r.fail("decoder", cat("unsupported decoder type '", type, "'"));
-}
-
-void check_post_processor(const Reader& r, const Json& j, const std::string& source) {
-  if (j.is_null()) return;
-  const std::string type = r.type_of(j, "post_processor");
-  if (type != "ByteLevel")
-    log_warning(source, ": post_processor '", type,
-                "' is ignored: no tokens are added around the text");
-}
 
 std::unordered_map<std::string, int32_t> read_vocab(const Reader& r, const Json& model) {
   const Json& vocab = r.object(r.at(model, "vocab", "model"), "model.vocab");
@@ -237,7 +84,7 @@ void check_model_options(const Reader& r, const Json& model, const std::string& 
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const Json& v = Reader::optional(model, key);
     if (!v.is_null() && !(v.is_string() && v.get_ref<const std::string&>().empty()))
-      r.fail(cat("model.", key), "is not supported for byte-level BPE");
+      r.fail(cat("model.", key), "is not supported");
   }
   const Json& dropout = Reader::optional(model, "dropout");
   if (!dropout.is_null() && !(dropout.is_number() && dropout.get<double>() == 0.0))
@@ -253,14 +100,22 @@ BpeTokenizer::Parts read_parts(const Reader& r, const Json& root, const std::str
   check_model_options(r, model, source);
 
   BpeTokenizer::Parts parts;
-  parts.normalizer = read_normalizer(r, Reader::optional(root, "normalizer"));
-  parts.pre_tokenizer = read_pre_tokenizer(r, Reader::optional(root, "pre_tokenizer"));
-  check_decoder(r, Reader::optional(root, "decoder"));
-  check_post_processor(r, Reader::optional(root, "post_processor"), source);
+  parts.normalizer = tok_json::read_normalizer(r, Reader::optional(root, "normalizer"));
+  tok_json::PreTokenizerRead pre = tok_json::read_pre_tokenizer(r, Reader::optional(root, "pre_tokenizer"));
+  parts.pre_tokenizer = std::move(pre.pre_tokenizer);
+  parts.decoder = tok_json::read_decoder(r, Reader::optional(root, "decoder"), pre.byte_level);
+  if (parts.decoder.has_byte_level() && !pre.byte_level)
+    r.fail("pre_tokenizer", "the decoder is ByteLevel but the pre-tokenizer has no ByteLevel step: "
+                            "the vocab would be read as characters, not bytes");
 
   std::unordered_map<std::string, int32_t> vocab = read_vocab(r, model);
   parts.model.merges = read_merges(r, model, vocab);
   parts.model.ignore_merges = r.boolean(model, "ignore_merges", false, "model");
+  parts.model.byte_level = pre.byte_level;
+  parts.model.byte_fallback = r.boolean(model, "byte_fallback", false, "model");
+  parts.model.fuse_unk = r.boolean(model, "fuse_unk", false, "model");
+  if (pre.byte_level && parts.model.byte_fallback)
+    r.fail("model.byte_fallback", "byte fallback with a ByteLevel pre-tokenizer: every byte already has a token");
   const Json& unk = Reader::optional(model, "unk_token");
   if (!unk.is_null()) {
     const auto it = vocab.find(r.string(unk, "model.unk_token"));
@@ -270,9 +125,23 @@ BpeTokenizer::Parts read_parts(const Reader& r, const Json& root, const std::str
   } else {
     parts.model.unk_id = -1;
   }
-  for (int b = 0; b < 256; ++b) {
-    const auto it = vocab.find(tok::to_byte_level(std::string(1, static_cast<char>(b))));
-    parts.model.byte_ids[b] = it == vocab.end() ? -1 : it->second;
+  parts.model.fallback_ids.fill(-1);
+  if (pre.byte_level) {
+    for (int b = 0; b < 256; ++b) {
+      const auto it = vocab.find(tok::to_byte_level(std::string(1, static_cast<char>(b))));
+      parts.model.byte_ids[b] = it == vocab.end() ? -1 : it->second;
+    }
+  } else {
+    // SentencePiece-style: words start from characters, spelled as themselves.
+    for (const auto& [spelling, id] : vocab) {
+      const tok::Utf8Char c = tok::decode_utf8(spelling);
+      if (c.length > 0 && c.length == spelling.size()) parts.model.char_ids.emplace(c.code_point, id);
+      const int b = tok::byte_fallback_value(spelling);
+      // HF looks up the upper-case spelling <0xNN> only.
+      if (b >= 0 && spelling == cat("<0x", "0123456789ABCDEF"[b >> 4], "0123456789ABCDEF"[b & 15], ">"))
+        parts.model.fallback_ids[b] = id;
+    }
+    parts.model.byte_ids.fill(-1);
   }
   parts.added_tokens = read_added_tokens(r, Reader::optional(root, "added_tokens"));
 
@@ -285,20 +154,29 @@ BpeTokenizer::Parts read_parts(const Reader& r, const Json& root, const std::str
   if (max_id >= 0 && static_cast<size_t>(max_id) >= 2 * tokens + 1024)
     r.fail("model.vocab", cat("largest token id ", max_id, " is far beyond the ", tokens,
                               " tokens the file defines"));
-  parts.token_bytes.assign(static_cast<size_t>(max_id + 1), std::string());
-  std::vector<const std::string*> owner(parts.token_bytes.size(), nullptr);
+  parts.token_strings.assign(static_cast<size_t>(max_id + 1), std::string());
+  std::vector<const std::string*> owner(parts.token_strings.size(), nullptr);
   for (const auto& [spelling, id] : vocab) {
     if (owner[id] != nullptr)
       r.fail("model.vocab", cat("\"", *owner[id], "\" and \"", spelling, "\" share id ", id));
     owner[id] = &spelling;
-    // A spelling outside the byte alphabet is its own UTF-8, as HF decodes it.
-    std::optional<std::string> bytes = tok::from_byte_level(spelling);
-    if (bytes && parts.model.ignore_merges) parts.model.word_ids.emplace(*bytes, id);
-    parts.token_bytes[id] = bytes ? std::move(*bytes) : spelling;
+    if (parts.model.ignore_merges) {
+      // Words reach the model as raw bytes (byte-level) or as spelled.
+      std::optional<std::string> bytes = pre.byte_level ? tok::from_byte_level(spelling) : spelling;
+      if (bytes) parts.model.word_ids.emplace(*bytes, id);
+    }
+    parts.token_strings[id] = spelling;
   }
-  for (const auto& t : parts.added_tokens) parts.token_bytes[t.id] = t.content;
+  for (const auto& t : parts.added_tokens) parts.token_strings[t.id] = t.content;
   parts.spellings = std::move(vocab);
   for (const auto& t : parts.added_tokens) parts.spellings[t.content] = t.id;
+  const auto& spellings = parts.spellings;
+  parts.post_processor = tok_json::read_post_processor(
+      r, Reader::optional(root, "post_processor"), [&](const std::string& token, const std::string& where) {
+        const auto it = spellings.find(token);
+        if (it == spellings.end()) r.fail(where, cat("token \"", token, "\" is not in the vocab or added tokens"));
+        return it->second;
+      });
   return parts;
 }
 

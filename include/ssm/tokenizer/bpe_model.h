@@ -1,5 +1,8 @@
-// Byte-level BPE over token ids: a word's bytes start as single-byte tokens
-// and the lowest-ranked adjacent pair is merged until no pair has a rule.
+// BPE over token ids: a word starts as one token per byte (byte-level BPE,
+// GPT-2 style) or per character (SentencePiece style, where a character
+// missing from the vocab falls back to its bytes' <0xNN> tokens, or to the
+// unknown token), and the lowest-ranked adjacent pair is merged until no pair
+// has a rule.
 // Merges run through a min-heap over a linked list of symbols, O(n log n) per
 // word, and whole words are cached since text repeats its words constantly.
 #pragma once
@@ -64,6 +67,14 @@ class BpeModel {
     bool ignore_merges = false;
     std::unordered_map<std::string, int32_t> word_ids;  // raw bytes -> id, for ignore_merges
     int32_t unk_id = -1;  // stands in for bytes missing from the vocab; -1 drops them
+
+    // Character-level start (byte_level = false): the id of each one-character
+    // vocab entry, and of each <0xNN> entry for byte_fallback (-1: missing).
+    bool byte_level = true;
+    std::unordered_map<char32_t, int32_t> char_ids;
+    bool byte_fallback = false;
+    std::array<int32_t, 256> fallback_ids{};
+    bool fuse_unk = false;
   };
 
   explicit BpeModel(Config config);
@@ -76,6 +87,9 @@ class BpeModel {
 
  private:
   void merge(std::string_view word, std::vector<int32_t>& out) const;
+  // The starting ids of word (at most one per byte); returns how many.
+  int32_t start_bytes(std::string_view word, int32_t* ids) const;
+  int32_t start_chars(std::string_view word, int32_t* ids) const;
 
   Config config_;
   PairRanks ranks_;

@@ -1,8 +1,8 @@
-// Text <-> token ids. Two kinds: byte-level BPE read from an HF
-// tokenizer.json (the published Mamba checkpoints use GPT-NeoX's), and raw
-// bytes (id = byte value) for byte-level models. Tokens are byte strings, so
-// decoding is concatenation and never fails; StreamingDecoder turns a token
-// stream into whole UTF-8 characters.
+// Text <-> token ids. Two kinds: BPE read from an HF tokenizer.json
+// (byte-level like GPT-NeoX's and Llama-3's, or SentencePiece-style with byte
+// fallback like Llama-2's and Mistral's), and raw bytes (id = byte value) for
+// byte-level models. Decoding follows the file's decoder and never fails;
+// StreamingDecoder turns a token stream into whole UTF-8 characters.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +21,19 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
 
   // Any byte string is accepted: invalid UTF-8 is encoded byte for byte.
+  // Without the post-processor's special tokens (HF add_special_tokens=False).
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
 
-  // The bytes a token stands for; empty for an id that has no token.
+  // With them, as HF's default (add_special_tokens=True): "<s>" before a
+  // Llama-2 text, "<|begin_of_text|>" before a Llama-3 one.
+  std::vector<int32_t> encode_with_special(std::string_view text) const {
+    return add_special_tokens(encode(text));
+  }
+  // The post-processor's template around ids of a text.
+  virtual std::vector<int32_t> add_special_tokens(std::vector<int32_t> ids) const { return ids; }
+
+  // The bytes a token stands for inside a text ("▁the" -> " the", "<0x41>"
+  // -> "A"); empty for an id that has no token.
   virtual std::string_view token_bytes(int32_t id) const = 0;
 
   // The id of a token as tokenizer.json spells it ("Ġthe", "<|endoftext|>").
@@ -34,11 +44,18 @@ class Tokenizer {
 
   virtual bool is_special(int32_t id) const = 0;
 
-  // The concatenated bytes of the tokens. Ids with no token decode to
+  // HF's decode of the ids through the file's decoder (for byte-level BPE,
+  // the concatenated bytes of the tokens). Ids with no token decode to
   // nothing, as in HF: models pad their vocab beyond the tokenizer's.
-  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
+  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const {
+    return decode_ids(ids, skip_special);
+  }
 
   bool has_token(int32_t id) const { return !token_bytes(id).empty(); }
+
+ protected:
+  // Default: the concatenation of token_bytes.
+  virtual std::string decode_ids(std::span<const int32_t> ids, bool skip_special) const;
 };
 
 std::unique_ptr<Tokenizer> make_raw_bytes_tokenizer();
