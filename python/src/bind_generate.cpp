@@ -79,6 +79,11 @@ GenerationConfig generation_config(ModelHandle& m, const GenerateArgs& a, bool t
   if (a.max_tokens < 0) throw Error(cat("generate: max_tokens=", a.max_tokens, ": must be at least 0"));
   if (a.repeat_last_n < 0 || a.repeat_last_n > kSessionHistory)
     throw Error(cat("generate: repeat_last_n=", a.repeat_last_n, ": must be in [0, ", kSessionHistory, "]"));
+  // The ranges `ssm generate` accepts (the sampler alone would take a
+  // negative temperature as greedy).
+  if (!(a.temperature >= 0 && a.temperature <= 100))
+    throw Error(cat("generate: temperature=", a.temperature, ": must be in [0, 100] (0 is greedy)"));
+  if (a.top_k < 0) throw Error(cat("generate: top_k=", a.top_k, ": must be at least 0 (0 is off)"));
   GenerationConfig cfg;
   cfg.max_new_tokens = a.max_tokens;
   cfg.sampling = SamplingParams{.temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p,
@@ -119,7 +124,7 @@ py::object generate(const ModelPtr& m, const py::handle& prompt, const GenerateA
 
 }  // namespace
 
-void bind_generate(py::module_& m) {
+void bind_generate(py::module_& m, ModelClass& model) {
   py::class_<GenerationRun, std::shared_ptr<GenerationRun>>(
       m, "Stream",
       "A running generation: iterate for the pieces of text (or the ids) as they are produced. "
@@ -144,7 +149,6 @@ void bind_generate(py::module_& m) {
       .def_property_readonly("seed", &GenerationRun::seed)
       .def_property_readonly("state", &GenerationRun::state);
 
-  py::class_<ModelHandle, ModelPtr> model = py::reinterpret_borrow<py::class_<ModelHandle, ModelPtr>>(m.attr("Model"));
   model.def(
       "generate",
       [](const ModelPtr& self, const py::handle& prompt, int64_t max_tokens, float temperature, int64_t top_k,

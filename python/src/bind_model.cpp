@@ -11,6 +11,7 @@
 #include "py_model.h"
 #include "ssm/io/atomic_file.h"
 #include "ssm/io/json.h"
+#include "ssm/ops/backend.h"
 #include "ssm/train/data.h"
 #include "ssm/train/evaluate.h"
 #include "ssm/train/trainer.h"
@@ -157,18 +158,19 @@ void save(const ModelPtr& m, const std::string& path) {
 
 }  // namespace
 
-void bind_model(py::module_& m) {
+ModelClass bind_model(py::module_& m) {
   m.def("load", &load, py::arg("path"), py::arg("backend") = "cpu", py::arg("dtype") = py::none(),
         py::arg("threads") = py::none(), py::arg("max_memory") = py::none(),
         "Load a model directory (config.json and model.safetensors, sharded safetensors or "
         "pytorch_model.bin). backend: 'cpu' or 'ref'; threads: worker threads (default: every core); "
         "max_memory: bytes the model may take (default: physical memory).");
-  py::class_<ModelHandle, ModelPtr>(m, "Model", "A loaded language model.")
+  ModelClass model(m, "Model", "A loaded language model.");
+  model
       .def_property_readonly("path", [](const ModelHandle& h) { return h.dir.string(); })
       .def_property_readonly("config", [](const ModelHandle& h) { return json_to_python(h.model.config().source); },
                              "config.json as a dict.")
       .def_property_readonly("vocab_size", [](const ModelHandle& h) { return h.model.config().vocab_size; })
-      .def_property_readonly("backend", [](const ModelHandle& h) { return h.ctx.backend().name(); })
+      .def_property_readonly("backend", [](const ModelHandle& h) { return std::string(h.ctx.backend().name()); })
       .def_property_readonly("threads", [](const ModelHandle& h) { return h.ctx.threads(); })
       .def_property_readonly("tokenizer", [](ModelHandle& h) { return h.get_tokenizer(); },
                              "The model's Tokenizer (its tokenizer.json, or raw bytes for a byte-level model).")
@@ -189,6 +191,7 @@ void bind_model(py::module_& m) {
         return cat("<ssm.Model ", h.dir.string(), ": ", h.model.n_layer(), " layers, vocab ",
                    h.model.config().vocab_size, ", backend ", h.ctx.backend().name(), ">");
       });
+  return model;
 }
 
 }  // namespace ssm::python

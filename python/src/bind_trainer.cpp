@@ -1,5 +1,6 @@
 // ssm.Trainer: the engine's training loop (AdamW, warmup + cosine schedule,
 // clipping, WSLA) stepped from Python.
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include "bindings.h"

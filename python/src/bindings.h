@@ -4,11 +4,15 @@
 
 #include <pybind11/pybind11.h>
 
+#include "py_model.h"
+
 namespace ssm::python {
 
-void bind_model(pybind11::module_& m);
+using ModelClass = pybind11::class_<ModelHandle, ModelPtr>;
+
+ModelClass bind_model(pybind11::module_& m);
 void bind_state(pybind11::module_& m);
-void bind_generate(pybind11::module_& m);
+void bind_generate(pybind11::module_& m, ModelClass& model);
 void bind_trainer(pybind11::module_& m);
 void bind_tokenizer(pybind11::module_& m);
 

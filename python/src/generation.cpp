@@ -1,8 +1,11 @@
 #include "generation.h"
 
 #include <algorithm>
+#include <chrono>
+#include <utility>
 
 #include "cli/text_out.h"
+#include "ssm/io/json.h"
 
 namespace ssm::python {
 

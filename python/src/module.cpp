@@ -9,9 +9,9 @@ PYBIND11_MODULE(_ssm, m) {
   // Every error the engine reports (files, configs, bad input) raises
   // ssm.Error with the engine's message.
   pybind11::register_exception<ssm::Error>(m, "Error", PyExc_RuntimeError);
-  ssm::python::bind_model(m);
+  auto model = ssm::python::bind_model(m);
   ssm::python::bind_state(m);
-  ssm::python::bind_generate(m);
+  ssm::python::bind_generate(m, model);
   ssm::python::bind_trainer(m);
   ssm::python::bind_tokenizer(m);
 }

@@ -50,7 +50,7 @@ def test_closing_a_stream_keeps_the_state_reached(default_model):
     stream, state = default_model.generate("And", max_tokens=5000, seed=1, stream=True)
     next(stream)
     stream.close()
-    assert stream.finish_reason == "interrupted"
+    assert stream.finish_reason == "interrupt"
     assert 1 <= state.consumed[0] < 5000
     more, _ = default_model.generate("", max_tokens=3, seed=1, state=state)  # continues from its pending token
     assert isinstance(more, str)
@@ -59,3 +59,39 @@ def test_closing_a_stream_keeps_the_state_reached(default_model):
 def test_max_tokens_zero_only_reads_the_prompt(default_model):
     text, state = default_model.generate("abc", max_tokens=0)
     assert text == "" and state.consumed == [3] and state.pending == [None]
+
+
+def test_ctrl_c_stops_generation_and_keeps_the_state(default_model):
+    import _thread
+    import threading
+
+    state = ssm.State(default_model)
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        default_model.generate("And", max_tokens=1_000_000, ignore_eos=True, seed=1, state=state)
+    timer.join()
+    reached = state.consumed[0]
+    assert 1 <= reached < 1_000_000 and state.pending[0] is not None
+    more, _ = default_model.generate("", max_tokens=2, ignore_eos=True, seed=1, state=state)
+    assert state.consumed[0] == reached + 2
+
+
+def test_compute_releases_the_gil(default_model):
+    import threading
+    import time
+
+    started, result = threading.Event(), {}
+
+    def work():
+        started.set()
+        result["text"], _ = default_model.generate("And", max_tokens=3000, ignore_eos=True, seed=1)
+
+    t = threading.Thread(target=work)
+    t.start()
+    started.wait()
+    time.sleep(0.05)
+    # This line runs while the generation does: it cannot hold the GIL.
+    assert t.is_alive() and "text" not in result
+    t.join()
+    assert len(result["text"]) > 0
