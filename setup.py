@@ -47,4 +47,6 @@ setup(
     python_requires=">=3.9",
     install_requires=[],
     zip_safe=False,
+    # setuptools' own scratch space, kept out of the CMake build directories.
+    options={"build": {"build_base": "build-python/setuptools"}},
 )

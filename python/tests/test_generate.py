@@ -85,7 +85,7 @@ def test_compute_releases_the_gil(default_model):
 
     def work():
         started.set()
-        result["text"], _ = default_model.generate("And", max_tokens=3000, ignore_eos=True, seed=1)
+        result["text"], _ = default_model.generate("And", max_tokens=1000, ignore_eos=True, seed=1)
 
     t = threading.Thread(target=work)
     t.start()
