@@ -2,11 +2,13 @@
 // once or streamed piece by piece, continuing from and leaving a State.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <random>
 
 #include "arrays.h"
 #include "bindings.h"
 #include "generation.h"
+#include "ssm/model/memory_budget.h"
 
 namespace ssm::python {
 namespace {
@@ -65,6 +67,20 @@ std::vector<int64_t> prompt_ids(ModelHandle& m, const py::handle& prompt, bool& 
   return ids;
 }
 
+// Attention layers' caches grow with every token: refuse a max_tokens whose
+// caches would not fit beside the weights, before anything is reserved.
+void check_cache_memory(ModelHandle& m, const StateHandle& state, size_t prompt_tokens, int64_t max_tokens) {
+  const uint64_t per_token = kv_cache_bytes_per_token(m.model.config());
+  if (per_token == 0) return;
+  const uint64_t limit = memory_limit(LoadOptions{m.max_memory}), weights = model_memory_bytes(m.model);
+  const long double tokens = static_cast<long double>(state.session.consumed.at(0)) + prompt_tokens + max_tokens;
+  if (tokens * per_token + weights > limit)
+    throw Error(cat("generate: max_tokens=", max_tokens, ": the attention caches would need ",
+                    format_bytes(static_cast<uint64_t>(std::min(tokens * per_token, 1.8e19L))),
+                    " beyond the weights' ", format_bytes(weights), ", over the memory limit of ",
+                    format_bytes(limit), " (max_memory)"));
+}
+
 struct GenerateArgs {
   int64_t max_tokens;
   float temperature, top_p, min_p, repetition_penalty;
@@ -114,6 +130,7 @@ py::object generate(const ModelPtr& m, const py::handle& prompt, const GenerateA
   request.prompt = prompt_ids(*m, prompt, request.text_out);
   request.config = generation_config(*m, a, request.text_out);
   if (!state) state = std::make_shared<StateHandle>(m, make_session(m->model, 1));
+  check_cache_memory(*m, *state, request.prompt.size(), a.max_tokens);
   auto run = std::make_shared<GenerationRun>(m, state, std::move(request));
   if (stream) return py::make_tuple(py::cast(run), state);
   bool ended = false;

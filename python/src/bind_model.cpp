@@ -37,7 +37,9 @@ ModelPtr load(const std::string& path, const std::string& backend, std::optional
   py::gil_scoped_release release;
   LoadOptions options{max_memory.value_or(0)};
   LanguageModel model = LanguageModel::load(path, options);
-  return std::make_shared<ModelHandle>(path, std::move(model), backend, n_threads);
+  auto handle = std::make_shared<ModelHandle>(path, std::move(model), backend, n_threads);
+  handle->max_memory = options.max_memory;
+  return handle;
 }
 
 py::object json_to_python(const Json& j) {

@@ -23,6 +23,7 @@ struct ModelHandle {
   LanguageModel model;
   Context ctx;
   std::mutex busy;
+  uint64_t max_memory = 0;  // the limit it was loaded under (0: physical memory)
   std::shared_ptr<Tokenizer> tokenizer;  // loaded on first use
 
   ModelHandle(std::filesystem::path dir_, LanguageModel model_, const std::string& backend, int threads)

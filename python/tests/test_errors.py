@@ -64,6 +64,12 @@ def test_bad_generation_arguments(model):
         model.generate([[1, 2]], max_tokens=1)
 
 
+def test_attention_caches_beyond_memory_are_refused():
+    hybrid = ssm.load(str(GOLDEN / "hybrid_tiny"), threads=1)
+    with pytest.raises(ssm.Error, match="max_tokens=1000000000000: the attention caches would need"):
+        hybrid.generate([1], max_tokens=10**12)
+
+
 def test_state_batch_must_match(model):
     ids = golden(CASE)["input_ids"]
     _, state = model.forward(ids[:1])

@@ -77,3 +77,18 @@ def test_foreign_and_damaged_state_files_raise(model, tmp_path):
         ssm.State.load(str(tmp_path / "missing.state"), model)
     with pytest.raises(ssm.Error, match="another Model"):
         model.generate([1], max_tokens=1, state=state)
+
+
+def test_sampled_text_session_continues_identically_in_cli(default_model, tmp_path):
+    from conftest import DEFAULT_MODEL
+
+    _, state = default_model.generate("And God said", max_tokens=30, seed=4)
+    path = tmp_path / "kjv.state"
+    state.save(str(path))
+    mine, _ = default_model.generate(" unto Moses", max_tokens=40, seed=9, state=state.copy())
+    r = run_cli("generate", DEFAULT_MODEL, "--session", path, "-p", " unto Moses", "-n", 40, "--seed", 9, "-q",
+                "--threads", 2)
+    assert r.stdout == mine
+    # The program saved its continuation back: it equals ours, continued once more.
+    theirs = ssm.State.load(str(path), default_model)
+    assert theirs.consumed == [state.consumed[0] + 1 + len(" unto Moses") + 40 - 1]
