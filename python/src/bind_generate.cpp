@@ -131,7 +131,7 @@ py::object generate(const ModelPtr& m, const py::handle& prompt, const GenerateA
   request.config = generation_config(*m, a, request.text_out);
   if (!state) state = std::make_shared<StateHandle>(m, make_session(m->model, 1));
   check_cache_memory(*m, *state, request.prompt.size(), a.max_tokens);
-  auto run = std::make_shared<GenerationRun>(m, state, std::move(request));
+  auto run = std::make_shared<GenerationRun>(m, state, std::move(request), stream);
   if (stream) return py::make_tuple(py::cast(run), state);
   bool ended = false;
   while (!ended) wait_next(*run, ended);

@@ -48,6 +48,7 @@ py::object json_to_python(const Json& j) {
 
 py::array logits(const ModelPtr& m, const py::handle& ids_obj) {
   py::object keep;
+  m->check_free();
   const Tensor ids = ids_from_python(ids_obj, "Model.logits", keep);
   Tensor out;
   {
@@ -106,6 +107,7 @@ py::tuple forward(const ModelPtr& m, const py::handle& ids_obj, StatePtr state) 
 }
 
 py::dict parameters(const ModelPtr& m) {
+  m->check_free();
   py::dict out;
   py::object base = py::cast(m);
   m->model.for_each_param([&](const std::string& name, Param& p) {
@@ -117,6 +119,7 @@ py::dict parameters(const ModelPtr& m) {
 py::dict score(const ModelPtr& m, const std::string& text, int64_t seq_len, int64_t batch, int64_t max_tokens) {
   if (seq_len < 2) throw Error(cat("Model.score: seq_len=", seq_len, ": must be at least 2"));
   if (batch < 1) throw Error(cat("Model.score: batch=", batch, ": must be at least 1"));
+  m->check_free();
   const auto tok = m->get_tokenizer();
   EvalResult r;
   {
@@ -144,6 +147,7 @@ py::dict score(const ModelPtr& m, const std::string& text, int64_t seq_len, int6
 // A model directory `ssm` and ssm.load read back: the weights as F32
 // safetensors, config.json and tokenizer.json as the source had them.
 void save(const ModelPtr& m, const std::string& path) {
+  m->check_free();
   py::gil_scoped_release release;
   std::lock_guard lock(m->busy);
   const fs::path out(path);

@@ -19,6 +19,7 @@ void save(StateHandle& s, const std::string& path) {
 }
 
 StatePtr load(const std::string& path, const ModelPtr& model) {
+  model->check_free();
   py::gil_scoped_release release;
   std::lock_guard lock(model->busy);
   SessionState session = load_state(path, model->model, model->ctx);

@@ -46,6 +46,7 @@ std::unique_ptr<TrainerHandle> make_trainer(const ModelPtr& m, const py::handle&
   check(seq_len >= 2 && seq_len <= (1 << 20), cat("seq_len=", seq_len, ": must be in [2, 2^20]"));
   check(warmup >= 0, cat("warmup=", warmup, ": must be at least 0"));
   check(weight_decay >= 0, cat("weight_decay=", weight_decay, ": must be at least 0"));
+  m->check_free();
   auto h = std::make_unique<TrainerHandle>();
   h->model = m;
   h->tokens = training_tokens(*m, data);
@@ -71,6 +72,7 @@ std::unique_ptr<TrainerHandle> make_trainer(const ModelPtr& m, const py::handle&
 double step(TrainerHandle& h) {
   if (h.trainer->finished())
     throw Error(cat("Trainer: all ", h.trainer->options().steps, " steps are done"));
+  h.model->check_free();
   py::gil_scoped_release release;
   std::lock_guard lock(h.model->busy);
   return h.trainer->step().loss;

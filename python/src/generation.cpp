@@ -18,8 +18,8 @@ std::vector<int64_t> default_stop_ids(const LanguageModel& model, const Tokenize
   return {};
 }
 
-GenerationRun::GenerationRun(ModelPtr model, StatePtr state, GenerationRequest request)
-    : model_(std::move(model)), state_(std::move(state)), request_(std::move(request)) {
+GenerationRun::GenerationRun(ModelPtr model, StatePtr state, GenerationRequest request, bool streaming)
+    : model_(std::move(model)), state_(std::move(state)), request_(std::move(request)), streaming_(streaming) {
   state_->check_usable(*model_);
   if (state_->session.batch() != 1)
     throw Error(cat("generate: the state holds ", state_->session.batch(), " sequences; generate continues one"));
@@ -27,6 +27,7 @@ GenerationRun::GenerationRun(ModelPtr model, StatePtr state, GenerationRequest r
   if (request_.text_out || !request_.config.stop_strings.empty()) tok_ = model_->get_tokenizer();
   request_.config.interrupt = &interrupt_;
   state_->in_use = true;
+  if (streaming_) ++model_->streams;
   worker_ = std::thread([this] { run(); });
 }
 
@@ -85,6 +86,7 @@ void GenerationRun::run() {
     error_ = std::current_exception();
   }
   state_->in_use = false;
+  if (streaming_) --model_->streams;
   {
     std::lock_guard lock(mu_);
     done_ = true;

@@ -31,7 +31,7 @@ struct GenerationRequest {
 class GenerationRun {
  public:
   // Starts generating on a worker thread; state is marked in use until it ends.
-  GenerationRun(ModelPtr model, StatePtr state, GenerationRequest request);
+  GenerationRun(ModelPtr model, StatePtr state, GenerationRequest request, bool streaming);
   ~GenerationRun();  // stops the generation (after its current token) and joins
   GenerationRun(const GenerationRun&) = delete;
   GenerationRun& operator=(const GenerationRun&) = delete;
@@ -56,6 +56,7 @@ class GenerationRun {
   StatePtr state_;
   GenerationRequest request_;
   std::shared_ptr<Tokenizer> tok_;
+  bool streaming_;
   std::atomic<bool> interrupt_{false};
   std::mutex mu_;
   std::condition_variable cv_;

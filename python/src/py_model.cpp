@@ -7,9 +7,15 @@ std::shared_ptr<Tokenizer> ModelHandle::get_tokenizer() {
   return tokenizer;
 }
 
+void ModelHandle::check_free() const {
+  if (streams > 0)
+    throw Error("a streaming generation of this model is still running; iterate it to the end or close() it first");
+}
+
 void StateHandle::check_usable(const ModelHandle& model) const {
   if (owner.get() != &model)
     throw Error("this State belongs to another Model (states continue only the model that made them)");
+  model.check_free();
   if (in_use) throw Error("this State is being advanced by a streaming generation; finish or close it first");
 }
 

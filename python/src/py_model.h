@@ -24,11 +24,16 @@ struct ModelHandle {
   Context ctx;
   std::mutex busy;
   uint64_t max_memory = 0;  // the limit it was loaded under (0: physical memory)
+  // Streaming generations still running: they hold `busy` until their last
+  // token, which a caller on the stream's own thread would wait for forever.
+  std::atomic<int> streams{0};
   std::shared_ptr<Tokenizer> tokenizer;  // loaded on first use
 
   ModelHandle(std::filesystem::path dir_, LanguageModel model_, const std::string& backend, int threads)
       : dir(std::move(dir_)), model(std::move(model_)), ctx(backend, threads) {}
 
+  // ssm::Error while a streaming generation of this model runs.
+  void check_free() const;
   // The model's tokenizer; ssm::Error when its directory has none.
   std::shared_ptr<Tokenizer> get_tokenizer();
 };

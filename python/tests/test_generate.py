@@ -49,7 +49,10 @@ def test_stop_string_ends_the_text_before_it(default_model):
 def test_closing_a_stream_keeps_the_state_reached(default_model):
     stream, state = default_model.generate("And", max_tokens=5000, seed=1, stream=True)
     next(stream)
+    with pytest.raises(ssm.Error, match="streaming generation of this model is still running"):
+        default_model.logits([[1, 2]])  # would otherwise wait for all 5000 tokens
     stream.close()
+    assert default_model.logits([[1, 2]]).shape == (1, 2, 256)
     assert stream.finish_reason == "interrupt"
     assert 1 <= state.consumed[0] < 5000
     more, _ = default_model.generate("", max_tokens=3, seed=1, state=state)  # continues from its pending token
