@@ -62,7 +62,8 @@ class Stream(Iterator[Any]):
     @property
     def tokens(self) -> list[int]: ...
     @property
-    def finish_reason(self) -> str: ...
+    def finish_reason(self) -> str:
+        """"length", "stop token", "stop string" or "interrupt" (close() or Ctrl-C)."""
     @property
     def seed(self) -> int: ...
     @property
