@@ -6,6 +6,7 @@ packages=(
   libopenblas-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcli11-dev
   libzip-dev libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
+  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-setuptools
 )
 missing=()
 for p in "${packages[@]}"; do
