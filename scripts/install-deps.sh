@@ -6,6 +6,7 @@ packages=(
   libopenblas-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcli11-dev
   libzip-dev libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
+  libcpp-httplib-dev nodejs npm
 )
 missing=()
 for p in "${packages[@]}"; do
