@@ -81,6 +81,12 @@ void Server::routes() {
   // one thread per request the queue admits, plus the running batch.
   const size_t threads = static_cast<size_t>(std::min<int64_t>(options_.max_queue + options_.max_batch + 4, 512));
   h.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a
+  // second server on the same port would silently share its connections.
+  h.set_socket_options([](httplib::socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   h.set_payload_max_length(options_.max_body_bytes);
   h.set_keep_alive_timeout(30);
   h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
