@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -67,11 +68,15 @@ int run_serve(ServeArgs& a) {
                opt.model_name.c_str(), a.sessions.c_str());
   std::fflush(stderr);
   int signal_seen = 0;
+  std::atomic<bool> woken{false};
   std::thread watcher([&] {
     sigwait(&stop_signals, &signal_seen);
+    woken = true;
     server.stop();
   });
   server.run();
+  // Should the server stop on its own, the watcher is woken to end.
+  if (!woken) pthread_kill(watcher.native_handle(), SIGTERM);
   watcher.join();
   std::fprintf(stderr, "ssm serve: stopped (%s); sessions saved in %s\n", signal_seen == SIGINT ? "interrupt" : "SIGTERM",
                a.sessions.c_str());

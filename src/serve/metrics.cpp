@@ -51,6 +51,8 @@ std::string Metrics::render(const MetricsSnapshot& now) const {
   gauge("ssm_decode_rows_total", "Sequences decoded over all steps (rows / steps = mean batch).", "counter",
         now.batched_rows);
   gauge("ssm_queue_length", "Requests waiting to join the batch.", "gauge", now.queue_length);
+  gauge("ssm_requests_in_flight", "Completion requests accepted and not yet answered (--max-queue bounds it).",
+        "gauge", now.in_flight);
   gauge("ssm_running_requests", "Requests in the running batch.", "gauge", now.running);
   gauge("ssm_sessions_in_memory", "Sessions whose state is held in memory.", "gauge", now.sessions_in_memory);
   gauge("ssm_sessions_on_disk", "Session state files in the sessions directory.", "gauge", now.sessions_on_disk);

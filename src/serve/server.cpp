@@ -64,7 +64,8 @@ void Server::stop() { http_->stop(); }
 MetricsSnapshot Server::snapshot() {
   const SchedulerStats s = scheduler_.stats();
   MetricsSnapshot m;
-  m.queue_length = waiting_.load();
+  m.queue_length = s.queued;
+  m.in_flight = waiting_.load();
   m.running = s.running;
   m.sessions_in_memory = static_cast<int64_t>(store_.in_memory());
   m.sessions_on_disk = static_cast<int64_t>(store_.on_disk());
@@ -83,7 +84,7 @@ void Server::routes() {
   h.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a
   // second server on the same port would silently share its connections.
-  h.set_socket_options([](httplib::socket_t sock) {
+  h.set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
