@@ -1,10 +1,13 @@
 // ssm serve [MODEL] --host H --port P --sessions DIR: the OpenAI-compatible
 // HTTP server (src/serve/). SIGTERM or Ctrl-C stops it gracefully: no new
 // connection is taken, requests in flight finish and save their sessions.
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
+
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -17,6 +20,13 @@
 
 namespace ssm::cli {
 namespace {
+
+int g_signal_pipe[2] = {-1, -1};
+
+void on_stop_signal(int sig) {
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &byte, 1);
+}
 
 struct ServeArgs {
   std::string model, host = "127.0.0.1", sessions = "ssm-sessions", api_key, model_name;
@@ -36,14 +46,6 @@ int run_serve(ServeArgs& a) {
   if (a.default_max_tokens > a.max_tokens_limit)
     throw UsageError(cat("--default-max-tokens ", a.default_max_tokens, " is above --max-tokens-limit ",
                          a.max_tokens_limit));
-  // The signals go to the watcher thread alone: every thread started from
-  // here on inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-
   Context ctx = make_context(a.compute);
   LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
   const auto tok = load_tokenizer_for_model(a.model);
@@ -67,16 +69,27 @@ int run_serve(ServeArgs& a) {
   std::fprintf(stderr, "ssm serve: listening on http://%s:%d (model %s, sessions in %s)\n", a.host.c_str(), port,
                opt.model_name.c_str(), a.sessions.c_str());
   std::fflush(stderr);
-  int signal_seen = 0;
-  std::atomic<bool> woken{false};
+  // A signal may land on any thread (OpenBLAS starts its own before main),
+  // so the handler only writes the signal's number to a pipe; the watcher
+  // reads it and stops the server. A second signal has the default effect.
+  if (::pipe(g_signal_pipe) != 0) throw Error("cannot create a pipe for the signal watcher");
+  struct sigaction act {};
+  act.sa_handler = on_stop_signal;
+  sigemptyset(&act.sa_mask);
+  act.sa_flags = SA_RESETHAND;
+  ::sigaction(SIGTERM, &act, nullptr);
+  ::sigaction(SIGINT, &act, nullptr);
+  std::atomic<int> signal_seen{0};
   std::thread watcher([&] {
-    sigwait(&stop_signals, &signal_seen);
-    woken = true;
+    unsigned char byte = 0;
+    while (::read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    signal_seen = byte;
     server.stop();
   });
   server.run();
-  // Should the server stop on its own, the watcher is woken to end.
-  if (!woken) pthread_kill(watcher.native_handle(), SIGTERM);
+  const unsigned char none = 0;
+  if (signal_seen.load() == 0 && ::write(g_signal_pipe[1], &none, 1) != 1) std::abort();  // the server stopped on its own
   watcher.join();
   std::fprintf(stderr, "ssm serve: stopped (%s); sessions saved in %s\n", signal_seen == SIGINT ? "interrupt" : "SIGTERM",
                a.sessions.c_str());

@@ -60,8 +60,8 @@ TEST(ServeRequest, RefusesBadValuesWith400) {
 }
 
 TEST(ServeRequest, SessionIdsAreFileNames) {
-  for (const std::string id : {"a", "A9", "x_y-z.1", std::string(128, 'q')}) EXPECT_NO_THROW(check_session_id(id));
-  for (const std::string id : {"", ".", "..", ".hidden", "a/b", "../a", "a\\b", "-a", "a b", "a\n",
+  for (const std::string& id : std::vector<std::string>{"a", "A9", "x_y-z.1", std::string(128, 'q')}) EXPECT_NO_THROW(check_session_id(id));
+  for (const std::string& id : std::vector<std::string>{"", ".", "..", ".hidden", "a/b", "../a", "a\\b", "-a", "a b", "a\n",
                                std::string(129, 'q'), std::string("a\0b", 3)})
     EXPECT_THROW(check_session_id(id), ApiError) << id;
 }
