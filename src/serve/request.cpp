@@ -33,7 +33,7 @@ int64_t get_int(const json& v, const std::string& param, int64_t lo, int64_t hi)
     return get_int(json(static_cast<int64_t>(v.get<double>())), param, lo, hi);
   if (!v.is_number_integer()) bad(param, cat("expected an integer, got ", type_name(v)));
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-    bad(param, cat("must be at most ", hi));
+    bad(param, cat(v.get<uint64_t>(), " is out of range [", lo, ", ", hi, "]"));
   const int64_t x = v.get<int64_t>();
   if (x < lo || x > hi) bad(param, cat(x, " is out of range [", lo, ", ", hi, "]"));
   return x;

@@ -105,12 +105,16 @@ TEST(ServeCli, BadFlagsAreUsageErrors) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"serve", "--port", "-1"}, {"serve", "--port", "70000"}, {"serve", "--port", "x"},
         {"serve", "--max-batch", "0"}, {"serve", "--max-queue", "0"}, {"serve", "--api-key", ""},
-        {"serve", "/no/such/model"}, {"serve", "--sessions", "/proc/nope/x"}, {"serve", "--max-body", "1"},
+        {"serve", "/no/such/model"}, {"serve", "--max-body", "1"},
         {"serve", "--default-max-tokens", "10", "--max-tokens-limit", "5"}}) {
     const CliRun r = run_ssm(args);
     EXPECT_EQ(r.code, 2) << args[1] << " " << (args.size() > 2 ? args[2] : "") << ": " << r.err;
     EXPECT_TRUE(contains(r.err, "ssm: error:")) << r.err;
   }
+  // A sessions directory that cannot be made: a run failure naming it.
+  const CliRun bad_dir = run_ssm({"serve", "--sessions", "/proc/nope/x"});
+  EXPECT_EQ(bad_dir.code, 1) << bad_dir.err;
+  EXPECT_TRUE(contains(bad_dir.err, "/proc/nope/x: cannot create the sessions directory")) << bad_dir.err;
   // A port another server holds: a run failure naming the address.
   TempDir dir;
   ServeProcess first(default_model(), dir / "a");

@@ -77,7 +77,7 @@ struct Reply {
 inline Reply post(httplib::Client& c, const std::string& path, const std::string& body,
                   const httplib::Headers& headers = {}) {
   const auto r = c.Post(path.c_str(), headers, body, "application/json");
-  if (!r) return {0, nullptr, ""};
+  if (!r) return {0, nullptr, "no response: " + httplib::to_string(r.error())};
   Reply out{r->status, nullptr, r->body};
   out.body = json::parse(r->body, nullptr, false);
   return out;
