@@ -111,7 +111,7 @@ void setup_serve(CLI::App& app, Action& action) {
       ->type_name("N")->capture_default_str()->check(whole_number(1, 1 << 20));
   cmd->add_option("--max-batch", a.max_batch, "requests decoded together in one batch")
       ->type_name("N")->capture_default_str()->check(whole_number(1, 1024));
-  cmd->add_option("--max-queue", a.max_queue, "requests waiting beyond the batch before answering 429")
+  cmd->add_option("--max-queue", a.max_queue, "completion requests in flight (waiting or running) beyond which 429 is answered")
       ->type_name("N")->capture_default_str()->check(whole_number(1, 4096));
   cmd->add_option("--max-body", a.max_body, "largest request body in bytes (413 beyond)")
       ->type_name("BYTES")->capture_default_str()->check(whole_number(64, int64_t{1} << 32));
