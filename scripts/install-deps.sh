@@ -7,6 +7,7 @@ packages=(
   libzip-dev libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-setuptools
+  libcpp-httplib-dev nodejs npm
 )
 missing=()
 for p in "${packages[@]}"; do

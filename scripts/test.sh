@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+scripts/install-node-deps.sh  # the openai npm client the serve tests drive
 # SSM_BUILD_TESTS=ON even when the build directory's cache says otherwise.
 scripts/build.sh -DSSM_BUILD_TESTS=ON "$@"
 build_dir=${BUILD_DIR:-build}

@@ -66,6 +66,8 @@ class CliProcess {
   CliProcess& operator=(const CliProcess&) = delete;
 
   std::string out() const { return slurp_file(dir_ / "out"); }
+  std::string err() const { return slurp_file(dir_ / "err"); }
+  pid_t pid() const { return pid_; }
   void signal(int sig) const { ::kill(pid_, sig); }
   bool exited() {
     int status = 0;

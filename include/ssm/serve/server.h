@@ -1,0 +1,76 @@
+// The HTTP server of `ssm serve` (cpp-httplib): OpenAI's completions and
+// chat completions, models, health, Prometheus metrics and the session
+// routes, over one Scheduler and one SessionStore.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "ssm/model/language_model.h"
+#include "ssm/serve/metrics.h"
+#include "ssm/serve/request.h"
+#include "ssm/serve/scheduler.h"
+#include "ssm/serve/session_store.h"
+#include "ssm/tokenizer/tokenizer.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace ssm::serve {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port
+  std::filesystem::path sessions_dir;
+  size_t max_sessions_memory = 64;
+  int64_t max_batch = 16;
+  int64_t max_queue = 64;         // requests waiting (for a session or a batch row) before 429
+  size_t max_body_bytes = 1 << 20;
+  std::string api_key;            // empty: no authentication
+  std::string model_name;         // what /v1/models lists and responses name
+  RequestLimits limits;
+};
+
+class Server {
+ public:
+  // model, ctx and tokenizer must outlive the server; ctx is used by the
+  // scheduler's thread only.
+  Server(LanguageModel& model, Context& ctx, const Tokenizer& tokenizer, std::string fingerprint,
+         ServerOptions options);
+  ~Server();
+
+  // Binds the socket; returns the port (useful with port 0). ssm::Error when
+  // the address cannot be bound.
+  int bind();
+  // Serves until stop(); requests in flight finish (and save their sessions)
+  // before it returns.
+  void run();
+  // From any thread (a signal watcher).
+  void stop();
+
+ private:
+  struct Exchange;
+  void routes();
+  void complete(const httplib::Request& req, httplib::Response& res, bool chat);
+  void stream(std::shared_ptr<Exchange> ex, httplib::Response& res);
+  MetricsSnapshot snapshot();
+
+  LanguageModel& model_;
+  const Tokenizer& tokenizer_;
+  ServerOptions options_;
+  std::vector<int64_t> stop_tokens_;
+  Metrics metrics_;
+  SessionStore store_;
+  Scheduler scheduler_;
+  std::atomic<int64_t> waiting_{0};  // requests accepted, not yet in the batch
+  std::atomic<int64_t> next_id_{0};
+  std::unique_ptr<httplib::Server> http_;
+};
+
+}  // namespace ssm::serve

@@ -1,0 +1,137 @@
+// ssm serve [MODEL] --host H --port P --sessions DIR: the OpenAI-compatible
+// HTTP server (src/serve/). SIGTERM or Ctrl-C stops it gracefully: no new
+// connection is taken, requests in flight finish and save their sessions.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/install_paths.h"
+#include "ssm/model/state_file.h"
+#include "ssm/serve/server.h"
+#include "ssm/tokenizer/tokenizer.h"
+
+namespace ssm::cli {
+namespace {
+
+int g_signal_pipe[2] = {-1, -1};
+
+void on_stop_signal(int sig) {
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &byte, 1);
+}
+
+struct ServeArgs {
+  std::string model, host = "127.0.0.1", sessions = "ssm-sessions", api_key, model_name;
+  int port = 8080;
+  int64_t max_sessions_memory = 64, max_batch = 16, max_queue = 64;
+  int64_t max_prompt_tokens = 8192, max_tokens_limit = 4096, default_max_tokens = 16;
+  uint64_t max_body = 1 << 20;
+  ComputeOptions compute;
+};
+
+int run_serve(ServeArgs& a) {
+  if (a.model.empty()) {
+    a.model = default_model_dir().string();
+    if (!std::filesystem::is_regular_file(std::filesystem::path(a.model) / "config.json"))
+      throw Error(cat("no MODEL given and the built-in model is not installed at ", a.model));
+  }
+  if (a.default_max_tokens > a.max_tokens_limit)
+    throw UsageError(cat("--default-max-tokens ", a.default_max_tokens, " is above --max-tokens-limit ",
+                         a.max_tokens_limit));
+  Context ctx = make_context(a.compute);
+  LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
+  const auto tok = load_tokenizer_for_model(a.model);
+  serve::ServerOptions opt;
+  opt.host = a.host;
+  opt.port = a.port;
+  opt.sessions_dir = a.sessions;
+  opt.max_sessions_memory = static_cast<size_t>(a.max_sessions_memory);
+  opt.max_batch = a.max_batch;
+  opt.max_queue = a.max_queue;
+  opt.max_body_bytes = static_cast<size_t>(a.max_body);
+  opt.api_key = a.api_key;
+  opt.model_name = a.model_name.empty() ? std::filesystem::path(a.model).lexically_normal().filename().string()
+                                        : a.model_name;
+  if (opt.model_name.empty()) opt.model_name = std::filesystem::absolute(a.model).parent_path().filename().string();
+  opt.limits.max_prompt_tokens = a.max_prompt_tokens;
+  opt.limits.max_tokens = a.max_tokens_limit;
+  opt.limits.default_max_tokens = a.default_max_tokens;
+  serve::Server server(model, ctx, *tok, model_fingerprint(model, ctx), opt);
+  const int port = server.bind();
+  std::fprintf(stderr, "ssm serve: listening on http://%s:%d (model %s, sessions in %s)\n", a.host.c_str(), port,
+               opt.model_name.c_str(), a.sessions.c_str());
+  std::fflush(stderr);
+  // A signal may land on any thread (OpenBLAS starts its own before main),
+  // so the handler only writes the signal's number to a pipe; the watcher
+  // reads it and stops the server. A second signal has the default effect.
+  if (::pipe(g_signal_pipe) != 0) throw Error("cannot create a pipe for the signal watcher");
+  struct sigaction act {};
+  act.sa_handler = on_stop_signal;
+  sigemptyset(&act.sa_mask);
+  act.sa_flags = SA_RESETHAND;
+  ::sigaction(SIGTERM, &act, nullptr);
+  ::sigaction(SIGINT, &act, nullptr);
+  std::atomic<int> signal_seen{0};
+  std::thread watcher([&] {
+    unsigned char byte = 0;
+    while (::read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    signal_seen = byte;
+    server.stop();
+  });
+  server.run();
+  const unsigned char none = 0;
+  if (signal_seen.load() == 0 && ::write(g_signal_pipe[1], &none, 1) != 1) std::abort();  // the server stopped on its own
+  watcher.join();
+  std::fprintf(stderr, "ssm serve: stopped (%s); sessions saved in %s\n", signal_seen == SIGINT ? "interrupt" : "SIGTERM",
+               a.sessions.c_str());
+  return signal_seen == SIGINT ? kExitInterrupted : 0;
+}
+
+void setup_serve(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("serve", "an OpenAI-compatible HTTP server whose sessions are saved SSM states");
+  static ServeArgs a;
+  add_model_argument(*cmd, a.model, "model directory", /*required=*/false, model_directory(), "the built-in model");
+  cmd->add_option("--host", a.host, "address to listen on (loopback by default; 0.0.0.0: every interface)")
+      ->type_name("ADDR")->capture_default_str()
+      ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("the address is empty") : ""; }, ""));
+  cmd->add_option("--port", a.port, "TCP port; 0 picks a free one (printed on stderr)")
+      ->type_name("N")->capture_default_str()->check(whole_number(0, 65535));
+  cmd->add_option("--sessions", a.sessions, "directory of the session state files (created if missing)")
+      ->type_name("DIR")->capture_default_str()->check(output_directory());
+  cmd->add_option("--max-sessions-memory", a.max_sessions_memory, "sessions kept in memory (least recently used go)")
+      ->type_name("N")->capture_default_str()->check(whole_number(1, 1 << 20));
+  cmd->add_option("--max-batch", a.max_batch, "requests decoded together in one batch")
+      ->type_name("N")->capture_default_str()->check(whole_number(1, 1024));
+  cmd->add_option("--max-queue", a.max_queue, "completion requests in flight (waiting or running) beyond which 429 is answered")
+      ->type_name("N")->capture_default_str()->check(whole_number(1, 4096));
+  cmd->add_option("--max-body", a.max_body, "largest request body in bytes (413 beyond)")
+      ->type_name("BYTES")->capture_default_str()->check(whole_number(64, int64_t{1} << 32));
+  cmd->add_option("--max-prompt-tokens", a.max_prompt_tokens, "longest prompt, in tokens")
+      ->type_name("N")->capture_default_str()->check(whole_number(1, int64_t{1} << 24));
+  cmd->add_option("--max-tokens-limit", a.max_tokens_limit, "largest max_tokens a request may ask for")
+      ->type_name("N")->capture_default_str()->check(whole_number(1, int64_t{1} << 24));
+  cmd->add_option("--default-max-tokens", a.default_max_tokens, "max_tokens of a request that gives none")
+      ->type_name("N")->capture_default_str()->check(whole_number(0, int64_t{1} << 24));
+  cmd->add_option("--api-key", a.api_key, "require 'Authorization: Bearer KEY' (/health excepted)")
+      ->type_name("KEY")->default_str("none")
+      ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("the key is empty") : ""; }, ""));
+  cmd->add_option("--model-name", a.model_name, "the model's id in the API")
+      ->type_name("NAME")->default_str("the model directory's name");
+  add_compute_options(*cmd, a.compute);
+  cmd->callback([&action] { action = [] { return run_serve(a); }; });
+}
+
+}  // namespace
+
+SSM_COMMAND(serve, setup_serve);
+
+}  // namespace ssm::cli

@@ -1,0 +1,181 @@
+// Routes other than the completions, authentication and error bodies.
+#include "ssm/serve/server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+
+#include "ssm/core/error.h"
+#include "ssm/serve/api_error.h"
+
+namespace ssm::serve {
+namespace {
+
+using nlohmann::json;
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), error_body(e)); }
+
+json session_json(const SessionInfo& s) {
+  return {{"id", s.id},          {"object", "session"}, {"tokens", s.consumed}, {"pending_token", s.pending},
+          {"bytes", s.bytes},    {"last_used", static_cast<int64_t>(s.last_use)}};
+}
+
+// The eos token stops a completion: config.json's eos_token_id, else the
+// tokenizer's <|endoftext|>.
+std::vector<int64_t> end_of_text(const LanguageModel& model, const Tokenizer& tok) {
+  const Json& src = model.config().source;
+  if (src.contains("eos_token_id") && src["eos_token_id"].is_number_integer())
+    return {src["eos_token_id"].get<int64_t>()};
+  if (const auto id = tok.token_to_id("<|endoftext|>")) return {*id};
+  return {};
+}
+
+}  // namespace
+
+Server::Server(LanguageModel& model, Context& ctx, const Tokenizer& tokenizer, std::string fingerprint,
+               ServerOptions options)
+    : model_(model), tokenizer_(tokenizer), options_(std::move(options)),
+      stop_tokens_(end_of_text(model, tokenizer)),
+      store_(options_.sessions_dir, options_.max_sessions_memory, model, std::move(fingerprint)),
+      scheduler_(model, ctx, options_.max_batch, options_.max_queue),
+      http_(std::make_unique<httplib::Server>()) {
+  options_.limits.vocab_size = model.config().vocab_size;
+  routes();
+}
+
+Server::~Server() = default;
+
+int Server::bind() {
+  const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
+                                      : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  if (port <= 0) throw Error(cat("cannot listen on ", options_.host, ":", options_.port, " (in use or not an address here)"));
+  return port;
+}
+
+void Server::run() { http_->listen_after_bind(); }
+
+void Server::stop() { http_->stop(); }
+
+MetricsSnapshot Server::snapshot() {
+  const SchedulerStats s = scheduler_.stats();
+  MetricsSnapshot m;
+  m.queue_length = s.queued;
+  m.in_flight = waiting_.load();
+  m.running = s.running;
+  m.sessions_in_memory = static_cast<int64_t>(store_.in_memory());
+  m.sessions_on_disk = static_cast<int64_t>(store_.on_disk());
+  m.prompt_tokens = s.prompt_tokens;
+  m.generated_tokens = s.generated_tokens;
+  m.decode_steps = s.steps;
+  m.batched_rows = s.batched_rows;
+  return m;
+}
+
+void Server::routes() {
+  httplib::Server& h = *http_;
+  // Handlers wait for their session and their batch row, so the pool holds
+  // one thread per request the queue admits, plus the running batch.
+  const size_t threads = static_cast<size_t>(std::min<int64_t>(options_.max_queue + options_.max_batch + 4, 512));
+  h.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a
+  // second server on the same port would silently share its connections.
+  h.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  h.set_payload_max_length(options_.max_body_bytes);
+  h.set_keep_alive_timeout(30);
+  h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") == "Bearer " + options_.api_key)
+      return httplib::Server::HandlerResponse::Unhandled;
+    send_json(res, 401,
+              error_body(401, req.has_header("Authorization") ? "Incorrect API key provided"
+                                                               : "Missing API key: send 'Authorization: Bearer KEY'",
+                         "", "authentication_error", "invalid_api_key"));
+    metrics_.count_request(req.path, 401);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  h.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string msg = res.status == 404   ? cat("no route ", req.method, " ", req.path)
+                            : res.status == 413 ? "the request body is too large"
+                                                : cat("HTTP ", res.status);
+    send_json(res, res.status, error_body(res.status, msg));
+  });
+  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string msg = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      msg = e.what();
+    } catch (...) {
+    }
+    send_json(res, 500, error_body(500, msg));
+  });
+
+  h.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
+  h.Post("/v1/chat/completions",
+         [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
+  h.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"status", "ok"}});
+    metrics_.count_request("/health", 200);
+  });
+  h.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"object", "list"},
+                         {"data", json::array({{{"id", options_.model_name}, {"object", "model"}, {"created", 0},
+                                                {"owned_by", "ssm"}}})}});
+    metrics_.count_request("/v1/models", 200);
+  });
+  h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(snapshot()), "text/plain; version=0.0.4");
+    metrics_.count_request("/metrics", 200);
+  });
+  const auto session_route = [this](const std::string& name, auto&& fn) {
+    return [this, name, fn](const httplib::Request& req, httplib::Response& res) {
+      try {
+        check_session_id(req.matches[1], "id");
+        fn(std::string(req.matches[1]), req, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+      metrics_.count_request(name, res.status);
+    };
+  };
+  h.Get(R"(/v1/sessions/([^/]+))",
+        session_route("/v1/sessions/{id}", [this](const std::string& id, const httplib::Request&, httplib::Response& res) {
+          const auto info = store_.info(id);
+          if (!info) throw ApiError(404, cat("no session '", id, "'"), "id", "invalid_request_error", "session_not_found");
+          send_json(res, 200, session_json(*info));
+        }));
+  h.Delete(R"(/v1/sessions/([^/]+))",
+           session_route("/v1/sessions/{id}", [this](const std::string& id, const httplib::Request&, httplib::Response& res) {
+             if (!store_.erase(id))
+               throw ApiError(404, cat("no session '", id, "'"), "id", "invalid_request_error", "session_not_found");
+             send_json(res, 200, {{"id", id}, {"object", "session.deleted"}, {"deleted", true}});
+           }));
+  h.Post(R"(/v1/sessions/([^/]+)/fork)",
+         session_route("/v1/sessions/{id}/fork", [this](const std::string& id, const httplib::Request& req,
+                                                        httplib::Response& res) {
+           json body;
+           try {
+             body = json::parse(req.body);
+           } catch (const json::exception& e) {
+             throw ApiError(400, cat("invalid JSON in the request body: ", e.what()));
+           }
+           if (!body.is_object() || !body.contains("id") || !body["id"].is_string())
+             throw ApiError(400, "'id': the new session's id is required, as a string", "id");
+           for (const auto& [key, _] : body.items())
+             if (key != "id") throw ApiError(400, cat("'", key, "': unknown field"), key);
+           const std::string to = body["id"].get<std::string>();
+           check_session_id(to, "id");
+           send_json(res, 200, session_json(store_.fork(id, to)));
+         }));
+}
+
+}  // namespace ssm::serve

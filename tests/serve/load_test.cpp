@@ -1,0 +1,130 @@
+// A bounded load: 32 concurrent clients x 20 greedy requests on 16 sessions
+// (two clients share each session, so their requests are serialised there in
+// an order the server picks). Every response must be complete; then the same
+// requests are replayed one at a time, per session in the order the server
+// served them (session_tokens tells it), on fresh sessions: each reply must
+// be the same, so batching changed nothing. The replay is also the
+// one-client-at-a-time baseline: aggregate tokens/s of both and p50/p99
+// latency are printed (recorded, never asserted: the machine is shared).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <thread>
+
+#include "serve/serve_helpers.h"
+
+namespace ssm::testing {
+namespace {
+
+constexpr int kClients = 32, kRequests = 20, kSessions = 16, kMaxTokens = 8;
+
+struct Served {
+  int client, index;
+  std::string session, prompt;
+  int64_t session_tokens;
+  std::vector<int64_t> ids;
+  double seconds;
+};
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+TEST(ServeLoad, ConcurrentClientsOnSharedSessionsMatchOneAtATime) {
+  TempDir dir;
+  ServeProcess server(default_model(), dir / "sessions", {"--max-batch", "16", "--max-queue", "64"});
+  std::vector<std::vector<Served>> per_client(kClients);
+  std::atomic<int> connection_retries{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c)
+    clients.emplace_back([&, c] {
+      auto http = server.client();
+      for (int i = 0; i < kRequests; ++i) {
+        Served s{c, i, cat("load-", c % kSessions), cat(" c", c, "r", i, ":"), 0, {}, 0};
+        const auto t = std::chrono::steady_clock::now();
+        const json body = {{"prompt", s.prompt}, {"max_tokens", kMaxTokens}, {"temperature", 0},
+                           {"session", s.session}};
+        Reply r = post(*http, "/v1/completions", body);
+        if (r.status == 0) {
+          // No HTTP response at all (seen rarely on this loaded machine while
+          // 32 clients connect at once): counted, reported, retried once on a
+          // new connection. Were the request served but its answer lost, the
+          // replay below would disagree.
+          if (connection_retries++ == 0) std::printf("first connection-level failure: '%s'\n", r.raw.c_str());
+          http = server.client();
+          r = post(*http, "/v1/completions", body);
+        }
+        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+        if (r.status != 200 || !r.body.is_object()) {
+          s.session_tokens = -r.status;
+          s.prompt += " -> " + r.raw;
+        } else {
+          s.ids = completion_ids(r);
+          s.session_tokens = r.body["ssm"]["session_tokens"].get<int64_t>();
+        }
+        per_client[c].push_back(s);
+      }
+    });
+  for (auto& t : clients) t.join();
+  const double concurrent_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  std::map<std::string, std::vector<Served>> by_session;
+  std::vector<double> latencies;
+  for (const auto& v : per_client)
+    for (const Served& s : v) {
+      ASSERT_GT(s.session_tokens, 0) << "client " << s.client << " request " << s.index << ": status "
+                                     << -s.session_tokens << " " << s.prompt;
+      ASSERT_EQ(s.ids.size(), static_cast<size_t>(kMaxTokens)) << "incomplete response";
+      by_session[s.session].push_back(s);
+      latencies.push_back(s.seconds);
+    }
+  ASSERT_EQ(by_session.size(), static_cast<size_t>(kSessions));
+
+  // The replay, one request at a time, on fresh sessions.
+  auto http = server.client();
+  const auto t1 = std::chrono::steady_clock::now();
+  int64_t mismatches = 0;
+  for (auto& [session, served] : by_session) {
+    std::sort(served.begin(), served.end(),
+              [](const Served& a, const Served& b) { return a.session_tokens < b.session_tokens; });
+    for (const Served& s : served) {
+      const Reply r = post(*http, "/v1/completions",
+                           json{{"prompt", s.prompt}, {"max_tokens", kMaxTokens}, {"temperature", 0},
+                                {"session", "replay-" + session}});
+      ASSERT_EQ(r.status, 200) << r.raw;
+      EXPECT_EQ(r.body["ssm"]["session_tokens"], s.session_tokens);
+      mismatches += completion_ids(r) != s.ids;
+    }
+  }
+  const double sequential_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  EXPECT_EQ(mismatches, 0);
+
+  const double tokens = static_cast<double>(kClients * kRequests * kMaxTokens);
+  std::printf("connection-level failures retried: %d\n", connection_retries.load());
+  // Not asserted yet: see docs/SERVE.md, "known issues".
+  const std::string metrics = server.client()->Get("/metrics")->body;
+  std::printf("load: %d clients x %d requests on %d sessions, max_tokens %d: %.0f tokens in %.2f s = %.0f tokens/s; "
+              "latency p50 %.1f ms p99 %.1f ms\n"
+              "one at a time: %.2f s = %.0f tokens/s; batched / sequential throughput: %.2fx\n",
+              kClients, kRequests, kSessions, kMaxTokens, tokens, concurrent_seconds, tokens / concurrent_seconds,
+              1e3 * percentile(latencies, 0.5), 1e3 * percentile(latencies, 0.99), sequential_seconds,
+              tokens / sequential_seconds, sequential_seconds / concurrent_seconds);
+  const auto value = [&](const std::string& name) {
+    const size_t at = metrics.find("\n" + name + " ") + name.size() + 2;
+    return metrics.substr(at, metrics.find('\n', at) - at);
+  };
+  std::printf("decode steps %s, rows decoded %s (both phases)\n", value("ssm_decode_steps_total").c_str(),
+              value("ssm_decode_rows_total").c_str());
+  ::testing::Test::RecordProperty("batched_tokens_per_s", std::to_string(tokens / concurrent_seconds));
+  ::testing::Test::RecordProperty("sequential_tokens_per_s", std::to_string(tokens / sequential_seconds));
+  EXPECT_EQ(server.stop().code, 0);
+}
+
+}  // namespace
+}  // namespace ssm::testing
