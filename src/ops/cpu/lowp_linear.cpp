@@ -59,15 +59,67 @@ HWY_INLINE const void* row_at(const LowpWeights& W, int64_t j) {
 // vector of weights is widened once for all of them.
 constexpr int64_t kRowGroup = 4;
 
+HWY_INLINE void store_output(const LowpGemvJob& job, int64_t m, int64_t j, float scale, float sum) {
+  float& out = job.y[m * job.ldy + j];
+  const float v = scale * sum + (job.bias ? job.bias[j] : 0.f);
+  out = job.accumulate ? out + v : v;
+}
+
+template <DType kType>
+HWY_INLINE float row_scale(const LowpWeights& W, int64_t j) {
+  return kType == DType::kQ8 ? W.scales[j * W.scale_stride] : 1.f;
+}
+
+// One row of x (decode at batch 1): four weight rows at a time, so that
+// four independent sums hide the latency of the multiply-adds and each
+// vector of x is loaded once for all four.
+template <DType kType>
+void gemv1_typed(const LowpGemvJob& job) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df)), K = job.W.K;
+  const int64_t K_vec = K - K % L;
+  const float* x = job.x;
+  int64_t j = 0;
+  for (; j + 4 <= job.n; j += 4) {
+    const void* r0 = row_at<kType>(job.W, j);
+    const void* r1 = row_at<kType>(job.W, j + 1);
+    const void* r2 = row_at<kType>(job.W, j + 2);
+    const void* r3 = row_at<kType>(job.W, j + 3);
+    auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+    for (int64_t k = 0; k < K_vec; k += L) {
+      const auto xv = hn::LoadU(df, x + k);
+      a0 = hn::MulAdd(load_widened<kType>(df, r0, k), xv, a0);
+      a1 = hn::MulAdd(load_widened<kType>(df, r1, k), xv, a1);
+      a2 = hn::MulAdd(load_widened<kType>(df, r2, k), xv, a2);
+      a3 = hn::MulAdd(load_widened<kType>(df, r3, k), xv, a3);
+    }
+    float sums[4] = {hn::GetLane(hn::SumOfLanes(df, a0)), hn::GetLane(hn::SumOfLanes(df, a1)),
+                     hn::GetLane(hn::SumOfLanes(df, a2)), hn::GetLane(hn::SumOfLanes(df, a3))};
+    const void* rows[4] = {r0, r1, r2, r3};
+    for (int r = 0; r < 4; ++r) {
+      for (int64_t k = K_vec; k < K; ++k) sums[r] += scalar_widened<kType>(rows[r], k) * x[k];
+      store_output(job, 0, j + r, row_scale<kType>(job.W, j + r), sums[r]);
+    }
+  }
+  for (; j < job.n; ++j) {
+    const void* row = row_at<kType>(job.W, j);
+    auto a = hn::Zero(df);
+    for (int64_t k = 0; k < K_vec; k += L) a = hn::MulAdd(load_widened<kType>(df, row, k), hn::LoadU(df, x + k), a);
+    float sum = hn::GetLane(hn::SumOfLanes(df, a));
+    for (int64_t k = K_vec; k < K; ++k) sum += scalar_widened<kType>(row, k) * x[k];
+    store_output(job, 0, j, row_scale<kType>(job.W, j), sum);
+  }
+}
+
 template <DType kType>
 void gemv_typed(const LowpGemvJob& job) {
+  if (job.M == 1) return gemv1_typed<kType>(job);
   const DF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df)), K = job.W.K;
   const int64_t K_vec = K - K % L;
   for (int64_t j = 0; j < job.n; ++j) {
     const void* row = row_at<kType>(job.W, j);
-    const float scale = kType == DType::kQ8 ? job.W.scales[j * job.W.scale_stride] : 1.f;
-    const float b = job.bias ? job.bias[j] : 0.f;
+    const float scale = row_scale<kType>(job.W, j);
     for (int64_t m0 = 0; m0 < job.M; m0 += kRowGroup) {
       const int64_t g = std::min<int64_t>(kRowGroup, job.M - m0);
       const float* x = job.x + m0 * job.ldx;
@@ -85,11 +137,7 @@ void gemv_typed(const LowpGemvJob& job) {
         const float w = scalar_widened<kType>(row, k);
         for (int64_t r = 0; r < g; ++r) sums[r] += w * x[r * job.ldx + k];
       }
-      for (int64_t r = 0; r < g; ++r) {
-        float& out = job.y[(m0 + r) * job.ldy + j];
-        const float v = scale * sums[r] + b;
-        out = job.accumulate ? out + v : v;
-      }
+      for (int64_t r = 0; r < g; ++r) store_output(job, m0 + r, j, scale, sums[r]);
     }
   }
 }
