@@ -79,11 +79,9 @@ TEST(CliBench, BadFlagsAreUsageErrors) {
   expect_usage_error({"bench", m, "-r", "0"}, "--repetitions");
   expect_usage_error({"bench", m, "-r", "99999999999999999999"}, "--repetitions");
   expect_usage_error({"bench", m, "-b", "0"}, "--batch");
-  expect_usage_error({"bench", m, "-b", "1,,8"}, "--batch");
   expect_usage_error({"bench", m, "-b", "1.5"}, "--batch");
   expect_usage_error({"bench", m, "-t", "0"}, "--threads");
   expect_usage_error({"bench", m, "--dtype", "f8"}, "--dtype");
-  expect_usage_error({"bench", m, "--dtype", "f32,"}, "--dtype");
   expect_usage_error({"bench", m, "--backend", "nope"}, "--backend");
   expect_usage_error({"bench", m, "-b", "4096", "-p", "1048576"}, "tokens in one prefill");
   expect_usage_error({"bench", m, "-p", "16", "-p", "32"}, "--prompt given 2 times");
