@@ -10,6 +10,7 @@ namespace ssm::cli {
 namespace {
 
 int run_grad(const IdsToFileArgs& a) {
+  require_f32_weights(a.compute, "ssm grad");
   LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
   const Tensor ids = read_input_ids(a.input);
   Context ctx = make_context(a.compute);

@@ -95,6 +95,7 @@ TrainOptions resumed_options(const TrainArgs& a, const fs::path& checkpoint) {
 }
 
 int run_train(TrainArgs& a) {
+  require_f32_weights(a.compute, "training");
   const fs::path src(a.model), out = output_dir(a);
   const fs::path checkpoint = out / "checkpoint.safetensors";
   if (a.resume && !fs::exists(checkpoint))

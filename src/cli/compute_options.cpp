@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "cli/flags.h"
+#include "cli/usage_error.h"
 #include "ssm/core/error.h"
 #include "ssm/ops/backend.h"
 
@@ -12,6 +13,19 @@ namespace {
 int hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
 }  // namespace
+
+const std::vector<std::string>& weight_dtype_names() {
+  static const std::vector<std::string> names = {"f32", "bf16", "f16", "int8"};
+  return names;
+}
+
+DType weight_dtype(const std::string& name) {
+  if (name == "bf16") return DType::kBF16;
+  if (name == "f16") return DType::kF16;
+  if (name == "int8") return DType::kQ8;
+  SSM_CHECK(name == "f32", "unknown weight dtype '", name, "'");
+  return DType::kF32;
+}
 
 void add_max_memory_option(CLI::App& cmd, ComputeOptions& options) {
   cmd.add_option_function<std::string>(
@@ -36,12 +50,25 @@ void add_compute_options(CLI::App& cmd, ComputeOptions& options) {
       ->type_name("NAME")
       ->capture_default_str()
       ->check(one_of(backend_names()));
+  cmd.add_option("--dtype", options.dtype,
+                 "projection weights once loaded (the checkpoint is not changed): f32, bf16, f16, "
+                 "or int8 (per-row scales); norms, conv and scan parameters stay f32")
+      ->type_name("TYPE")
+      ->capture_default_str()
+      ->check(one_of(weight_dtype_names()));
+}
+
+void require_f32_weights(const ComputeOptions& options, const std::string& why) {
+  if (options.dtype != "f32")
+    throw UsageError(cat("--dtype ", options.dtype, ": ", why, " needs f32 weights"));
 }
 
 Context make_context(const ComputeOptions& options) {
   return Context(options.backend, options.threads);
 }
 
-LoadOptions load_options(const ComputeOptions& options) { return LoadOptions{options.max_memory}; }
+LoadOptions load_options(const ComputeOptions& options) {
+  return LoadOptions{.max_memory = options.max_memory, .weights = weight_dtype(options.dtype)};
+}
 
 }  // namespace ssm::cli

@@ -80,6 +80,17 @@ void LanguageModel::load_weights(const TensorSource& source) {
                 extra.front(), "'");
 }
 
+void LanguageModel::convert_projections(DType dtype) {
+  if (dtype == DType::kF32) return;
+  if (dtype != DType::kF16 && dtype != DType::kBF16 && dtype != DType::kQ8)
+    throw Error(cat("weights cannot be converted to ", dtype_name(dtype),
+                    " (F32, F16, BF16 or Q8)"));
+  for_each_param([&](const std::string&, Param& p) {
+    if (p.role == ParamRole::kWeight && p.shape.size() == 2 && p.value.defined())
+      p.value = p.value.to_dtype(dtype);
+  });
+}
+
 LanguageModel LanguageModel::load(const std::filesystem::path& model_dir, const LoadOptions& options) {
   ModelConfig config = load_model_config(model_dir / "config.json");
   const uint64_t limit = memory_limit(options);
@@ -92,6 +103,7 @@ LanguageModel LanguageModel::load(const std::filesystem::path& model_dir, const 
   LanguageModel model(std::move(config));
   check_memory_budget(model_memory_bytes(model), limit, model_dir.string());
   model.load_weights(*open_checkpoint(model_dir));
+  model.convert_projections(options.weights);
   return model;
 }
 

@@ -16,7 +16,11 @@ void embedding(Context& ctx, const EmbeddingArgs& a) {
   const detail::OpCheck c(ctx, "embedding");
   check_ids(c, a.ids);
   c.expect(a.table.defined() && a.table.ndim() == 2, "table must be (V, D)");
-  c.dense("table", a.table, a.table.shape());
+  // 16- and 8-bit tables too: a tied head converted for inference.
+  const DType t = a.table.dtype();
+  c.expect(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8,
+           "table must be F32, F16, BF16 or Q8");
+  c.dense("table", a.table, a.table.shape(), t);
   c.rows("out", a.out, a.ids.numel(), a.table.dim(1));
   c.expect(a.ids.device() == ctx.device(), "ids are not on the backend's device");
   detail::run(ctx, c.kernel(&OpTable::embedding), a);

@@ -104,8 +104,14 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
   const Tensor df = grads ? Tensor::empty(DType::kF32, {B, L, D}, device) : Tensor();
   const Tensor target_ids = Tensor::borrow(nullptr, const_cast<int64_t*>(targets.data()),
                                            DType::kI64, {rows});
+  // A head converted for inference (--dtype) is scored at its stored values,
+  // widened once per call: the fused loss kernels read F32.
+  const Tensor& stored_head = model.head().value;
+  const Tensor head = stored_head.dtype() == DType::kF32 || grads
+                          ? stored_head
+                          : stored_head.to_f32().to(device);
   loss.sum = ops::head_cross_entropy(
-      ctx, {.vocab = c.vocab_size, .f = f, .head = model.head().value, .targets = target_ids,
+      ctx, {.vocab = c.vocab_size, .f = f, .head = head, .targets = target_ids,
             .grad_scale = grads && loss.count ? scale / static_cast<double>(loss.count) : 0.0,
             .df = df, .dhead = grads ? grad_or_none(*grads, model.head()) : Tensor(),
             .row_loss = row_loss});

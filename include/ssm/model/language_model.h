@@ -63,6 +63,12 @@ class LanguageModel {
   static LanguageModel load(const std::filesystem::path& model_dir, const LoadOptions& options = {});
   // Fills every parameter from source, checking names and shapes.
   void load_weights(const TensorSource& source);
+  // Converts the projection matrices (every 2-D weight: in/out projections,
+  // MLP and attention projections, the embedding and head) to dtype (F16,
+  // BF16 or Q8 with per-row scales) for inference; norms, convolutions, A,
+  // D, biases stay F32. F32 is a no-op. Such a model computes forward and
+  // step; its backward needs F32 weights.
+  void convert_projections(DType dtype);
 
   const ModelConfig& config() const { return config_; }
   int64_t n_layer() const { return config_.n_layer; }

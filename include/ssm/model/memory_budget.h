@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ssm/model/config.h"
+#include "ssm/tensor/dtype.h"
 
 namespace ssm {
 
@@ -21,6 +22,10 @@ struct LoadOptions {
   // Bytes the model may take: F32 parameters plus kLayerOverheadBytes per
   // layer. 0: the machine's physical memory.
   uint64_t max_memory = 0;
+  // The dtype the projection weights are converted to once read (F32, F16,
+  // BF16 or Q8); the checkpoint is not changed. See
+  // LanguageModel::convert_projections.
+  DType weights = DType::kF32;
 };
 
 // "2G", "512M", "1.5GiB", "300000": bytes, with an optional binary suffix

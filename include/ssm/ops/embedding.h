@@ -10,7 +10,7 @@ namespace ssm::ops {
 
 struct EmbeddingArgs {
   Tensor ids;    // (...) I64 or I32 dense, each in [0, table rows): checked by the caller
-  Tensor table;  // (V, D) F32 dense
+  Tensor table;  // (V, D) dense: F32, or F16, BF16, Q8 (a head converted for inference)
   Tensor out;    // (..., D) rows, ids.numel() rows
   float scale = 1.f;  // out = scale * table[ids] (embedding multipliers)
 };

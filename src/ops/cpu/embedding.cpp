@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/lowp_linear.h"
 #include "ops/cpu/parallel.h"
 #include "ops/tensor_data.h"
 
@@ -25,7 +26,32 @@ int64_t id_at(const Tensor& ids, int64_t r, int64_t vocab) {
   return id;
 }
 
+// A table in F16, BF16 or Q8 (a tied head converted at load): rows widened
+// to F32 as they are gathered.
+void embedding_lowp(Context& ctx, const ops::EmbeddingArgs& a) {
+  const int64_t V = a.table.dim(0), D = a.table.dim(1);
+  const ops::Rows<float> out(a.out);
+  const size_t row_bytes = static_cast<size_t>(D) * dtype_size(a.table.dtype());
+  parallel_items(ctx.pool(), a.ids.numel(), D, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t id = id_at(a.ids, r, V);
+      LowpWeights w{.dtype = a.table.dtype(),
+                    .data = static_cast<const char*>(a.table.raw()) + static_cast<size_t>(id) * row_bytes,
+                    .K = D};
+      if (a.table.dtype() == DType::kQ8) {
+        w.scale_stride = a.table.scales().stride(0);
+        w.scales = a.table.scales().data<float>() + id * w.scale_stride;
+      }
+      lowp_widen_rows(w, 1, out[r]);
+      if (a.scale != 1.f)
+        for (int64_t d = 0; d < D; ++d) out[r][d] *= a.scale;
+    }
+  });
+}
+
 void embedding(Context& ctx, const ops::EmbeddingArgs& a) {
+  const DType t = a.table.dtype();
+  if (t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8) return embedding_lowp(ctx, a);
   const int64_t V = a.table.dim(0), D = a.table.dim(1);
   const float* table = a.table.data<float>();
   const ops::Rows<float> out(a.out);

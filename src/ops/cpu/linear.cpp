@@ -1,10 +1,14 @@
 // y = x W^T (+ bias) through OpenBLAS, split over the pool, and its backward.
-// Only F32 weights so far: F16, BF16 and Q8 are refused by name (their fast
-// kernels are a later issue) rather than widened silently per call.
+// F16, BF16 and Q8 weights take the kernels of lowp_linear.h: matrix-vector
+// products that widen weights in registers (decode), and for longer inputs
+// blocks of weight rows widened to F32 once per call and multiplied by sgemm.
+// The backward takes F32 weights only (ops/linear.cpp checks).
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "ops/cpu/blas.h"
+#include "ops/cpu/lowp_linear.h"
 #include "ops/cpu/kernels.h"
 #include "ops/tensor_data.h"
 
@@ -30,10 +34,59 @@ float start_output(float* out, const float* bias, int64_t n, bool accumulate) {
   return 1.f;
 }
 
+// Weight rows per task of the low-precision paths: a multiple of 16 floats,
+// so two threads never write one cache line of an output row.
+constexpr int64_t kLowpGemvRows = 64;
+constexpr int64_t kLowpGemmRows = 128;
+
+LowpWeights lowp_rows(const Tensor& W, int64_t n0) {
+  LowpWeights w{.dtype = W.dtype(), .data = nullptr, .K = W.dim(1)};
+  w.data = static_cast<const char*>(W.raw()) + static_cast<size_t>(n0 * w.K) * dtype_size(W.dtype());
+  if (W.dtype() == DType::kQ8) {
+    const Tensor& s = W.scales();
+    w.scale_stride = s.stride(0);
+    w.scales = s.data<float>() + n0 * w.scale_stride;
+  }
+  return w;
+}
+
+void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
+  const DType t = a.W.dtype();
+  if (t != DType::kF16 && t != DType::kBF16 && t != DType::kQ8)
+    throw Error(cat("op 'linear': backend 'cpu' has no kernel for ", dtype_name(t), " weights"));
+  const int64_t M = a.x.rows(), K = a.x.cols(), N = a.W.dim(0);
+  const int64_t ldx = a.x.row_stride(), ldy = a.y.row_stride();
+  const float* x = a.x.data<float>();
+  const float* bias = elements_or_null<float>(a.bias);
+  float* y = elements<float>(a.y);
+  if (M <= kGemvMaxRows) {
+    ctx.pool().parallel_for((N + kLowpGemvRows - 1) / kLowpGemvRows, [&](int64_t b0, int64_t b1) {
+      const int64_t n0 = b0 * kLowpGemvRows, n1 = std::min(N, b1 * kLowpGemvRows);
+      lowp_gemv({.W = lowp_rows(a.W, n0), .n = n1 - n0, .x = x, .ldx = ldx, .M = M,
+                 .bias = bias ? bias + n0 : nullptr, .accumulate = a.accumulate,
+                 .y = y + n0, .ldy = ldy});
+    });
+    return;
+  }
+  // Prefill: each task widens its block of weight rows once into a buffer of
+  // its thread (kept between calls: nothing is allocated after the first)
+  // and multiplies all M rows with it.
+  ctx.pool().parallel_for((N + kLowpGemmRows - 1) / kLowpGemmRows, [&](int64_t b0, int64_t b1) {
+    thread_local std::vector<float> widened;
+    widened.resize(static_cast<size_t>(kLowpGemmRows * K));
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t n0 = blk * kLowpGemmRows, n = std::min(N, n0 + kLowpGemmRows) - n0;
+      lowp_widen_rows(lowp_rows(a.W, n0), n, widened.data());
+      float beta = a.accumulate ? 1.f : 0.f;
+      for (int64_t i = 0; i < M; ++i)
+        beta = start_output(y + i * ldy + n0, bias ? bias + n0 : nullptr, n, a.accumulate);
+      gemm(false, true, M, n, K, 1.f, x, ldx, widened.data(), K, beta, y + n0, ldy);
+    }
+  });
+}
+
 void linear(Context& ctx, const ops::LinearArgs& a) {
-  if (a.W.dtype() != DType::kF32)
-    throw Error(cat("op 'linear': backend 'cpu' has no kernel for ", dtype_name(a.W.dtype()),
-                    " weights yet (convert them to F32 or use backend 'ref')"));
+  if (a.W.dtype() != DType::kF32) return linear_lowp(ctx, a);
   const int64_t M = a.x.rows(), K = a.x.cols(), N = a.W.dim(0);
   const int64_t ldx = a.x.row_stride(), ldy = a.y.row_stride();
   const float* x = a.x.data<float>();

@@ -20,8 +20,18 @@ int64_t id_at(const Tensor& ids, int64_t r, int64_t vocab) {
 }  // namespace
 
 template <typename T>
-void embedding(Context&, const ops::EmbeddingArgs& a) {
+void embedding([[maybe_unused]] Context& ctx, const ops::EmbeddingArgs& a) {
   const int64_t V = a.table.dim(0), D = a.table.dim(1);
+  if (a.table.dtype() != DType::kF32 && a.table.dtype() != DType::kF64) {
+    // A 16- or 8-bit table: each gathered row at its exact value.
+    for (int64_t r = 0; r < a.ids.numel(); ++r) {
+      const Tensor from = a.table.rows(id_at(a.ids, r, V), id_at(a.ids, r, V) + 1).to_f32();
+      T* to = ops::row<T>(a.out, r);
+      for (int64_t d = 0; d < D; ++d)
+        to[d] = static_cast<T>(static_cast<double>(a.scale) * from.data<float>()[d]);
+    }
+    return;
+  }
   for (int64_t r = 0; r < a.ids.numel(); ++r) {
     const T* from = ops::elements<T>(a.table) + id_at(a.ids, r, V) * D;
     T* to = ops::row<T>(a.out, r);

@@ -1,0 +1,93 @@
+// One Google Benchmark case per cpu kernel at 130m shapes (d_model 768,
+// in_proj 3352 x 768 of Mamba-2, out_proj 768 x 1536), on
+// SSM_BENCH_THREADS threads (default 2):
+//   linear per weight dtype, M = 1 and 8 (decode GEMV) and 512 (prefill GEMM),
+//     with GB/s of weights read and GFLOP/s;
+//   rms_norm and the causal conv1d over a 512-token prompt and one decode step.
+// The scans (SSD, Mamba-3) run inside prefill_bench and decode_bench, whose
+// model-level cases exercise them with their real layouts.
+//   build/bench/kernels_bench --benchmark_filter=Linear
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "ssm/ops/conv1d.h"
+#include "ssm/ops/linear.h"
+#include "ssm/ops/rms_norm.h"
+
+namespace ssm {
+namespace {
+
+int bench_threads() {
+  const char* env = std::getenv("SSM_BENCH_THREADS");
+  return env ? std::max(1, std::atoi(env)) : 2;
+}
+
+Tensor random_f32(const Shape& shape, uint32_t seed, float scale = 0.02f) {
+  Tensor t = Tensor::empty(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+constexpr DType kDtypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8};
+
+// Args: dtype index, M, N, K.
+void BM_Linear(benchmark::State& state) {
+  const DType dtype = kDtypes[state.range(0)];
+  const int64_t M = state.range(1), N = state.range(2), K = state.range(3);
+  const Tensor W = random_f32({N, K}, 1).to_dtype(dtype);
+  const Tensor x = random_f32({M, K}, 2, 1.f), y = Tensor::empty(DType::kF32, {M, N});
+  Context ctx("cpu", bench_threads());
+  for (auto _ : state) {
+    ops::linear(ctx, {.x = x, .W = W, .y = y});
+    benchmark::DoNotOptimize(y.raw());
+  }
+  const double weight_bytes = static_cast<double>(W.nbytes());
+  state.counters["weight bytes/s"] = benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(M * N * K),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(dtype_name(dtype)));
+}
+BENCHMARK(BM_Linear)
+    ->ArgNames({"dtype", "M", "N", "K"})
+    ->ArgsProduct({{0, 1, 2, 3}, {1, 8, 512}, {3352}, {768}})
+    ->ArgsProduct({{0, 1, 3}, {1}, {768}, {1536}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// Args: rows.
+void BM_RmsNorm(benchmark::State& state) {
+  const int64_t rows = state.range(0), D = 768;
+  const Tensor x = random_f32({rows, D}, 3, 1.f), w = random_f32({D}, 4, 1.f);
+  const Tensor out = Tensor::empty(DType::kF32, {rows, D});
+  Context ctx("cpu", bench_threads());
+  for (auto _ : state) {
+    ops::rms_norm(ctx, {.x = x, .w = w, .out = out});
+    benchmark::DoNotOptimize(out.raw());
+  }
+  state.counters["bytes/s"] = benchmark::Counter(2.0 * 4 * rows * D, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_RmsNorm)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Args: L (1: the decode step with its state). Channels: Mamba-2 130m conv_dim.
+void BM_Conv1d(benchmark::State& state) {
+  const int64_t L = state.range(0), C = 1792, Kc = 4;
+  const Tensor in = random_f32({1, L, C}, 5, 1.f), w = random_f32({C, 1, Kc}, 6, 0.5f);
+  const Tensor bias = random_f32({C}, 7), out = Tensor::empty(DType::kF32, {1, L, C});
+  const Tensor conv_state = Tensor::zeros(DType::kF32, {1, Kc - 1, C});
+  Context ctx("cpu", bench_threads());
+  for (auto _ : state) {
+    ops::conv1d(ctx, {.in = in, .weight = w, .bias = bias, .state = conv_state, .out = out});
+    benchmark::DoNotOptimize(out.raw());
+  }
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(L), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Conv1d)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+}  // namespace ssm
+
+BENCHMARK_MAIN();

@@ -1,0 +1,40 @@
+// What `ssm bench` measures a model's speed against, measured in the same
+// run: the machine's streaming read rate (decode reads every weight once per
+// token) and its OpenBLAS SGEMM rate on the model's in_proj shape (prefill
+// is made of such products), and what the model costs per token in bytes and
+// FLOPs. These are host bounds; a device backend would bring its own.
+#pragma once
+
+#include <cstdint>
+
+#include "ssm/model/language_model.h"
+
+namespace ssm::cli {
+
+// GB/s of a streaming sum over `bytes` split over `threads`: best of passes.
+double measure_read_gbs(int threads, uint64_t bytes);
+
+// GFLOP/s of C[M, N] = A[M, K] B[N, K]^T through OpenBLAS, the rows of C
+// split over `threads` (OpenBLAS single-threaded per call, as the engine
+// calls it): best of passes.
+double measure_sgemm_gflops(int threads, int64_t M, int64_t N, int64_t K);
+
+struct ModelCosts {
+  // Bytes a batch-1 decode step reads from weights: each once, of a tied
+  // embedding only the rows the head multiplies by (Q8 scales included).
+  double decode_bytes_per_token = 0;
+  // FLOPs of the projections per prompt token (2 per weight of every 2-D
+  // matrix but the embedding and head: prefill scores only the last token).
+  double prefill_flops_per_token = 0;
+  // The first in_proj weight's shape (out, in): the GEMM the bound is taken on.
+  int64_t in_proj_out = 0, in_proj_in = 0;
+};
+ModelCosts model_costs(LanguageModel& model);
+
+// Resets the process's peak resident set (Linux clear_refs); false where
+// it cannot, and the peak then counts from the start of the process.
+bool reset_peak_rss();
+// Peak resident bytes since the last reset (or the start).
+uint64_t peak_rss_bytes();
+
+}  // namespace ssm::cli

@@ -1,0 +1,48 @@
+#include "cli/bench_report.h"
+
+#include <cstdio>
+
+#include "ssm/model/memory_budget.h"
+
+namespace ssm::cli {
+
+void print_bench_markdown(const BenchReport& r) {
+  std::printf("ssm bench %s: %s, %lld parameters; backend %s, SIMD %s\n\n", r.model.c_str(),
+              r.architecture.c_str(), static_cast<long long>(r.parameters), r.backend.c_str(),
+              r.simd_target.c_str());
+  for (const BenchBounds& b : r.bounds)
+    std::printf("bounds, %d threads: streaming read %.1f GB/s; OpenBLAS SGEMM %.1f GFLOP/s on "
+                "%lld x %lld x %lld (in_proj)\n",
+                b.threads, b.read_gbs, b.sgemm_gflops, static_cast<long long>(b.gemm_m),
+                static_cast<long long>(b.gemm_n), static_cast<long long>(b.gemm_k));
+  std::printf("\n| dtype | threads | batch | test | tokens/s | bound | of bound | peak RSS |\n"
+              "|---|---:|---:|---|---:|---:|---:|---:|\n");
+  for (const BenchRow& row : r.rows)
+    std::printf("| %s | %d | %lld | %s | %.1f ± %.1f | %.1f (%s) | %.0f%% | %s |\n", row.dtype.c_str(),
+                row.threads, static_cast<long long>(row.batch), row.test.c_str(),
+                row.tokens_per_s.mean, row.tokens_per_s.deviation, row.bound, row.bound_kind.c_str(),
+                row.bound > 0 ? 100.0 * row.tokens_per_s.mean / row.bound : 0.0,
+                format_bytes(row.peak_rss).c_str());
+  std::printf("\nbound: pp (prefill) the projection FLOPs per token at the SGEMM rate; tg (decode) "
+              "the weight bytes read per step at the streaming read rate, times the batch.\n");
+  std::fflush(stdout);
+}
+
+OrderedJson bench_json(const BenchReport& r) {
+  OrderedJson bounds = OrderedJson::array(), rows = OrderedJson::array();
+  for (const BenchBounds& b : r.bounds)
+    bounds.push_back({{"threads", b.threads}, {"read_gbs", b.read_gbs},
+                      {"sgemm_gflops", b.sgemm_gflops},
+                      {"sgemm_shape", {b.gemm_m, b.gemm_n, b.gemm_k}}});
+  for (const BenchRow& row : r.rows)
+    rows.push_back({{"dtype", row.dtype}, {"threads", row.threads}, {"batch", row.batch},
+                    {"test", row.test}, {"tokens_per_s", row.tokens_per_s.mean},
+                    {"deviation", row.tokens_per_s.deviation}, {"repetitions", row.repetitions},
+                    {"bound_tokens_per_s", row.bound}, {"bound", row.bound_kind},
+                    {"fraction_of_bound", row.bound > 0 ? row.tokens_per_s.mean / row.bound : 0.0},
+                    {"weight_bytes_per_step", row.weight_bytes}, {"peak_rss_bytes", row.peak_rss}});
+  return {{"model", r.model}, {"architecture", r.architecture}, {"parameters", r.parameters},
+          {"backend", r.backend}, {"simd", r.simd_target}, {"bounds", bounds}, {"results", rows}};
+}
+
+}  // namespace ssm::cli

@@ -1,0 +1,46 @@
+// The results of `ssm bench`: one row per (dtype, threads, batch, test),
+// each with the bound measured in the same run and its fraction of it;
+// printed as a Markdown table or one JSON document.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/bench_run.h"
+#include "cli/json_out.h"
+
+namespace ssm::cli {
+
+struct BenchBounds {
+  int threads = 0;
+  double read_gbs = 0;      // streaming read
+  double sgemm_gflops = 0;  // OpenBLAS on the in_proj shape
+  int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
+};
+
+struct BenchRow {
+  std::string dtype;
+  int threads = 0;
+  int64_t batch = 0;
+  std::string test;  // "pp512" (prefill of 512 tokens), "tg128" (128 decode steps)
+  MeanDeviation tokens_per_s;
+  int repetitions = 0;      // how many were timed (fewer when interrupted)
+  double bound = 0;         // tokens/s at the bound
+  std::string bound_kind;   // "sgemm" or "read"
+  double weight_bytes = 0;  // read per decode step (decode rows)
+  uint64_t peak_rss = 0;    // of this dtype's model and runs
+};
+
+struct BenchReport {
+  std::string model, backend, simd_target;
+  std::string architecture;  // "mamba3, 24 layers, d_model 768"
+  int64_t parameters = 0;
+  std::vector<BenchBounds> bounds;
+  std::vector<BenchRow> rows;
+};
+
+void print_bench_markdown(const BenchReport& r);
+OrderedJson bench_json(const BenchReport& r);
+
+}  // namespace ssm::cli

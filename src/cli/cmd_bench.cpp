@@ -1,0 +1,164 @@
+// ssm bench MODEL: prefill (-p tokens) and decode (-n steps) tokens/s, mean
+// ± deviation over -r repetitions, for each batch size, thread count and
+// weight dtype asked for, with the peak resident memory of each dtype and,
+// measured in the same run, the bounds the results are a fraction of
+// (bench_bounds.h). The backend is any the registry has; the timed code is
+// the model's own forward and step, so a device backend is benchmarked the
+// same way.
+#include <thread>
+
+#include "cli/bench_bounds.h"
+#include "cli/bench_report.h"
+#include "cli/commands.h"
+#include "cli/interrupt.h"
+#include "ops/cpu/lowp_linear.h"
+#include "ssm/ops/backend.h"
+
+namespace ssm::cli {
+namespace {
+
+// A prefill holds activations for batch x prompt tokens at once.
+constexpr int64_t kMaxPrefillTokens = int64_t{1} << 22;
+// The streaming read runs over this many bytes: far more than any cache.
+constexpr uint64_t kReadBytes = uint64_t{256} << 20;
+
+struct BenchArgs {
+  std::string model;
+  int64_t prompt = 512, decode = 128;
+  int repetitions = 3;
+  std::vector<int64_t> batches = {1};
+  std::vector<int> threads;
+  std::vector<std::string> dtypes = {"f32"};
+  ComputeOptions compute;
+  bool json = false;
+};
+
+std::string architecture(const ModelConfig& c) {
+  std::string kind = c.ssm_kind == MixerKind::kMamba2 ? "mamba2"
+                     : c.mamba3.is_mimo ? cat("mamba3 mimo R=", c.mamba3.rank())
+                                        : "mamba3";
+  if (!c.attn_layer_idx.empty()) kind += cat(" + ", c.attn_layer_idx.size(), " attention");
+  return cat(kind, ", ", c.n_layer, " layers, d_model ", c.d_model, ", vocabulary ", c.vocab_size);
+}
+
+void check_args(const BenchArgs& a) {
+  if (a.prompt == 0 && a.decode == 0) throw UsageError("-p 0 and -n 0 leave nothing to measure");
+  for (int64_t b : a.batches)
+    if (b * a.prompt > kMaxPrefillTokens)
+      throw UsageError(cat("--batch ", b, " x -p ", a.prompt, " is ", b * a.prompt,
+                           " tokens in one prefill, more than ", kMaxPrefillTokens));
+}
+
+// Rows of one dtype: every (threads, batch) case, prefill then decode.
+void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& report,
+                 const InterruptCatcher& interrupt) {
+  reset_peak_rss();
+  ComputeOptions compute = a.compute;
+  compute.dtype = dtype;
+  LanguageModel model = LanguageModel::load(a.model, load_options(compute));
+  const uint64_t limit = memory_limit(load_options(compute));
+  const int64_t max_batch = *std::max_element(a.batches.begin(), a.batches.end());
+  check_memory_budget(model_memory_bytes(model) + kv_cache_bytes_per_token(model.config()) *
+                                                      static_cast<uint64_t>(max_batch * (a.prompt + a.decode)),
+                      limit, a.model);
+  const ModelCosts costs = model_costs(model);
+  if (report.parameters == 0) {
+    report.parameters = model.parameter_count();
+    report.architecture = architecture(model.config());
+  }
+  const size_t first = report.rows.size();
+  for (size_t ti = 0; ti < a.threads.size(); ++ti) {
+    Context ctx(a.compute.backend, a.threads[ti]);
+    const BenchBounds& bounds = report.bounds[ti];
+    for (int64_t batch : a.batches) {
+      if (interrupt.requested()) return;
+      const BenchCase c{.batch = batch, .prompt = a.prompt, .decode = a.decode, .repetitions = a.repetitions};
+      const BenchTimes t = run_bench_case(model, ctx, c, &interrupt.flag());
+      BenchRow row{.dtype = dtype, .threads = a.threads[ti], .batch = batch};
+      if (a.prompt > 0 && !t.prefill.empty()) {
+        row.test = cat("pp", a.prompt);
+        row.tokens_per_s = mean_deviation(t.prefill);
+        row.repetitions = static_cast<int>(t.prefill.size());
+        row.bound = bounds.sgemm_gflops * 1e9 / costs.prefill_flops_per_token;
+        row.bound_kind = "sgemm";
+        report.rows.push_back(row);
+      }
+      if (a.decode > 0 && !t.decode.empty()) {
+        row.test = cat("tg", a.decode);
+        row.tokens_per_s = mean_deviation(t.decode);
+        row.repetitions = static_cast<int>(t.decode.size());
+        row.bound = static_cast<double>(batch) * bounds.read_gbs * 1e9 / costs.decode_bytes_per_token;
+        row.bound_kind = "read";
+        row.weight_bytes = costs.decode_bytes_per_token;
+        report.rows.push_back(row);
+      }
+    }
+  }
+  const uint64_t peak = peak_rss_bytes();
+  for (size_t i = first; i < report.rows.size(); ++i) report.rows[i].peak_rss = peak;
+}
+
+int run_bench(BenchArgs& a) {
+  check_args(a);
+  BenchReport report{.model = a.model, .backend = a.compute.backend, .simd_target = cpu::lowp_target_name()};
+  // The in_proj shape, from the model as loaded in F32 (shapes only).
+  const ModelCosts shape = [&] {
+    LanguageModel m = LanguageModel::load(a.model, load_options(a.compute));
+    return model_costs(m);
+  }();
+  const int64_t gemm_m = a.prompt > 0 ? a.prompt : 512;
+  const InterruptCatcher interrupt;
+  for (int threads : a.threads) {
+    if (interrupt.requested()) break;
+    report.bounds.push_back({.threads = threads,
+                             .read_gbs = measure_read_gbs(threads, kReadBytes),
+                             .sgemm_gflops = shape.in_proj_out > 0
+                                                 ? measure_sgemm_gflops(threads, gemm_m, shape.in_proj_out,
+                                                                        shape.in_proj_in)
+                                                 : 0.0,
+                             .gemm_m = gemm_m,
+                             .gemm_n = shape.in_proj_out,
+                             .gemm_k = shape.in_proj_in});
+  }
+  for (const std::string& dtype : a.dtypes) {
+    if (interrupt.requested()) break;
+    bench_dtype(a, dtype, report, interrupt);
+  }
+  if (a.json) print_json(bench_json(report));
+  else print_bench_markdown(report);
+  if (!interrupt.requested()) return 0;
+  std::fprintf(stderr, "ssm: interrupted; the results above are those finished\n");
+  return kExitInterrupted;
+}
+
+void setup_bench(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand(
+      "bench", "prefill and decode tokens/s against bounds measured in the same run");
+  static BenchArgs a;
+  add_model_argument(*cmd, a.model, "model directory", /*required=*/true);
+  cmd->add_option("-p,--prompt", a.prompt, "prompt tokens per sequence prefilled (0: no prefill test)")
+      ->type_name("N")->capture_default_str()->check(whole_number(0, 1 << 20));
+  cmd->add_option("-n,--decode", a.decode, "tokens decoded per sequence (0: no decode test)")
+      ->type_name("N")->capture_default_str()->check(whole_number(0, 1 << 20));
+  cmd->add_option("-r,--repetitions", a.repetitions, "timed repetitions of each test (after one warm-up)")
+      ->type_name("N")->capture_default_str()->check(whole_number(1, 1000));
+  cmd->add_option("-b,--batch", a.batches, "sequences at once; a list: 1,8,32")
+      ->type_name("N,...")->delimiter(',')->default_str("1")->check(whole_number(1, 4096));
+  const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  a.threads = {hw};
+  cmd->add_option("-t,--threads", a.threads, "worker threads; a list: 1,2")
+      ->type_name("N,...")->delimiter(',')->default_str(cat("all cores, ", hw))->check(whole_number(1, 1024));
+  cmd->add_option("--dtype", a.dtypes, "projection weights: f32, bf16, f16, int8; a list: f32,bf16,int8")
+      ->type_name("TYPE,...")->delimiter(',')->default_str("f32")->check(one_of(weight_dtype_names()));
+  cmd->add_option("--backend", a.compute.backend, "where the computation runs")
+      ->type_name("NAME")->capture_default_str()->check(one_of(backend_names()));
+  add_max_memory_option(*cmd, a.compute);
+  cmd->add_flag("--json", a.json, "print one JSON document");
+  cmd->callback([&action] { action = [] { return run_bench(a); }; });
+}
+
+}  // namespace
+
+SSM_COMMAND(bench, setup_bench);
+
+}  // namespace ssm::cli

@@ -1,0 +1,196 @@
+// Kernels of lowp_linear.h. This file is compiled once per Highway target
+// (foreach_target.h re-includes it); HWY_DYNAMIC_DISPATCH calls the best one
+// the CPU supports. Weights are widened to F32 in registers and multiplied
+// with F32 activations, so one weight row costs one pass over memory and the
+// arithmetic stays F32 (the 16-bit products are exact in F32).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/lowp_linear.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+
+#include "ops/cpu/lowp_linear.h"
+#include "ssm/tensor/convert.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ssm::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+
+// Lanes of F32 from element k of a row (k + Lanes(df) <= K).
+template <DType kType>
+HWY_INLINE hn::Vec<DF> load_widened(DF df, const void* row, int64_t k) {
+  if constexpr (kType == DType::kBF16) {
+    const hn::Rebind<hwy::bfloat16_t, DF> dn;
+    return hn::PromoteTo(df, hn::LoadU(dn, static_cast<const hwy::bfloat16_t*>(row) + k));
+  } else if constexpr (kType == DType::kF16) {
+    const hn::Rebind<hwy::float16_t, DF> dn;
+    return hn::PromoteTo(df, hn::LoadU(dn, static_cast<const hwy::float16_t*>(row) + k));
+  } else {
+    const hn::Rebind<int32_t, DF> di;
+    const hn::Rebind<int8_t, DF> d8;
+    return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, static_cast<const int8_t*>(row) + k)));
+  }
+}
+
+// One element, for the tail of a row shorter than a vector.
+template <DType kType>
+HWY_INLINE float scalar_widened(const void* row, int64_t k) {
+  float f;
+  if constexpr (kType == DType::kBF16) {
+    bf16_to_f32(static_cast<const uint16_t*>(row) + k, &f, 1);
+  } else if constexpr (kType == DType::kF16) {
+    f16_to_f32(static_cast<const uint16_t*>(row) + k, &f, 1);
+  } else {
+    f = static_cast<float>(static_cast<const int8_t*>(row)[k]);
+  }
+  return f;
+}
+
+template <DType kType>
+HWY_INLINE const void* row_at(const LowpWeights& W, int64_t j) {
+  const size_t bytes = kType == DType::kQ8 ? 1 : 2;
+  return static_cast<const char*>(W.data) + static_cast<size_t>(j * W.K) * bytes;
+}
+
+// Rows of x handled together: their accumulators stay in registers while one
+// vector of weights is widened once for all of them.
+constexpr int64_t kRowGroup = 4;
+
+HWY_INLINE void store_output(const LowpGemvJob& job, int64_t m, int64_t j, float scale, float sum) {
+  float& out = job.y[m * job.ldy + j];
+  const float v = scale * sum + (job.bias ? job.bias[j] : 0.f);
+  out = job.accumulate ? out + v : v;
+}
+
+template <DType kType>
+HWY_INLINE float row_scale(const LowpWeights& W, int64_t j) {
+  return kType == DType::kQ8 ? W.scales[j * W.scale_stride] : 1.f;
+}
+
+// One row of x (decode at batch 1): four weight rows at a time, so that
+// four independent sums hide the latency of the multiply-adds and each
+// vector of x is loaded once for all four.
+template <DType kType>
+void gemv1_typed(const LowpGemvJob& job) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df)), K = job.W.K;
+  const int64_t K_vec = K - K % L;
+  const float* x = job.x;
+  int64_t j = 0;
+  for (; j + 4 <= job.n; j += 4) {
+    const void* r0 = row_at<kType>(job.W, j);
+    const void* r1 = row_at<kType>(job.W, j + 1);
+    const void* r2 = row_at<kType>(job.W, j + 2);
+    const void* r3 = row_at<kType>(job.W, j + 3);
+    auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+    for (int64_t k = 0; k < K_vec; k += L) {
+      const auto xv = hn::LoadU(df, x + k);
+      a0 = hn::MulAdd(load_widened<kType>(df, r0, k), xv, a0);
+      a1 = hn::MulAdd(load_widened<kType>(df, r1, k), xv, a1);
+      a2 = hn::MulAdd(load_widened<kType>(df, r2, k), xv, a2);
+      a3 = hn::MulAdd(load_widened<kType>(df, r3, k), xv, a3);
+    }
+    float sums[4] = {hn::GetLane(hn::SumOfLanes(df, a0)), hn::GetLane(hn::SumOfLanes(df, a1)),
+                     hn::GetLane(hn::SumOfLanes(df, a2)), hn::GetLane(hn::SumOfLanes(df, a3))};
+    const void* rows[4] = {r0, r1, r2, r3};
+    for (int r = 0; r < 4; ++r) {
+      for (int64_t k = K_vec; k < K; ++k) sums[r] += scalar_widened<kType>(rows[r], k) * x[k];
+      store_output(job, 0, j + r, row_scale<kType>(job.W, j + r), sums[r]);
+    }
+  }
+  for (; j < job.n; ++j) {
+    const void* row = row_at<kType>(job.W, j);
+    auto a = hn::Zero(df);
+    for (int64_t k = 0; k < K_vec; k += L) a = hn::MulAdd(load_widened<kType>(df, row, k), hn::LoadU(df, x + k), a);
+    float sum = hn::GetLane(hn::SumOfLanes(df, a));
+    for (int64_t k = K_vec; k < K; ++k) sum += scalar_widened<kType>(row, k) * x[k];
+    store_output(job, 0, j, row_scale<kType>(job.W, j), sum);
+  }
+}
+
+template <DType kType>
+void gemv_typed(const LowpGemvJob& job) {
+  if (job.M == 1) return gemv1_typed<kType>(job);
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df)), K = job.W.K;
+  const int64_t K_vec = K - K % L;
+  for (int64_t j = 0; j < job.n; ++j) {
+    const void* row = row_at<kType>(job.W, j);
+    const float scale = row_scale<kType>(job.W, j);
+    for (int64_t m0 = 0; m0 < job.M; m0 += kRowGroup) {
+      const int64_t g = std::min<int64_t>(kRowGroup, job.M - m0);
+      const float* x = job.x + m0 * job.ldx;
+      auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+      for (int64_t k = 0; k < K_vec; k += L) {
+        const auto w = load_widened<kType>(df, row, k);
+        a0 = hn::MulAdd(w, hn::LoadU(df, x + k), a0);
+        if (g > 1) a1 = hn::MulAdd(w, hn::LoadU(df, x + job.ldx + k), a1);
+        if (g > 2) a2 = hn::MulAdd(w, hn::LoadU(df, x + 2 * job.ldx + k), a2);
+        if (g > 3) a3 = hn::MulAdd(w, hn::LoadU(df, x + 3 * job.ldx + k), a3);
+      }
+      float sums[kRowGroup] = {hn::GetLane(hn::SumOfLanes(df, a0)), hn::GetLane(hn::SumOfLanes(df, a1)),
+                               hn::GetLane(hn::SumOfLanes(df, a2)), hn::GetLane(hn::SumOfLanes(df, a3))};
+      for (int64_t k = K_vec; k < K; ++k) {
+        const float w = scalar_widened<kType>(row, k);
+        for (int64_t r = 0; r < g; ++r) sums[r] += w * x[r * job.ldx + k];
+      }
+      for (int64_t r = 0; r < g; ++r) store_output(job, m0 + r, j, scale, sums[r]);
+    }
+  }
+}
+
+void Gemv(const LowpGemvJob& job) {
+  switch (job.W.dtype) {
+    case DType::kBF16: return gemv_typed<DType::kBF16>(job);
+    case DType::kF16: return gemv_typed<DType::kF16>(job);
+    default: return gemv_typed<DType::kQ8>(job);
+  }
+}
+
+template <DType kType>
+void widen_typed(const LowpWeights& W, int64_t n, float* out) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df)), K = W.K;
+  for (int64_t j = 0; j < n; ++j) {
+    const void* row = row_at<kType>(W, j);
+    const float scale = kType == DType::kQ8 ? W.scales[j * W.scale_stride] : 1.f;
+    const auto vs = hn::Set(df, scale);
+    float* o = out + j * K;
+    int64_t k = 0;
+    for (; k + L <= K; k += L) hn::StoreU(hn::Mul(load_widened<kType>(df, row, k), vs), df, o + k);
+    for (; k < K; ++k) o[k] = scale * scalar_widened<kType>(row, k);
+  }
+}
+
+void Widen(const LowpWeights& W, int64_t n, float* out) {
+  switch (W.dtype) {
+    case DType::kBF16: return widen_typed<DType::kBF16>(W, n, out);
+    case DType::kF16: return widen_typed<DType::kF16>(W, n, out);
+    default: return widen_typed<DType::kQ8>(W, n, out);
+  }
+}
+
+}  // namespace ssm::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ssm::cpu {
+
+HWY_EXPORT(Gemv);
+HWY_EXPORT(Widen);
+
+void lowp_gemv(const LowpGemvJob& job) { HWY_DYNAMIC_DISPATCH(Gemv)(job); }
+void lowp_widen_rows(const LowpWeights& W, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(Widen)(W, n, out); }
+
+const char* lowp_target_name() {
+  // Targets are bits, better ones lower: the dispatch takes the lowest bit
+  // both compiled in and supported by this CPU.
+  const int64_t usable = hwy::SupportedTargets() & HWY_TARGETS;
+  return hwy::TargetName(usable & -usable);
+}
+
+}  // namespace ssm::cpu
+#endif  // HWY_ONCE
