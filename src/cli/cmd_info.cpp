@@ -85,6 +85,7 @@ OrderedJson info_json(const std::string& dir, const ComputeOptions& compute) {
           {"padded_vocab_size", c.padded_vocab()},
           {"layers", layers},
           {"mlp", c.has_mlp()},
+          {"mlp_kind", !c.has_mlp() ? "none" : c.moe_mlp ? "moe" : "gated"},
           {"mixer", mixer_json(c)},
           {"parameters", model.parameter_count()},
           {"memory_bytes", model_memory_bytes(model)},
@@ -105,7 +106,8 @@ void print_text(const OrderedJson& j, bool tensors) {
   line("d_model:", j["d_model"].dump());
   line("n_layer:", j["n_layer"].dump());
   line("vocab:", cat(j["vocab_size"].dump(), " (padded ", j["padded_vocab_size"].dump(), ")"));
-  line("layers:", schedule + (j["mlp"].get<bool>() ? " (each with MLP)" : ""));
+  const std::string mlp = j["mlp_kind"] == "moe" ? " (each with a mixture-of-experts MLP)" : " (each with MLP)";
+  line("layers:", schedule + (j["mlp"].get<bool>() ? mlp : ""));
   if (kind == "mamba1") {
     line("mamba1:", cat("d_state ", m["d_state"].dump(), ", d_inner ", m["d_inner"].dump(), ", dt_rank ",
                         m["dt_rank"].dump(), ", d_conv ", m["d_conv"].dump(),
