@@ -40,12 +40,35 @@ struct GenerateArgs {
   ComputeOptions compute;
 };
 
-// The end-of-text token stops generation unless --ignore-eos: config.json's
-// eos_token_id, else the tokenizer's <|endoftext|>.
-std::vector<int64_t> default_stop_ids(const LanguageModel& model, const Tokenizer* tok) {
-  const Json& src = model.config().source;
-  if (src.contains("eos_token_id") && src["eos_token_id"].is_number_integer())
-    return {src["eos_token_id"].get<int64_t>()};
+// An eos_token_id value: one id or a list of them (HF writes both); null
+// or absent: none. Anything else is an error naming `where`.
+std::vector<int64_t> eos_ids(const Json& j, const std::string& where) {
+  std::vector<int64_t> ids;
+  if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return ids;
+  const Json& v = j["eos_token_id"];
+  if (v.is_number_integer()) return {v.get<int64_t>()};
+  if (v.is_array())
+    for (const Json& e : v) {
+      if (!e.is_number_integer()) throw Error(cat(where, ": eos_token_id entries must be integers, got ", e.dump()));
+      ids.push_back(e.get<int64_t>());
+    }
+  else
+    throw Error(cat(where, ": eos_token_id must be an integer or a list of integers, got ", v.dump()));
+  return ids;
+}
+
+// The end-of-text tokens stop generation unless --ignore-eos: those of the
+// model's generation_config.json (what HF's generate uses), else
+// config.json's eos_token_id, else the tokenizer's <|endoftext|>.
+std::vector<int64_t> default_stop_ids(const LanguageModel& model, const Tokenizer* tok,
+                                      const std::string& model_dir) {
+  const std::filesystem::path gen = std::filesystem::path(model_dir) / "generation_config.json";
+  if (std::filesystem::is_regular_file(gen)) {
+    const std::vector<int64_t> ids = eos_ids(load_json_file(gen), gen.string());
+    if (!ids.empty()) return ids;
+  }
+  const std::vector<int64_t> ids = eos_ids(model.config().source, model_dir + "/config.json");
+  if (!ids.empty()) return ids;
   if (tok == nullptr) return {};
   if (const auto id = tok->token_to_id("<|endoftext|>")) return {*id};
   return {};
@@ -92,7 +115,7 @@ GenerationConfig generation_config(const GenerateArgs& a, const LanguageModel& m
     cfg.stop_tokens.push_back(id);
   }
   if (!a.ignore_eos)
-    for (const int64_t id : default_stop_ids(model, tok)) cfg.stop_tokens.push_back(id);
+    for (const int64_t id : default_stop_ids(model, tok, a.model)) cfg.stop_tokens.push_back(id);
   return cfg;
 }
 

@@ -20,14 +20,21 @@ struct InfoArgs {
 
 const char* mixer_name(MixerKind k) {
   switch (k) {
+    case MixerKind::kMamba1: return "mamba1";
     case MixerKind::kMamba2: return "mamba2";
     case MixerKind::kMamba3: return "mamba3";
     case MixerKind::kAttention: return "attention";
+    case MixerKind::kMlp: return "mlp";
   }
   return "?";
 }
 
 OrderedJson mixer_json(const ModelConfig& c) {
+  if (c.ssm_kind == MixerKind::kMamba1) {
+    const Mamba1Config& m = c.mamba1;
+    return {{"kind", "mamba1"}, {"d_state", m.d_state}, {"d_inner", m.d_inner}, {"dt_rank", m.dt_rank},
+            {"d_conv", m.d_conv}, {"bcdt_norm", m.bcdt_norm}};
+  }
   if (c.ssm_kind == MixerKind::kMamba2) {
     const Mamba2Config& m = c.mamba2;
     return {{"kind", "mamba2"}, {"d_state", m.d_state}, {"headdim", m.headdim}, {"heads", m.nheads()},
@@ -71,12 +78,14 @@ OrderedJson info_json(const std::string& dir, const ComputeOptions& compute) {
       for (auto& [name, t] : l->tensors()) state_bytes += t->nbytes();
   return {{"model", dir},
           {"convention", c.convention == Convention::kHuggingFace ? "huggingface" : "state-spaces"},
+          {"family", c.family},
           {"d_model", c.d_model},
           {"n_layer", c.n_layer},
           {"vocab_size", c.vocab_size},
           {"padded_vocab_size", c.padded_vocab()},
           {"layers", layers},
           {"mlp", c.has_mlp()},
+          {"mlp_kind", !c.has_mlp() ? "none" : c.moe_mlp ? "moe" : "gated"},
           {"mixer", mixer_json(c)},
           {"parameters", model.parameter_count()},
           {"memory_bytes", model_memory_bytes(model)},
@@ -93,16 +102,24 @@ void print_text(const OrderedJson& j, bool tensors) {
   const std::string kind = m["kind"];
   line("model:", j["model"]);
   line("convention:", j["convention"]);
+  line("family:", j["family"]);
   line("d_model:", j["d_model"].dump());
   line("n_layer:", j["n_layer"].dump());
   line("vocab:", cat(j["vocab_size"].dump(), " (padded ", j["padded_vocab_size"].dump(), ")"));
-  line("layers:", schedule + (j["mlp"].get<bool>() ? " (each with MLP)" : ""));
-  std::string mixer = cat("d_state ", m["d_state"].dump(), ", headdim ", m["headdim"].dump(), ", heads ",
-                          m["heads"].dump(), ", ngroups ", m["ngroups"].dump());
-  if (kind == "mamba2") mixer += cat(", d_conv ", m["d_conv"].dump());
-  else mixer += cat(", ", m["mimo"].get<bool>() ? "MIMO" : "SISO", " rank ", m["rank"].dump(), ", rope_fraction ",
-                    m["rope_fraction"].get<double>());
-  line((kind + ":").c_str(), mixer + cat(", chunk ", m["chunk_size"].dump()));
+  const std::string mlp = j["mlp_kind"] == "moe" ? " (each with a mixture-of-experts MLP)" : " (each with MLP)";
+  line("layers:", schedule + (j["mlp"].get<bool>() ? mlp : ""));
+  if (kind == "mamba1") {
+    line("mamba1:", cat("d_state ", m["d_state"].dump(), ", d_inner ", m["d_inner"].dump(), ", dt_rank ",
+                        m["dt_rank"].dump(), ", d_conv ", m["d_conv"].dump(),
+                        m["bcdt_norm"].get<bool>() ? ", RMS norms of dt, B, C" : ""));
+  } else {
+    std::string mixer = cat("d_state ", m["d_state"].dump(), ", headdim ", m["headdim"].dump(), ", heads ",
+                            m["heads"].dump(), ", ngroups ", m["ngroups"].dump());
+    if (kind == "mamba2") mixer += cat(", d_conv ", m["d_conv"].dump());
+    else mixer += cat(", ", m["mimo"].get<bool>() ? "MIMO" : "SISO", " rank ", m["rank"].dump(), ", rope_fraction ",
+                      m["rope_fraction"].get<double>());
+    line((kind + ":").c_str(), mixer + cat(", chunk ", m["chunk_size"].dump()));
+  }
   const int64_t n = j["parameters"];
   char millions[32];
   std::snprintf(millions, sizeof millions, "%.2f", static_cast<double>(n) / 1e6);

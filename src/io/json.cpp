@@ -78,6 +78,14 @@ double json_number(const Json& value, const std::string& what) {
     if (s == kNegInf) return -std::numeric_limits<double>::infinity();
     if (s == kNaN) return std::numeric_limits<double>::quiet_NaN();
   }
+  // transformers 5 writes non-finite floats as {"__float__": "Infinity"}.
+  if (value.is_object() && value.size() == 1 && value.contains("__float__") &&
+      value["__float__"].is_string()) {
+    const auto& s = value["__float__"].get_ref<const std::string&>();
+    if (s == "Infinity") return std::numeric_limits<double>::infinity();
+    if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
+    if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  }
   throw Error(cat(what, ": expected a number, got ", value.dump()));
 }
 

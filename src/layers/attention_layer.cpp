@@ -52,14 +52,33 @@ AttentionLayer::AttentionLayer(const AttentionConfig& config) : cfg_(config) {
             "invalid attention heads ", c.num_heads, "/", c.num_heads_kv);
   SSM_CHECK(c.rotary_emb_dim % 2 == 0 && c.rotary_emb_dim <= c.head_dim, "invalid rotary_emb_dim");
   const int64_t width = c.head_dim * (c.num_heads + 2 * c.num_heads_kv);
-  add_param("in_proj.weight", {width, c.d_model});
-  if (c.qkv_proj_bias) add_param("in_proj.bias", {width}, ParamRole::kNoDecay);
-  add_param("out_proj.weight", {c.d_model, c.num_heads * c.head_dim});
-  if (c.out_proj_bias) add_param("out_proj.bias", {c.d_model}, ParamRole::kNoDecay);
-  in_proj_ = &param("in_proj.weight");
-  in_bias_ = c.qkv_proj_bias ? &param("in_proj.bias") : nullptr;
-  out_proj_ = &param("out_proj.weight");
-  out_bias_ = c.out_proj_bias ? &param("out_proj.bias") : nullptr;
+  const char* out_name = c.split_projections ? "o_proj" : "out_proj";
+  const char* names[3] = {"q_proj", "k_proj", "v_proj"};
+  const int64_t widths[3] = {c.head_dim * c.num_heads, c.head_dim * c.num_heads_kv,
+                             c.head_dim * c.num_heads_kv};
+  if (c.split_projections) {
+    for (int i = 0; i < 3; ++i) {
+      add_param(cat(names[i], ".weight"), {widths[i], c.d_model});
+      if (c.qkv_proj_bias) add_param(cat(names[i], ".bias"), {widths[i]}, ParamRole::kNoDecay);
+    }
+  } else {
+    add_param("in_proj.weight", {width, c.d_model});
+    if (c.qkv_proj_bias) add_param("in_proj.bias", {width}, ParamRole::kNoDecay);
+  }
+  add_param(cat(out_name, ".weight"), {c.d_model, c.num_heads * c.head_dim});
+  if (c.out_proj_bias) add_param(cat(out_name, ".bias"), {c.d_model}, ParamRole::kNoDecay);
+  // params_ no longer grows, so pointers into it stay valid.
+  if (c.split_projections) {
+    for (int i = 0; i < 3; ++i) {
+      qkv_w_[i] = &param(cat(names[i], ".weight"));
+      qkv_b_[i] = c.qkv_proj_bias ? &param(cat(names[i], ".bias")) : nullptr;
+    }
+  } else {
+    in_proj_ = &param("in_proj.weight");
+    in_bias_ = c.qkv_proj_bias ? &param("in_proj.bias") : nullptr;
+  }
+  out_proj_ = &param(cat(out_name, ".weight"));
+  out_bias_ = c.out_proj_bias ? &param(cat(out_name, ".bias")) : nullptr;
   inv_freq_ = ops::rotary_inv_freq(c.rotary_emb_dim, c.rotary_emb_base);
   scale_ = static_cast<float>(c.softmax_scale > 0 ? c.softmax_scale
                                                   : 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
@@ -103,7 +122,7 @@ void AttentionLayer::forward(const Tensor& x, Tensor& y, LayerState* state, Cont
 
   // [q | k | v] = u in_proj^T + bias
   const Tensor qkv = work({B, L, hd * (H + 2 * Hkv)});
-  ops::linear(ctx, {.x = x, .W = value(in_proj_), .bias = value(in_bias_), .y = qkv});
+  project_qkv(x, qkv, ctx);
   const ops::AttentionArgs args{.heads = H, .kv_heads = Hkv, .qkv = qkv, .inv_freq = inv_freq(ctx),
                                 .k_cache = st->k, .v_cache = st->v, .past = st->lengths,
                                 .scale = scale_, .out = work({B, L, H * hd})};
@@ -140,8 +159,38 @@ void AttentionLayer::backward(const LayerActivations& kept, const Tensor& x, con
     ops::rope_backward(ctx, {.heads = H, .kv_heads = Hkv, .head_dim = hd,
                              .inv_freq = inv_freq(ctx), .dq = dq, .dk = dk});
 
-  ops::linear_backward(ctx, {.x = x, .W = value(in_proj_), .dy = dqkv, .dx = dx,
-                             .dW = grad(grads, in_proj_), .dbias = grad(grads, in_bias_)});
+  project_qkv_backward(x, dqkv, dx, grads, ctx);
+}
+
+void AttentionLayer::project_qkv(const Tensor& x, const Tensor& qkv, Context& ctx) {
+  if (!cfg_.split_projections) {
+    ops::linear(ctx, {.x = x, .W = value(in_proj_), .bias = value(in_bias_), .y = qkv});
+    return;
+  }
+  // Each projection writes its own column block of qkv: no concatenation.
+  int64_t col = 0;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t w = qkv_w_[i]->shape[0];
+    ops::linear(ctx, {.x = x, .W = value(qkv_w_[i]), .bias = value(qkv_b_[i]), .y = qkv.cols(col, col + w)});
+    col += w;
+  }
+}
+
+void AttentionLayer::project_qkv_backward(const Tensor& x, const Tensor& dqkv, Tensor& dx,
+                                          std::vector<Tensor>& grads, Context& ctx) {
+  if (!cfg_.split_projections) {
+    ops::linear_backward(ctx, {.x = x, .W = value(in_proj_), .dy = dqkv, .dx = dx,
+                               .dW = grad(grads, in_proj_), .dbias = grad(grads, in_bias_)});
+    return;
+  }
+  int64_t col = 0;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t w = qkv_w_[i]->shape[0];
+    ops::linear_backward(ctx, {.x = x, .W = value(qkv_w_[i]), .dy = dqkv.cols(col, col + w), .dx = dx,
+                               .accumulate_dx = i > 0, .dW = grad(grads, qkv_w_[i]),
+                               .dbias = grad(grads, qkv_b_[i])});
+    col += w;
+  }
 }
 
 }  // namespace ssm

@@ -10,7 +10,16 @@ struct MlpActivations : LayerActivations {
   Tensor h, gated;
 };
 
-GatedMlp::GatedMlp(int64_t d_model, int64_t hidden) : hidden_(hidden) {
+GatedMlp::GatedMlp(int64_t d_model, int64_t hidden, bool hf_layout) : hidden_(hidden), hf_(hf_layout) {
+  if (hf_) {
+    add_param("gate_proj.weight", {hidden, d_model});
+    add_param("up_proj.weight", {hidden, d_model});
+    add_param("down_proj.weight", {d_model, hidden});
+    gate_ = &param("gate_proj.weight");
+    up_ = &param("up_proj.weight");
+    fc2_ = &param("down_proj.weight");
+    return;
+  }
   add_param("fc1.weight", {2 * hidden, d_model});
   add_param("fc2.weight", {d_model, hidden});
   fc1_ = &param("fc1.weight");
@@ -26,7 +35,12 @@ void GatedMlp::forward(const Tensor& x, Tensor& y, LayerState*, Context& ctx,
   wide.push_back(2 * hidden_);
   narrow.push_back(hidden_);
   const Tensor h = work(wide);
-  ops::linear(ctx, {.x = x, .W = value(fc1_), .y = h});
+  if (hf_) {
+    ops::linear(ctx, {.x = x, .W = value(up_), .y = h.cols(0, hidden_)});
+    ops::linear(ctx, {.x = x, .W = value(gate_), .y = h.cols(hidden_, 2 * hidden_)});
+  } else {
+    ops::linear(ctx, {.x = x, .W = value(fc1_), .y = h});
+  }
   // a * SiLU(gate): the gate without a norm; over `a` in place while inferring.
   const Tensor gated = keep ? work(narrow) : h.cols(0, hidden_);
   ops::gated_rms_norm(ctx, {.y = h.cols(0, hidden_), .z = h.cols(hidden_, 2 * hidden_), .out = gated});
@@ -49,7 +63,14 @@ void GatedMlp::backward(const LayerActivations& kept, const Tensor& x, const Ten
   ops::gated_rms_norm_backward(ctx, {.y = a.h.cols(0, hidden_), .z = a.h.cols(hidden_, 2 * hidden_),
                                      .dout = dgated, .dy = dh.cols(0, hidden_),
                                      .dz = dh.cols(hidden_, 2 * hidden_)});
-  ops::linear_backward(ctx, {.x = x, .W = value(fc1_), .dy = dh, .dx = dx, .dW = grad(grads, fc1_)});
+  if (!hf_) {
+    ops::linear_backward(ctx, {.x = x, .W = value(fc1_), .dy = dh, .dx = dx, .dW = grad(grads, fc1_)});
+    return;
+  }
+  ops::linear_backward(ctx, {.x = x, .W = value(up_), .dy = dh.cols(0, hidden_), .dx = dx,
+                             .dW = grad(grads, up_)});
+  ops::linear_backward(ctx, {.x = x, .W = value(gate_), .dy = dh.cols(hidden_, 2 * hidden_), .dx = dx,
+                             .accumulate_dx = true, .dW = grad(grads, gate_)});
 }
 
 }  // namespace ssm

@@ -1,101 +1,17 @@
 #include "ssm/model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
+#include "model/config_families.h"
+#include "model/config_reader.h"
 #include "ssm/core/log.h"
 
 namespace ssm {
 namespace {
 
-// No real model comes near this; it keeps every size derived from a config
-// (products of two or three values) far from int64 overflow.
-constexpr int64_t kMaxConfigInteger = int64_t{1} << 24;
-
-// Reads typed values out of one JSON object, naming source and key in errors.
-class Reader {
- public:
-  Reader(const Json& j, std::string where) : j_(j), where_(std::move(where)) {
-    if (!j_.is_object()) throw Error(cat(where_, ": expected a JSON object"));
-  }
-  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
-  int64_t integer(const char* key, int64_t fallback, bool required = false) {
-    seen_.insert(key);
-    if (!has(key)) return missing(key, fallback, required);
-    const Json& v = j_[key];
-    // Whole floats (64.0) count too; the range is checked before any cast.
-    const double d = v.is_number() ? v.get<double>() : 0.5;
-    if (d != std::floor(d))
-      throw Error(cat(where_, ": key '", key, "' must be an integer, got ", v.dump()));
-    if (std::fabs(d) > static_cast<double>(kMaxConfigInteger))
-      throw Error(cat(where_, ": key '", key, "' is ", v.dump(), ", outside [-", kMaxConfigInteger,
-                      ", ", kMaxConfigInteger, "]"));
-    return static_cast<int64_t>(d);
-  }
-  int64_t positive(const char* key, int64_t fallback, bool required = false) {
-    const int64_t v = integer(key, fallback, required);
-    if (v <= 0) throw Error(cat(where_, ": key '", key, "' must be positive, got ", v));
-    return v;
-  }
-  double number(const char* key, double fallback) {
-    seen_.insert(key);
-    if (!has(key)) return fallback;
-    return json_number(j_[key], cat(where_, ": key '", key, "'"));
-  }
-  bool boolean(const char* key, bool fallback) {
-    seen_.insert(key);
-    if (!has(key)) return fallback;
-    if (!j_[key].is_boolean()) throw Error(cat(where_, ": key '", key, "' must be true or false"));
-    return j_[key].get<bool>();
-  }
-  std::string string(const char* key, const std::string& fallback) {
-    seen_.insert(key);
-    if (!has(key)) return fallback;
-    if (!j_[key].is_string()) throw Error(cat(where_, ": key '", key, "' must be a string"));
-    return j_[key].get<std::string>();
-  }
-  const Json& object(const char* key) {
-    seen_.insert(key);
-    static const Json kEmpty = Json::object();
-    if (!has(key)) return kEmpty;
-    if (!j_[key].is_object()) throw Error(cat(where_, ": key '", key, "' must be an object"));
-    return j_[key];
-  }
-  // null when absent (operator[] of a const json is undefined for a missing key).
-  const Json& raw(const char* key) {
-    seen_.insert(key);
-    static const Json kNull;
-    const auto it = j_.find(key);
-    return it == j_.end() ? kNull : *it;
-  }
-  void ignore(std::initializer_list<const char*> keys) { seen_.insert(keys.begin(), keys.end()); }
-  // Keys nobody read: almost always a typo or an unsupported feature.
-  void warn_unknown() const {
-    for (const auto& [k, _] : j_.items())
-      if (!seen_.count(k)) log_warning(where_, ": ignoring unknown key '", k, "'");
-  }
-  const std::string& where() const { return where_; }
-
- private:
-  int64_t missing(const char* key, int64_t fallback, bool required) const {
-    if (required) throw Error(cat(where_, ": missing required key '", key, "'"));
-    return fallback;
-  }
-  const Json& j_;
-  std::string where_;
-  std::set<std::string> seen_;
-};
-
-void check_divides(const std::string& where, const char* what, int64_t a, const char* by, int64_t b) {
-  if (b <= 0 || a % b != 0)
-    throw Error(cat(where, ": ", what, " (", a, ") is not divisible by ", by, " (", b, ")"));
-}
-
-void validate_mamba2(const Mamba2Config& c, const std::string& where) {
-  check_divides(where, "d_inner = expand * d_model", c.d_inner(), "headdim", c.headdim);
-  check_divides(where, "nheads", c.nheads(), "ngroups", c.ngroups);
-  if (c.dt_limit_lo > c.dt_limit_hi) throw Error(cat(where, ": dt_limit lower bound exceeds upper"));
-}
+using namespace config_detail;
 
 void validate_mamba3(const Mamba3Config& c, const std::string& where) {
   check_divides(where, "d_inner = expand * d_model", c.d_inner(), "headdim", c.headdim);
@@ -225,6 +141,7 @@ ModelConfig parse_hugging_face(const Json& j, const std::string& source) {
   Reader r(j, source);
   ModelConfig m;
   m.convention = Convention::kHuggingFace;
+  m.names.embedding = "backbone.embeddings.weight";
   m.d_model = r.positive("hidden_size", 0, true);
   m.n_layer = r.positive("num_hidden_layers", 0, true);
   m.vocab_size = r.positive("vocab_size", 0, true);
@@ -266,27 +183,83 @@ ModelConfig parse_hugging_face(const Json& j, const std::string& source) {
   return m;  // HF configs carry many generic keys; unknown ones are not worth a warning.
 }
 
+// MambaForCausalLM and FalconMambaForCausalLM: every layer a Mamba-1 mixer.
+ModelConfig parse_hf_mamba1(const Json& j, const std::string& source, const std::string& family) {
+  Reader r(j, source);
+  ModelConfig m;
+  m.convention = Convention::kHuggingFace;
+  m.family = family;
+  m.names.embedding = "backbone.embeddings.weight";
+  m.d_model = r.positive("hidden_size", 0, true);
+  m.n_layer = r.positive("num_hidden_layers", 0, true);
+  m.vocab_size = r.positive("vocab_size", 0, true);
+  m.pad_vocab_size_multiple = 1;
+  m.tie_embeddings = r.boolean("tie_word_embeddings", true);
+  m.norm_eps = static_cast<float>(r.number("layer_norm_epsilon", 1e-5));
+  m.residual_in_fp32 = r.boolean("residual_in_fp32", true);
+  m.ssm_kind = MixerKind::kMamba1;
+  Mamba1Config& c = m.mamba1;
+  c.d_model = m.d_model;
+  const int64_t expand = r.positive("expand", 2);
+  c.d_inner = r.positive("intermediate_size", expand * m.d_model);
+  c.d_state = r.positive("state_size", 16);
+  c.d_conv = r.positive("conv_kernel", 4);
+  // "auto" is ceil(d_model / 16), as mamba_ssm and transformers define it.
+  const Json& rank = r.raw("time_step_rank");
+  if (rank.is_string() && rank.get<std::string>() == "auto")
+    c.dt_rank = (m.d_model + 15) / 16;
+  else if (!rank.is_null() && !rank.is_string())
+    c.dt_rank = r.positive("time_step_rank", 0);
+  else if (rank.is_null())
+    c.dt_rank = (m.d_model + 15) / 16;
+  else
+    throw Error(cat(source, ": time_step_rank must be a positive integer or \"auto\", got ", rank.dump()));
+  c.proj_bias = r.boolean("use_bias", false);
+  c.conv_bias = r.boolean("use_conv_bias", true);
+  c.bcdt_norm = family == "falcon_mamba";
+  c.bcdt_eps = static_cast<float>(r.number("mixer_rms_eps", 1e-6));
+  const std::string act = r.string("hidden_act", "silu");
+  if (act != "silu") throw Error(cat(source, ": hidden_act '", act, "' is not supported (silu)"));
+  if (c.d_inner > kMaxConfigInteger / std::max<int64_t>(c.d_state, c.d_x_proj()))
+    throw Error(cat(source, ": intermediate_size (", c.d_inner, ") times state_size is too large"));
+  return m;
+}
+
 }  // namespace
 
 MixerKind ModelConfig::mixer_kind(int64_t layer) const {
+  if (!layer_kinds.empty()) return layer_kinds.at(static_cast<size_t>(layer));
   for (int64_t i : attn_layer_idx)
     if (i == layer) return MixerKind::kAttention;
   return ssm_kind;
 }
 
-std::string ModelConfig::embedding_name() const {
-  return convention == Convention::kHuggingFace ? "backbone.embeddings.weight"
-                                                : "backbone.embedding.weight";
-}
+std::string ModelConfig::embedding_name() const { return names.embedding; }
 
-std::string ModelConfig::layer_prefix(int64_t layer) const {
-  return cat("backbone.layers.", layer, ".");
+std::string ModelConfig::layer_prefix(int64_t layer) const { return cat(names.layers, layer, "."); }
+
+std::string ModelConfig::mixer_prefix(int64_t layer) const {
+  return layer_prefix(layer) + (mixer_kind(layer) == MixerKind::kAttention ? names.attention : names.ssm);
 }
 
 ModelConfig parse_model_config(const Json& j, const std::string& source) {
   if (!j.is_object()) throw Error(cat(source, ": config must be a JSON object"));
-  const bool hf = j.contains("hidden_size") || j.value("model_type", "") == "mamba2";
-  ModelConfig m = hf ? parse_hugging_face(j, source) : parse_state_spaces(j, source);
+  const Json& type = j.contains("model_type") ? j["model_type"] : Json();
+  const std::string model_type = type.is_string() ? type.get<std::string>() : "";
+  ModelConfig m;
+  if (model_type == "mamba" || model_type == "falcon_mamba") {
+    m = parse_hf_mamba1(j, source, model_type);
+  } else if (model_type == "bamba") {
+    m = config_detail::parse_hf_bamba(j, source);
+  } else if (model_type == "granitemoehybrid") {
+    m = config_detail::parse_hf_granite_hybrid(j, source);
+  } else if (model_type == "nemotron_h") {
+    m = config_detail::parse_hf_nemotron_h(j, source);
+  } else {
+    const bool hf = j.contains("hidden_size") || model_type == "mamba2";
+    m = hf ? parse_hugging_face(j, source) : parse_state_spaces(j, source);
+    if (hf) m.family = "mamba2";
+  }
   m.source = j;
   return m;
 }

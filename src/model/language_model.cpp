@@ -7,22 +7,26 @@
 #include "ssm/core/log.h"
 #include "ssm/layers/attention_layer.h"
 #include "ssm/layers/gated_mlp.h"
+#include "ssm/layers/moe_mlp.h"
 
 namespace ssm {
 
 LanguageModel::LanguageModel(ModelConfig config) : config_(std::move(config)) {
   const int64_t D = config_.d_model;
   embedding_ = Param{config_.embedding_name(), {config_.padded_vocab(), D}, ParamRole::kWeight, {}};
-  norm_f_ = Param{"backbone.norm_f.weight", {D}, ParamRole::kNoDecay, {}};
+  norm_f_ = Param{config_.names.final_norm, {D}, ParamRole::kNoDecay, {}};
   lm_head_ = Param{"lm_head.weight", {config_.padded_vocab(), D}, ParamRole::kWeight, {}};
   for (int64_t i = 0; i < config_.n_layer; ++i) {
     auto block = std::make_unique<Block>();
     const std::string prefix = config_.layer_prefix(i);
-    block->norm = Param{prefix + "norm.weight", {D}, ParamRole::kNoDecay, {}};
+    block->norm = Param{prefix + config_.names.mixer_norm, {D}, ParamRole::kNoDecay, {}};
     block->mixer = make_mixer(config_, i);
     if (config_.has_mlp()) {
-      block->norm2 = Param{prefix + "norm2.weight", {D}, ParamRole::kNoDecay, {}};
-      block->mlp = std::make_unique<GatedMlp>(D, config_.mlp_hidden());
+      block->norm2 = Param{prefix + config_.names.mlp_norm, {D}, ParamRole::kNoDecay, {}};
+      if (config_.moe_mlp)
+        block->mlp = std::make_unique<MoeMlp>(config_.moe);
+      else
+        block->mlp = std::make_unique<GatedMlp>(D, config_.mlp_hidden(), config_.hf_mlp);
     }
     blocks_.push_back(std::move(block));
   }
@@ -35,12 +39,12 @@ void LanguageModel::for_each_param(const std::function<void(const std::string&, 
   fn(embedding_.name, embedding_);
   for (int64_t i = 0; i < config_.n_layer; ++i) {
     Block& b = *blocks_[i];
-    const std::string prefix = config_.layer_prefix(i);
+    const std::string prefix = config_.layer_prefix(i), mixer = config_.mixer_prefix(i);
     fn(b.norm.name, b.norm);
-    for (Param& p : b.mixer->parameters()) fn(prefix + "mixer." + p.name, p);
+    for (Param& p : b.mixer->parameters()) fn(mixer + p.name, p);
     if (b.mlp) {
       fn(b.norm2.name, b.norm2);
-      for (Param& p : b.mlp->parameters()) fn(prefix + "mlp." + p.name, p);
+      for (Param& p : b.mlp->parameters()) fn(prefix + config_.names.mlp + p.name, p);
     }
   }
   fn(norm_f_.name, norm_f_);

@@ -29,6 +29,7 @@ void LanguageModel::check_ids(const Tensor& ids) const {
 
 void LanguageModel::embed(const Tensor& ids, const Tensor& h, Context& ctx) {
   ops::embedding(ctx, {.ids = ids, .table = embedding_.value, .out = h});
+  if (config_.embedding_multiplier != 1.f) ops::scale(ctx, h, config_.embedding_multiplier);
 }
 
 void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx, BlockTape* tape,
@@ -45,7 +46,7 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
     std::unique_ptr<LayerActivations> kept;
     layer.forward(normed, out, layer_state, ctx, tape && tape->keep_activations ? &kept : nullptr);
     if (tape) tape->activations.push_back(std::move(kept));
-    ops::add(ctx, h, out);
+    ops::add(ctx, h, out, config_.residual_multiplier);
   };
   for (int64_t i = 0; i < config_.n_layer; ++i) {
     Block& b = *blocks_[i];
@@ -83,6 +84,7 @@ Tensor LanguageModel::forward(const Tensor& ids, ModelState* state, Context& ctx
   if (trace) trace->hidden.push_back(final_in.clone());
   Tensor logits = Tensor::empty(DType::kF32, {B, out_len, V}, ctx.device());
   ops::linear(ctx, {.x = final_in, .W = head().value.rows(0, V), .y = logits});
+  if (config_.logits_scaling != 1.f) ops::scale(ctx, logits, 1.f / config_.logits_scaling);
   return logits;
 }
 
@@ -104,6 +106,7 @@ Tensor& LanguageModel::step(const int64_t* tokens, ModelState& state, Context& c
   state.position += 1;
   ops::rms_norm(ctx, {.x = h, .w = norm_f_.value, .eps = config_.norm_eps, .out = h});
   ops::linear(ctx, {.x = h.reshape({B, D}), .W = head().value.rows(0, V), .y = step_logits_});
+  if (config_.logits_scaling != 1.f) ops::scale(ctx, step_logits_, 1.f / config_.logits_scaling);
   return step_logits_;
 }
 

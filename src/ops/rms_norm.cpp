@@ -7,7 +7,7 @@ namespace ssm::ops {
 void rms_norm(Context& ctx, const RmsNormArgs& a) {
   const detail::OpCheck c(ctx, "rms_norm");
   c.rows("x", a.x);
-  c.dense("w", a.w, {a.x.cols()});
+  c.optional("w", a.w, {a.x.cols()});
   c.rows("out", a.out, a.x.rows(), a.x.cols());
   detail::run(ctx, c.kernel(&OpTable::rms_norm), a);
 }

@@ -68,7 +68,9 @@ void initialize_model(LanguageModel& model, uint64_t seed) {
              ends_with(name, "norm_f.weight") || ends_with(name, ".D") ||
              ends_with(name, "B_bias") || ends_with(name, "C_bias") || ends_with(name, "mimo_z"))
       fill([](int64_t) { return 1.0; });
-    else if (ends_with(name, "in_proj.weight") || ends_with(name, "fc1.weight")) kaiming(1.0);
+    else if (ends_with(name, "in_proj.weight") || ends_with(name, "fc1.weight") ||
+             ends_with(name, "x_proj.weight") || ends_with(name, "dt_proj.weight"))
+      kaiming(1.0);
     else if (ends_with(name, "out_proj.weight") || ends_with(name, "fc2.weight")) kaiming(residual_scale);
     else if (ends_with(name, "proj.bias")) fill([](int64_t) { return 0.0; });
     else if (ends_with(name, "conv1d.weight")) kaiming(1.0);

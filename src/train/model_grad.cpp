@@ -84,6 +84,21 @@ std::vector<int64_t> next_token_targets(const Tensor& ids, int64_t vocab_size) {
 LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
                             Context& ctx, std::vector<double>* position_loss) {
   const ModelConfig& c = model.config();
+  if (grads && (c.embedding_multiplier != 1.f || c.residual_multiplier != 1.f || c.logits_scaling != 1.f))
+    throw Error(cat("a ", c.family, " model with embedding, residual or logit multipliers cannot be trained yet"));
+  // Refused before any work: the first layer without a backward, by name.
+  for (int64_t i = 0; grads && i < c.n_layer; ++i) {
+    if (!model.mixer(i).can_train())
+      throw Error(cat("layer ", i, " (", model.mixer(i).kind(), ") has no backward: a ", c.family,
+                      " model cannot be trained yet"));
+    if (model.mlp(i) && !model.mlp(i)->can_train())
+      throw Error(cat("layer ", i, " (its ", model.mlp(i)->kind(), ") has no backward: a ", c.family,
+                      " model cannot be trained yet"));
+  }
+  // The HF hybrid families' backward paths (split projections, HF MLP
+  // layouts) are not checked against finite differences yet: refused.
+  if (grads && c.convention == Convention::kHuggingFace && c.family != "mamba2")
+    throw Error(cat("training a ", c.family, " model is not supported yet (inference only)"));
   const std::vector<int64_t> targets = next_token_targets(ids, c.vocab_size);
   const int64_t B = ids.dim(0), L = ids.dim(1), rows = B * L, D = c.d_model;
   const float eps = c.norm_eps;

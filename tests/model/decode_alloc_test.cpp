@@ -110,7 +110,7 @@ TEST_P(DecodeAlloc, GenerationAllocationsDoNotGrowWithLength) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, DecodeAlloc, ::testing::ValuesIn(testing::golden_model_cases()),
-                         [](const auto& info) { return info.param; });
+                         testing::golden_case_name);
 
 }  // namespace
 }  // namespace ssm

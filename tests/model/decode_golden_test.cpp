@@ -123,7 +123,7 @@ TEST_P(DecodeGolden, GreedyGenerationReproducesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, DecodeGolden, ::testing::ValuesIn(testing::golden_model_cases()),
-                         [](const auto& info) { return info.param; });
+                         testing::golden_case_name);
 
 TEST(DecodeGolden, DecodeLogitsMatchReferencePrefillOfGeneratedText) {
   SSM_LOAD_GOLDEN_OR_SKIP(model, "mamba2_hf_tiny");

@@ -16,11 +16,31 @@ namespace ssm::testing {
 
 // Every golden case with weights in safetensors (the *_bin copies are the
 // same models).
-inline const std::vector<std::string>& golden_model_cases() {
-  static const std::vector<std::string> cases = {"mamba2_hf_tiny", "mamba2_ssm_tiny",
-                                                 "mamba3_siso_tiny", "mamba3_mimo_tiny",
-                                                 "hybrid_tiny"};
+// The downloaded-checkpoint families this build runs, from
+// tests/golden/models/ (HF transformers' tiny models of each class).
+inline const std::vector<std::string>& hf_family_cases() {
+  static const std::vector<std::string> cases = {"models/mamba1_hf", "models/falcon_mamba_hf",
+                                                 "models/bamba_hf", "models/nemotron_h_hf",
+                                                 "models/granite_hybrid_hf"};
   return cases;
+}
+
+inline const std::vector<std::string>& golden_model_cases() {
+  static const std::vector<std::string> cases = [] {
+    std::vector<std::string> c = {"mamba2_hf_tiny", "mamba2_ssm_tiny", "mamba3_siso_tiny",
+                                  "mamba3_mimo_tiny", "hybrid_tiny"};
+    c.insert(c.end(), hf_family_cases().begin(), hf_family_cases().end());
+    return c;
+  }();
+  return cases;
+}
+
+// gtest's name for a golden case: "models/mamba1_hf" -> "models_mamba1_hf".
+inline std::string golden_case_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& ch : name)
+    if (ch == '/') ch = '_';
+  return name;
 }
 
 // The model of a golden case, or nullopt with the reason when this build

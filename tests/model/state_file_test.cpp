@@ -74,7 +74,7 @@ TEST_P(StateFile, RoundTripIsExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, StateFile, ::testing::ValuesIn(testing::golden_model_cases()),
-                         [](const auto& info) { return info.param; });
+                         testing::golden_case_name);
 
 struct Fixture {
   LanguageModel model = LanguageModel::load(testing::golden_dir("mamba2_hf_tiny"));

@@ -50,7 +50,13 @@ class AttentionLayer : public SequenceLayer {
 
   AttentionConfig cfg_;
   float scale_ = 1.f;
+  // [q | k | v] = x in_proj^T (+ bias), from one or three projections.
+  void project_qkv(const Tensor& x, const Tensor& qkv, Context& ctx);
+  void project_qkv_backward(const Tensor& x, const Tensor& dqkv, Tensor& dx,
+                            std::vector<Tensor>& grads, Context& ctx);
   Param *in_proj_ = nullptr, *in_bias_ = nullptr, *out_proj_ = nullptr, *out_bias_ = nullptr;
+  // split_projections: q, k, v weights and biases (in_proj_/in_bias_ unused).
+  Param *qkv_w_[3] = {}, *qkv_b_[3] = {};
   Tensor inv_freq_;  // host, rotary_emb_dim / 2
   Tensor inv_freq_on_device_;
 };

@@ -1,5 +1,8 @@
 // The gated MLP sub-block of hybrid models (SPEC §5):
 //   [a | gate] = u fc1^T,   out = (a * SiLU(gate)) fc2^T
+// or in HF's layout (SwiGLU): a = u up_proj^T, gate = u gate_proj^T,
+// out = (a * SiLU(gate)) down_proj^T, each projection writing its column
+// block of the same [a | gate] rows.
 #pragma once
 
 #include "ssm/layers/sequence_layer.h"
@@ -8,7 +11,7 @@ namespace ssm {
 
 class GatedMlp : public SequenceLayer {
  public:
-  GatedMlp(int64_t d_model, int64_t hidden);
+  GatedMlp(int64_t d_model, int64_t hidden, bool hf_layout = false);
   std::string kind() const override { return "mlp"; }
   std::unique_ptr<LayerState> make_state(int64_t, Device = Device::host()) const override {
     return nullptr;
@@ -21,7 +24,9 @@ class GatedMlp : public SequenceLayer {
 
  private:
   int64_t hidden_;
-  Param *fc1_, *fc2_;
+  bool hf_ = false;
+  Param *fc1_ = nullptr, *fc2_ = nullptr;  // fc2_ is down_proj in HF's layout
+  Param *up_ = nullptr, *gate_ = nullptr;  // HF's layout only
 };
 
 }  // namespace ssm

@@ -29,6 +29,22 @@ struct Mamba2Config {
   int64_t d_in_proj() const { return 2 * d_inner() + 2 * ngroups * d_state + nheads(); }
 };
 
+// Mamba-1 (S6) as HF's MambaMixer and FalconMambaMixer have it.
+struct Mamba1Config {
+  int64_t d_model = 0;
+  int64_t d_inner = 0;   // intermediate_size (expand * d_model)
+  int64_t d_state = 16;  // N
+  int64_t d_conv = 4;    // K
+  int64_t dt_rank = 0;   // R: x_proj's dt columns, dt_proj's input
+  bool proj_bias = false;  // in_proj.bias and out_proj.bias
+  bool conv_bias = true;
+  // FalconMamba: weightless RMS norms of dt, B and C after x_proj.
+  bool bcdt_norm = false;
+  float bcdt_eps = 1e-6f;
+
+  int64_t d_x_proj() const { return dt_rank + 2 * d_state; }
+};
+
 struct Mamba3Config {
   int64_t d_model = 0;
   int64_t d_state = 128;
@@ -58,6 +74,16 @@ struct Mamba3Config {
   }
 };
 
+// A mixture-of-experts MLP (Granite 4.0-H): E experts, k per token, each
+// of hidden width F, and a shared expert of width shared_hidden (0: none).
+struct MoeConfig {
+  int64_t d_model = 0;
+  int64_t experts = 0;      // E
+  int64_t top_k = 1;        // k
+  int64_t expert_hidden = 0;  // F
+  int64_t shared_hidden = 0;  // 0: no shared expert
+};
+
 struct AttentionConfig {
   int64_t d_model = 0;
   int64_t num_heads = 0;
@@ -69,6 +95,9 @@ struct AttentionConfig {
   bool out_proj_bias = true;
   bool causal = true;
   double softmax_scale = 0.0;  // 0 means 1/sqrt(head_dim)
+  // HF's layout: q_proj, k_proj, v_proj, o_proj (biases: qkv_proj_bias,
+  // out_proj_bias) instead of one in_proj and out_proj.
+  bool split_projections = false;
 };
 
 }  // namespace ssm

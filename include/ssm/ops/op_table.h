@@ -5,6 +5,7 @@
 // scope on the context's arena, then call the entry here.
 #pragma once
 
+#include "ssm/ops/activation.h"
 #include "ssm/ops/adamw.h"
 #include "ssm/ops/attention.h"
 #include "ssm/ops/conv1d.h"
@@ -12,7 +13,9 @@
 #include "ssm/ops/embedding.h"
 #include "ssm/ops/linear.h"
 #include "ssm/ops/mamba3.h"
+#include "ssm/ops/moe.h"
 #include "ssm/ops/rms_norm.h"
+#include "ssm/ops/selective_scan.h"
 #include "ssm/ops/ssd.h"
 
 namespace ssm {
@@ -33,6 +36,9 @@ struct OpTable {
   Kernel<ops::SsdPrepareBackwardArgs> ssd_prepare_backward = nullptr;
   Kernel<ops::SsdScanArgs> ssd_scan = nullptr;
   Kernel<ops::SsdScanBackwardArgs> ssd_scan_backward = nullptr;
+  Kernel<ops::SelectiveScanArgs> selective_scan = nullptr;
+  Kernel<ops::MoeRouteArgs> moe_route = nullptr;
+  Kernel<ops::RoutedExpertsArgs> routed_experts = nullptr;
   Kernel<ops::Mamba3PrepareArgs> mamba3_prepare = nullptr;
   Kernel<ops::Mamba3PrepareBackwardArgs> mamba3_prepare_backward = nullptr;
   Kernel<ops::Mamba3ScanArgs> mamba3_scan = nullptr;
@@ -51,6 +57,7 @@ struct OpTable {
   void (*copy)(Context& ctx, const Tensor& dst, const Tensor& src) = nullptr;
   void (*fill)(Context& ctx, const Tensor& dst, float value) = nullptr;
   void (*scale)(Context& ctx, const Tensor& t, float alpha) = nullptr;
+  void (*relu_squared)(Context& ctx, const Tensor& t) = nullptr;
   double (*sum_squares)(Context& ctx, const Tensor& t) = nullptr;
 };
 

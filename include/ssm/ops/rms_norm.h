@@ -15,7 +15,7 @@ namespace ssm::ops {
 
 struct RmsNormArgs {
   Tensor x;    // (..., D) rows
-  Tensor w;    // (D)
+  Tensor w;    // (D), or undefined: the weightless norm x / rms(x)
   float eps = 1e-5f;
   Tensor out;  // like x; may alias x
 };

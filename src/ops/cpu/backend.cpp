@@ -10,10 +10,13 @@ void fill(OpTable& t) {
   cpu::add_conv1d_kernels(t);
   cpu::add_norm_kernels(t);
   cpu::add_ssd_kernels(t);
+  cpu::add_selective_scan_kernels(t);
   cpu::add_mamba3_kernels(t);
   cpu::add_attention_kernels(t);
   cpu::add_embedding_kernels(t);
   cpu::add_elementwise_kernels(t);
+  cpu::add_activation_kernels(t);
+  cpu::add_moe_kernels(t);
   cpu::add_loss_kernels(t);
   cpu::add_optimizer_kernels(t);
 }

@@ -10,10 +10,13 @@ void add_linear_kernels(OpTable& t);       // linear.cpp
 void add_conv1d_kernels(OpTable& t);       // conv1d.cpp
 void add_norm_kernels(OpTable& t);         // rms_norm.cpp
 void add_ssd_kernels(OpTable& t);          // ssd.cpp
+void add_selective_scan_kernels(OpTable& t);  // selective_scan.cpp
 void add_mamba3_kernels(OpTable& t);       // mamba3_*.cpp
 void add_attention_kernels(OpTable& t);    // attention.cpp
 void add_embedding_kernels(OpTable& t);    // embedding.cpp
 void add_elementwise_kernels(OpTable& t);  // elementwise.cpp
+void add_activation_kernels(OpTable& t);   // activation.cpp
+void add_moe_kernels(OpTable& t);          // moe.cpp
 void add_loss_kernels(OpTable& t);         // cross_entropy.cpp
 void add_optimizer_kernels(OpTable& t);    // adamw.cpp
 

@@ -24,13 +24,16 @@ float inv_rms(const float* x, int64_t n, float eps) {
 // out may alias x: each row's scale is found before the row is written.
 void rms_norm(Context& ctx, const ops::RmsNormArgs& a) {
   const int64_t D = a.x.cols(), ldx = a.x.row_stride(), ldo = a.out.row_stride();
-  const float* w = a.w.data<float>();
+  const float* w = elements_or_null<float>(a.w);
   ctx.pool().parallel_for(a.x.rows(), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = a.x.data<float>() + r * ldx;
       float* o = elements<float>(a.out) + r * ldo;
       const float s = inv_rms(xr, D, a.eps);
-      for (int64_t i = 0; i < D; ++i) o[i] = xr[i] * s * w[i];
+      if (w)
+        for (int64_t i = 0; i < D; ++i) o[i] = xr[i] * s * w[i];
+      else  // the weightless norm (FalconMamba's of B, C and dt)
+        for (int64_t i = 0; i < D; ++i) o[i] = xr[i] * s;
     }
   });
 }

@@ -10,10 +10,13 @@ void fill(OpTable& t) {
   ref::add_conv1d_kernels(t);
   ref::add_norm_kernels(t);
   ref::add_ssd_kernels(t);
+  ref::add_selective_scan_kernels(t);
   ref::add_mamba3_kernels(t);
   ref::add_attention_kernels(t);
   ref::add_embedding_kernels(t);
   ref::add_elementwise_kernels(t);
+  ref::add_activation_kernels(t);
+  ref::add_moe_kernels(t);
   ref::add_loss_kernels(t);
   ref::add_optimizer_kernels(t);
 }

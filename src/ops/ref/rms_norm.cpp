@@ -51,13 +51,13 @@ void add_to(T* dst, const std::vector<double>& sum) {
 template <typename T>
 void rms_norm(Context&, const ops::RmsNormArgs& a) {
   const int64_t R = a.x.rows(), D = a.x.cols(), ldx = a.x.row_stride(), ldo = a.out.row_stride();
-  const T* w = a.w.data<T>();
+  const T* w = elements_or_null<T>(a.w);
   std::vector<double> v;
   for (int64_t r = 0; r < R; ++r) {
     widen(a.x.data<T>() + r * ldx, D, v);
     const double s = inv_rms(v.data(), D, a.eps);
     T* out = elements<T>(a.out) + r * ldo;
-    for (int64_t i = 0; i < D; ++i) out[i] = static_cast<T>(v[i] * s * w[i]);
+    for (int64_t i = 0; i < D; ++i) out[i] = static_cast<T>(v[i] * s * (w ? static_cast<double>(w[i]) : 1.0));
   }
 }
 

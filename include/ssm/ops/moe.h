@@ -1,0 +1,57 @@
+// Mixture-of-experts MLPs in two ops (docs/MATH.md, "Mixture of experts"):
+//   moe_route       router logits (T, E) -> for each token its k experts and
+//                   their weights, by one of the routers the families use
+//   routed_experts  out[t] = sum_j weight[t, j] * expert_{idx[t, j]}(x[t]),
+//                   expert_e(x) = (act(x W1_e^T [gate]) * x W1_e^T [value]) W2_e^T
+// Backends group the tokens by expert so that each expert's projections run
+// as one matrix product over its tokens; every token's k contributions are
+// summed in the order j = 0..k-1, so the result does not depend on that
+// grouping or on the thread count.
+#pragma once
+
+#include "ssm/ops/context.h"
+#include "ssm/tensor/tensor.h"
+
+namespace ssm::ops {
+
+enum class Router {
+  // softmax over the k largest logits only (Granite)
+  kTopkSoftmax,
+  // softmax over all E logits, then the k largest probabilities, kept as
+  // they are (Jamba; Mixtral-like without renormalisation)
+  kSoftmaxTopk,
+  // sigmoid scores; experts chosen by score + bias; weights are the chosen
+  // scores, normalised to sum 1 when `normalize`, times `scale` (Nemotron-H)
+  kSigmoidBiased,
+};
+
+struct MoeRouteArgs {
+  Router router = Router::kTopkSoftmax;
+  int64_t k = 1;
+  Tensor logits;  // (T, E) rows
+  Tensor bias;    // (E): kSigmoidBiased's selection bias, or undefined
+  bool normalize = true;
+  float scale = 1.f;
+  Tensor idx;      // (T, k) I64, host, dense: written, by decreasing selection score
+  Tensor weights;  // (T, k) F32 rows, written
+};
+void moe_route(Context& ctx, const MoeRouteArgs& a);
+
+enum class ExpertActivation {
+  kSiluGated,  // act(first half) * second half of W1's output (Granite, Jamba)
+  kRelu2,      // relu(x W1^T)^2, W1 of F rows, no gate (Nemotron-H)
+};
+
+struct RoutedExpertsArgs {
+  ExpertActivation activation = ExpertActivation::kSiluGated;
+  Tensor x;        // (T, D) rows
+  Tensor idx;      // (T, k) I64 host dense, from moe_route
+  Tensor weights;  // (T, k) F32 rows
+  Tensor w1;       // (E, 2F, D) dense for kSiluGated, (E, F, D) for kRelu2
+  Tensor w2;       // (E, D, F) dense
+  Tensor out;      // (T, D) rows, written (or added to when accumulate)
+  bool accumulate = false;
+};
+void routed_experts(Context& ctx, const RoutedExpertsArgs& a);
+
+}  // namespace ssm::ops

@@ -1,0 +1,76 @@
+// What the HF hybrid families' configs share: their tensor names, layer
+// index lists, rotary settings, dt limits.
+#pragma once
+
+#include <vector>
+
+#include "model/config_reader.h"
+#include "ssm/model/config.h"
+
+namespace ssm::config_detail {
+
+// The HF decoder-layer names most hybrids share (model.layers.i.*).
+inline TensorNames hf_decoder_names(const char* ssm, const char* attention, const char* mlp,
+                             const char* mlp_norm) {
+  TensorNames n;
+  n.embedding = "model.embed_tokens.weight";
+  n.final_norm = "model.final_layernorm.weight";
+  n.layers = "model.layers.";
+  n.mixer_norm = "input_layernorm.weight";
+  n.mlp_norm = mlp_norm;
+  n.ssm = ssm;
+  n.attention = attention;
+  n.mlp = mlp;
+  return n;
+}
+
+inline std::vector<int64_t> layer_indices(Reader& r, const char* key, int64_t n_layer) {
+  std::vector<int64_t> out;
+  const Json& v = r.raw(key);
+  if (v.is_null()) return out;
+  if (!v.is_array()) throw Error(cat(r.where(), ": ", key, " must be a list of layer indices"));
+  for (const Json& e : v) {
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= n_layer)
+      throw Error(cat(r.where(), ": ", key, " entry ", e.dump(), " is not a layer index below ", n_layer));
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+// rope_theta and partial_rotary_factor, from rope_parameters (transformers
+// 5) or the top level (older configs).
+inline void read_rope(Reader& r, AttentionConfig& a) {
+  double theta = r.number("rope_theta", 10000.0), partial = r.number("partial_rotary_factor", 1.0);
+  const Json& rp = r.raw("rope_parameters");
+  if (rp.is_object()) {
+    Reader p(rp, r.where() + ": rope_parameters");
+    theta = p.number("rope_theta", theta);
+    partial = p.number("partial_rotary_factor", partial);
+    const std::string type = p.string("rope_type", "default");
+    if (type != "default")
+      throw Error(cat(r.where(), ": rope_parameters.rope_type '", type, "' is not supported (default)"));
+  }
+  if (!(partial >= 0 && partial <= 1))
+    throw Error(cat(r.where(), ": partial_rotary_factor must be in [0, 1], got ", partial));
+  a.rotary_emb_base = theta;
+  a.rotary_emb_dim = static_cast<int64_t>(static_cast<double>(a.head_dim) * partial);
+  if (a.rotary_emb_dim % 2 != 0)
+    throw Error(cat(r.where(), ": head_dim * partial_rotary_factor (", a.rotary_emb_dim, ") must be even"));
+}
+
+inline void read_time_step_limit(Reader& r, Mamba2Config& c) {
+  if (!r.has("time_step_limit")) return;
+  const Json& lim = r.raw("time_step_limit");
+  if (!lim.is_array() || lim.size() != 2)
+    throw Error(cat(r.where(), ": time_step_limit must be a pair of numbers"));
+  c.dt_limit_lo = json_number(lim[0], r.where() + ": time_step_limit");
+  c.dt_limit_hi = json_number(lim[1], r.where() + ": time_step_limit");
+  if (c.dt_limit_lo > c.dt_limit_hi) throw Error(cat(r.where(), ": time_step_limit lower bound exceeds upper"));
+}
+
+inline void require_silu(Reader& r, const char* key) {
+  const std::string act = r.string(key, "silu");
+  if (act != "silu") throw Error(cat(r.where(), ": ", key, " '", act, "' is not supported (silu)"));
+}
+
+}  // namespace ssm::config_detail

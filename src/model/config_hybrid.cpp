@@ -1,0 +1,123 @@
+#include "model/config_families.h"
+#include "model/config_hf_common.h"
+
+namespace ssm::config_detail {
+namespace {
+
+// The mamba_* keys Bamba and Granite 4.0-H share.
+void read_bamba_style_mamba(Reader& r, ModelConfig& m) {
+  const std::string& source = r.where();
+  Mamba2Config& c = m.mamba2;
+  m.ssm_kind = MixerKind::kMamba2;
+  c.d_model = m.d_model;
+  c.d_state = r.positive("mamba_d_state", 256);
+  c.d_conv = r.positive("mamba_d_conv", 4);
+  c.expand = r.positive("mamba_expand", 2);
+  c.headdim = r.positive("mamba_d_head", 64);
+  c.ngroups = r.positive("mamba_n_groups", 1);
+  c.chunk_size = r.positive("mamba_chunk_size", 256);
+  c.conv_bias = r.boolean("mamba_conv_bias", true);
+  c.proj_bias = r.boolean("mamba_proj_bias", false);
+  c.norm_eps = m.norm_eps;
+  read_time_step_limit(r, c);
+  validate_mamba2(c, source);
+  const int64_t heads = r.positive("mamba_n_heads", c.nheads());
+  if (heads != c.nheads())
+    throw Error(cat(source, ": mamba_n_heads (", heads, ") != mamba_expand * hidden_size / mamba_d_head (",
+                    c.nheads(), ")"));
+}
+
+// Attention with split projections from num_attention_heads and friends.
+void read_attention(Reader& r, ModelConfig& m) {
+  AttentionConfig& a = m.attention;
+  a.d_model = m.d_model;
+  a.split_projections = true;
+  a.num_heads = r.positive("num_attention_heads", 0, true);
+  a.num_heads_kv = r.positive("num_key_value_heads", a.num_heads);
+  a.head_dim = r.positive("head_dim", m.d_model / a.num_heads);
+  a.qkv_proj_bias = a.out_proj_bias = r.boolean("attention_bias", false);
+  check_divides(r.where(), "num_attention_heads", a.num_heads, "num_key_value_heads", a.num_heads_kv);
+}
+
+}  // namespace
+
+ModelConfig parse_hf_bamba(const Json& j, const std::string& source) {
+  Reader r(j, source);
+  ModelConfig m;
+  m.convention = Convention::kHuggingFace;
+  m.family = "bamba";
+  m.names = hf_decoder_names("mamba.", "self_attn.", "feed_forward.", "pre_ff_layernorm.weight");
+  m.d_model = r.positive("hidden_size", 0, true);
+  m.n_layer = r.positive("num_hidden_layers", 0, true);
+  m.vocab_size = r.positive("vocab_size", 0, true);
+  m.tie_embeddings = r.boolean("tie_word_embeddings", false);
+  m.norm_eps = static_cast<float>(r.number("rms_norm_eps", 1e-5));
+  m.d_intermediate = r.positive("intermediate_size", 0, true);
+  m.hf_mlp = true;
+  if (r.boolean("mlp_bias", false)) throw Error(cat(source, ": mlp_bias=true is not supported"));
+  require_silu(r, "hidden_act");
+
+  read_bamba_style_mamba(r, m);
+
+  m.attn_layer_idx = layer_indices(r, "attn_layer_indices", m.n_layer);
+  read_attention(r, m);
+  read_rope(r, m.attention);
+  return m;
+}
+
+ModelConfig parse_hf_granite_hybrid(const Json& j, const std::string& source) {
+  Reader r(j, source);
+  ModelConfig m;
+  m.convention = Convention::kHuggingFace;
+  m.family = "granitemoehybrid";
+  m.names = hf_decoder_names("mamba.", "self_attn.", "", "post_attention_layernorm.weight");
+  m.names.final_norm = "model.norm.weight";
+  m.d_model = r.positive("hidden_size", 0, true);
+  m.n_layer = r.positive("num_hidden_layers", 0, true);
+  m.vocab_size = r.positive("vocab_size", 0, true);
+  m.tie_embeddings = r.boolean("tie_word_embeddings", true);
+  m.norm_eps = static_cast<float>(r.number("rms_norm_eps", 1e-6));
+  require_silu(r, "hidden_act");
+  m.embedding_multiplier = static_cast<float>(r.number("embedding_multiplier", 1.0));
+  m.residual_multiplier = static_cast<float>(r.number("residual_multiplier", 1.0));
+  m.logits_scaling = static_cast<float>(r.number("logits_scaling", 1.0));
+  if (!(m.logits_scaling > 0)) throw Error(cat(source, ": logits_scaling must be positive"));
+
+  const Json& types = r.raw("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != m.n_layer)
+    throw Error(cat(source, ": layer_types must list num_hidden_layers (", m.n_layer, ") layer types"));
+  for (const Json& t : types) {
+    const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+    if (s == "mamba" || s == "linear_attention") m.layer_kinds.push_back(MixerKind::kMamba2);
+    else if (s == "attention" || s == "full_attention") m.layer_kinds.push_back(MixerKind::kAttention);
+    else throw Error(cat(source, ": layer_types: unknown layer type '", s, "'"));
+    if (m.layer_kinds.back() == MixerKind::kAttention)
+      m.attn_layer_idx.push_back(static_cast<int64_t>(m.layer_kinds.size()) - 1);
+  }
+  read_bamba_style_mamba(r, m);
+  read_attention(r, m);
+  m.attention.softmax_scale = r.number("attention_multiplier", 0.0);
+  const std::string pos = r.string("position_embedding_type", "rope");
+  if (pos == "rope") {
+    read_rope(r, m.attention);
+  } else if (pos != "nope") {
+    throw Error(cat(source, ": position_embedding_type '", pos, "' is not supported (rope or nope)"));
+  }
+
+  MoeConfig& e = m.moe;
+  m.moe_mlp = true;
+  e.d_model = m.d_model;
+  e.experts = r.integer("num_local_experts", 0);
+  e.top_k = r.positive("num_experts_per_tok", 1);
+  e.expert_hidden = r.positive("intermediate_size", 0, true);
+  e.shared_hidden = r.integer("shared_intermediate_size", 0);
+  if (e.experts < 0 || e.shared_hidden < 0)
+    throw Error(cat(source, ": num_local_experts and shared_intermediate_size must be >= 0"));
+  if (e.experts > 0 && e.top_k > e.experts)
+    throw Error(cat(source, ": num_experts_per_tok (", e.top_k, ") exceeds num_local_experts (", e.experts, ")"));
+  if (e.experts == 0 && e.shared_hidden == 0)
+    throw Error(cat(source, ": neither experts nor a shared MLP (num_local_experts and shared_intermediate_size are 0)"));
+  return m;
+}
+
+}  // namespace ssm::config_detail

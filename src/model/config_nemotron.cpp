@@ -1,0 +1,97 @@
+#include "model/config_families.h"
+#include "model/config_hf_common.h"
+
+namespace ssm::config_detail {
+namespace {
+
+// layers_block_type (transformers 5) names, or the characters of the older
+// hybrid_override_pattern ("M-M*-"): M Mamba-2, * attention, - MLP, E MoE.
+MixerKind block_kind(const std::string& name, const std::string& where) {
+  if (name == "mamba" || name == "linear_attention" || name == "M") return MixerKind::kMamba2;
+  if (name == "attention" || name == "full_attention" || name == "*") return MixerKind::kAttention;
+  if (name == "mlp" || name == "-") return MixerKind::kMlp;
+  if (name == "moe" || name == "E")
+    throw Error(cat(where, ": mixture-of-experts layers ('", name, "') are not supported yet"));
+  throw Error(cat(where, ": unknown layer type '", name, "'"));
+}
+
+// The layer kinds; their count is the layer count (num_hidden_layers, where
+// a config has it, must agree).
+std::vector<MixerKind> block_kinds(Reader& r) {
+  std::vector<MixerKind> kinds;
+  const Json& list = r.raw("layers_block_type");
+  const Json& pattern = r.raw("hybrid_override_pattern");
+  if (list.is_array()) {
+    for (const Json& e : list) {
+      if (!e.is_string()) throw Error(cat(r.where(), ": layers_block_type entries must be strings"));
+      kinds.push_back(block_kind(e.get<std::string>(), r.where() + ": layers_block_type"));
+    }
+  } else if (pattern.is_string()) {
+    for (char ch : pattern.get<std::string>())
+      kinds.push_back(block_kind(std::string(1, ch), r.where() + ": hybrid_override_pattern"));
+  } else {
+    throw Error(cat(r.where(), ": missing layers_block_type (or hybrid_override_pattern)"));
+  }
+  const int64_t n_layer = r.integer("num_hidden_layers", static_cast<int64_t>(kinds.size()));
+  if (kinds.empty() || static_cast<int64_t>(kinds.size()) != n_layer)
+    throw Error(cat(r.where(), ": ", kinds.size(), " layer types for num_hidden_layers ", n_layer));
+  return kinds;
+}
+
+}  // namespace
+
+ModelConfig parse_hf_nemotron_h(const Json& j, const std::string& source) {
+  Reader r(j, source);
+  ModelConfig m;
+  m.convention = Convention::kHuggingFace;
+  m.family = "nemotron_h";
+  m.names.embedding = "backbone.embeddings.weight";  // the rest as state-spaces names them
+  m.names.attention = m.names.ssm = "mixer.";
+  m.d_model = r.positive("hidden_size", 0, true);
+  m.layer_kinds = block_kinds(r);
+  m.n_layer = static_cast<int64_t>(m.layer_kinds.size());
+  m.vocab_size = r.positive("vocab_size", 0, true);
+  m.tie_embeddings = r.boolean("tie_word_embeddings", false);
+  m.norm_eps = static_cast<float>(r.number("layer_norm_epsilon", 1e-5));
+  for (int64_t i = 0; i < m.n_layer; ++i)
+    if (m.layer_kinds[static_cast<size_t>(i)] == MixerKind::kAttention) m.attn_layer_idx.push_back(i);
+  m.mlp_as_layers = true;
+  m.d_intermediate = r.positive("intermediate_size", 0, true);
+  const std::string mlp_act = r.string("mlp_hidden_act", "relu2");
+  if (mlp_act != "relu2") throw Error(cat(source, ": mlp_hidden_act '", mlp_act, "' is not supported (relu2)"));
+  if (r.boolean("mlp_bias", false)) throw Error(cat(source, ": mlp_bias=true is not supported"));
+  require_silu(r, "mamba_hidden_act");
+
+  Mamba2Config& c = m.mamba2;
+  m.ssm_kind = MixerKind::kMamba2;
+  c.d_model = m.d_model;
+  c.d_state = r.positive("ssm_state_size", 128);
+  c.d_conv = r.positive("conv_kernel", 4);
+  c.headdim = r.positive("mamba_head_dim", 64);
+  c.ngroups = r.positive("n_groups", 1);
+  c.chunk_size = r.positive("chunk_size", 256);
+  c.conv_bias = r.boolean("use_conv_bias", true);
+  c.proj_bias = r.boolean("mamba_proj_bias", r.boolean("use_bias", false));
+  c.norm_eps = m.norm_eps;
+  // The inner width is heads * head_dim; expand must agree with it.
+  const int64_t heads = r.positive("mamba_num_heads", 0, true);
+  c.expand = r.positive("expand", 2);
+  if (heads * c.headdim != c.expand * m.d_model)
+    throw Error(cat(source, ": mamba_num_heads * mamba_head_dim (", heads * c.headdim,
+                    ") != expand * hidden_size (", c.expand * m.d_model, ")"));
+  read_time_step_limit(r, c);
+  validate_mamba2(c, source);
+
+  AttentionConfig& a = m.attention;
+  a.d_model = m.d_model;
+  a.split_projections = true;
+  a.num_heads = r.positive("num_attention_heads", 0, true);
+  a.num_heads_kv = r.positive("num_key_value_heads", a.num_heads);
+  a.head_dim = r.positive("head_dim", m.d_model / a.num_heads);
+  a.qkv_proj_bias = a.out_proj_bias = r.boolean("attention_bias", false);
+  a.rotary_emb_dim = 0;  // Nemotron-H's attention has no position embedding
+  check_divides(source, "num_attention_heads", a.num_heads, "num_key_value_heads", a.num_heads_kv);
+  return m;
+}
+
+}  // namespace ssm::config_detail

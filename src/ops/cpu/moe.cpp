@@ -1,0 +1,134 @@
+// The mixture-of-experts ops on the cpu backend. routed_experts sorts the
+// (token, slot) pairs by expert (a counting sort, stable, so the order is
+// fixed), gathers each expert's tokens into contiguous rows and runs its two
+// projections as matrix products over them, one expert per task of the
+// pool; each pair's result lands in its own row, and the k rows of a token
+// are summed in slot order afterwards.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "ops/cpu/blas.h"
+#include "ops/cpu/kernels.h"
+#include "ops/scalar_math.h"
+#include "ops/tensor_data.h"
+#include "ssm/ops/moe.h"
+
+namespace ssm::cpu {
+namespace {
+
+using ops::elements;
+
+// Scratch of n int64 values from the arena: decoding allocates nothing.
+int64_t* scratch_i64(Context& ctx, int64_t n) { return elements<int64_t>(ctx.arena().alloc(DType::kI64, {n})); }
+float* scratch_f32(Context& ctx, int64_t n) { return elements<float>(ctx.arena().alloc(DType::kF32, {n})); }
+
+void moe_route(Context& ctx, const ops::MoeRouteArgs& a) {
+  const int64_t T = a.logits.rows(), E = a.logits.cols(), k = a.k;
+  const ops::Rows<const float> logits(a.logits);
+  const ops::Rows<float> weights(a.weights);
+  int64_t* idx = elements<int64_t>(a.idx);
+  const float* bias = a.bias.defined() ? a.bias.data<float>() : nullptr;
+  float* v = scratch_f32(ctx, E);
+  float* choice = scratch_f32(ctx, E);
+  int64_t* order = scratch_i64(ctx, E);
+  for (int64_t t = 0; t < T; ++t) {
+    std::copy(logits[t], logits[t] + E, v);
+    if (a.router == ops::Router::kSoftmaxTopk) {
+      const float mx = *std::max_element(v, v + E);
+      float sum = 0;
+      for (int64_t e = 0; e < E; ++e) sum += v[e] = std::exp(v[e] - mx);
+      for (int64_t e = 0; e < E; ++e) v[e] /= sum;
+    } else if (a.router == ops::Router::kSigmoidBiased) {
+      for (int64_t e = 0; e < E; ++e) v[e] = ops::sigmoid(v[e]);
+    }
+    for (int64_t e = 0; e < E; ++e) choice[e] = v[e] + (bias ? bias[e] : 0.f);
+    std::iota(order, order + E, int64_t{0});
+    std::partial_sort(order, order + k, order + E, [&](int64_t x, int64_t y) {
+      return choice[x] > choice[y] || (choice[x] == choice[y] && x < y);
+    });
+    float* w = weights[t];
+    if (a.router == ops::Router::kTopkSoftmax) {
+      float sum = 0;
+      for (int64_t j = 0; j < k; ++j) sum += w[j] = std::exp(v[order[j]] - v[order[0]]);
+      for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+    } else {
+      float sum = 0;
+      for (int64_t j = 0; j < k; ++j) sum += w[j] = v[order[j]];
+      if (a.router == ops::Router::kSigmoidBiased)
+        for (int64_t j = 0; j < k; ++j) w[j] = (a.normalize ? w[j] / (sum + 1e-20f) : w[j]) * a.scale;
+    }
+    for (int64_t j = 0; j < k; ++j) idx[t * k + j] = order[j];
+  }
+}
+
+void routed_experts(Context& ctx, const ops::RoutedExpertsArgs& a) {
+  const int64_t T = a.x.rows(), D = a.x.cols(), k = a.idx.dim(1), F = a.w2.dim(2), E = a.w1.dim(0);
+  const bool gated = a.activation == ops::ExpertActivation::kSiluGated;
+  const int64_t w1_rows = gated ? 2 * F : F, P = T * k;
+  const int64_t* idx = a.idx.data<int64_t>();
+  // Pairs p = t * k + j sorted by expert: begin[e] .. begin[e + 1] in pairs[].
+  int64_t* begin = scratch_i64(ctx, E + 1);
+  int64_t* pairs = scratch_i64(ctx, P);
+  int64_t* fill = scratch_i64(ctx, E);
+  std::fill_n(begin, E + 1, int64_t{0});
+  for (int64_t p = 0; p < P; ++p) ++begin[idx[p] + 1];
+  for (int64_t e = 0; e < E; ++e) begin[e + 1] += begin[e];
+  std::copy_n(begin, E, fill);
+  for (int64_t p = 0; p < P; ++p) pairs[fill[idx[p]]++] = p;
+
+  const Tensor xs = ctx.arena().alloc(DType::kF32, {P, D});
+  const Tensor hs = ctx.arena().alloc(DType::kF32, {P, w1_rows});
+  const Tensor ys = ctx.arena().alloc(DType::kF32, {P, D});  // by pair index p
+  const ops::Rows<const float> x(a.x);
+  float* xg = elements<float>(xs);
+  float* hg = elements<float>(hs);
+  float* yp = elements<float>(ys);
+  ctx.pool().parallel_for(E, [&](int64_t e0, int64_t e1) {
+    for (int64_t e = e0; e < e1; ++e) {
+      const int64_t b = begin[e], n = begin[e + 1] - b;
+      if (n == 0) continue;
+      for (int64_t i = 0; i < n; ++i) std::copy_n(x[pairs[b + i] / k], D, xg + (b + i) * D);
+      float* h = hg + b * w1_rows;
+      gemm(false, true, n, w1_rows, D, 1.f, xg + b * D, D, a.w1.data<float>() + e * w1_rows * D, D,
+           0.f, h, w1_rows);
+      for (int64_t i = 0; i < n; ++i) {
+        float* r = h + i * w1_rows;
+        for (int64_t f = 0; f < F; ++f) {
+          if (gated) {
+            r[f] = ops::silu(r[f]) * r[F + f];
+          } else {
+            const float p = std::max(0.f, r[f]);
+            r[f] = p * p;
+          }
+        }
+      }
+      // The expert's outputs go to a gathered block, then to their pairs' rows.
+      float* yg = xg + b * D;  // the gathered inputs are no longer needed
+      gemm(false, true, n, D, F, 1.f, h, w1_rows, a.w2.data<float>() + e * D * F, F, 0.f, yg, D);
+      for (int64_t i = 0; i < n; ++i) std::copy_n(yg + i * D, D, yp + pairs[b + i] * D);
+    }
+  });
+  const ops::Rows<const float> weights(a.weights);
+  const ops::Rows<float> out(a.out);
+  ctx.pool().parallel_for(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* o = out[t];
+      if (!a.accumulate) std::fill_n(o, D, 0.f);
+      for (int64_t j = 0; j < k; ++j) {
+        const float w = weights[t][j];
+        const float* y = yp + (t * k + j) * D;
+        for (int64_t d = 0; d < D; ++d) o[d] += w * y[d];
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void add_moe_kernels(OpTable& t) {
+  t.moe_route = &moe_route;
+  t.routed_experts = &routed_experts;
+}
+
+}  // namespace ssm::cpu

@@ -1,0 +1,113 @@
+// The mixture-of-experts ops token by token in double: the router's choice
+// by plain sorting, each chosen expert's MLP as written in the header.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "ops/ref/kernels.h"
+#include "ops/scalar_math.h"
+#include "ops/tensor_data.h"
+#include "ssm/ops/moe.h"
+
+namespace ssm::ref {
+namespace {
+
+using ops::elements;
+
+// The k indices of the largest values, largest first, ties to the lower index.
+std::vector<int64_t> top_k(const std::vector<double>& v, int64_t k) {
+  std::vector<int64_t> order(v.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return v[a] > v[b]; });
+  order.resize(static_cast<size_t>(k));
+  return order;
+}
+
+void moe_route(Context&, const ops::MoeRouteArgs& a) {
+  const int64_t T = a.logits.rows(), E = a.logits.cols(), k = a.k;
+  const ops::Rows<const float> logits(a.logits);
+  const ops::Rows<float> weights(a.weights);
+  int64_t* idx = elements<int64_t>(a.idx);
+  std::vector<double> v(static_cast<size_t>(E)), choice(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t e = 0; e < E; ++e) v[e] = logits[t][e];
+    std::vector<double> w(static_cast<size_t>(k));
+    std::vector<int64_t> chosen;
+    if (a.router == ops::Router::kTopkSoftmax) {
+      chosen = top_k(v, k);
+      double sum = 0;
+      for (int64_t j = 0; j < k; ++j) sum += w[j] = std::exp(v[chosen[j]] - v[chosen[0]]);
+      for (double& x : w) x /= sum;
+    } else if (a.router == ops::Router::kSoftmaxTopk) {
+      const double mx = *std::max_element(v.begin(), v.end());
+      double sum = 0;
+      for (double& x : v) sum += x = std::exp(x - mx);
+      for (double& x : v) x /= sum;
+      chosen = top_k(v, k);
+      for (int64_t j = 0; j < k; ++j) w[j] = v[chosen[j]];
+    } else {
+      for (int64_t e = 0; e < E; ++e) {
+        v[e] = ops::sigmoid(v[e]);
+        choice[e] = v[e] + (a.bias.defined() ? a.bias.data<float>()[e] : 0.f);
+      }
+      chosen = top_k(choice, k);
+      double sum = 0;
+      for (int64_t j = 0; j < k; ++j) sum += w[j] = v[chosen[j]];
+      for (double& x : w) x = (a.normalize ? x / (sum + 1e-20) : x) * a.scale;
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      idx[t * k + j] = chosen[j];
+      weights[t][j] = static_cast<float>(w[j]);
+    }
+  }
+}
+
+void routed_experts(Context&, const ops::RoutedExpertsArgs& a) {
+  const int64_t T = a.x.rows(), D = a.x.cols(), k = a.idx.dim(1), F = a.w2.dim(2);
+  const bool gated = a.activation == ops::ExpertActivation::kSiluGated;
+  const int64_t w1_rows = gated ? 2 * F : F;
+  const ops::Rows<const float> x(a.x), weights(a.weights);
+  const ops::Rows<float> out(a.out);
+  const float* w1 = a.w1.data<float>();
+  const float* w2 = a.w2.data<float>();
+  const int64_t* idx = a.idx.data<int64_t>();
+  std::vector<double> h(static_cast<size_t>(w1_rows)), act(static_cast<size_t>(F)), sum(static_cast<size_t>(D));
+  for (int64_t t = 0; t < T; ++t) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = idx[t * k + j];
+      for (int64_t r = 0; r < w1_rows; ++r) {
+        double acc = 0;
+        const float* row = w1 + (e * w1_rows + r) * D;
+        for (int64_t d = 0; d < D; ++d) acc += static_cast<double>(row[d]) * x[t][d];
+        h[r] = acc;
+      }
+      for (int64_t f = 0; f < F; ++f) {
+        if (gated) {
+          act[f] = ops::silu(h[f]) * h[F + f];
+        } else {
+          const double p = std::max(0.0, h[f]);
+          act[f] = p * p;
+        }
+      }
+      for (int64_t d = 0; d < D; ++d) {
+        double acc = 0;
+        const float* row = w2 + (e * D + d) * F;
+        for (int64_t f = 0; f < F; ++f) acc += static_cast<double>(row[f]) * act[f];
+        sum[d] += weights[t][j] * acc;
+      }
+    }
+    for (int64_t d = 0; d < D; ++d)
+      out[t][d] = static_cast<float>(a.accumulate ? out[t][d] + sum[d] : sum[d]);
+  }
+}
+
+}  // namespace
+
+void add_moe_kernels(OpTable& t) {
+  t.moe_route = &moe_route;
+  t.routed_experts = &routed_experts;
+}
+
+}  // namespace ssm::ref
