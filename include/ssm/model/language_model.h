@@ -79,6 +79,9 @@ class LanguageModel {
   // by loading, saving, initialisation and optimisers.
   void for_each_param(const std::function<void(const std::string&, Param&)>& fn);
   int64_t parameter_count();
+  // Moves every parameter to a device, once (the cuda backend computes with
+  // weights in GPU memory; states made afterwards live there too).
+  void to_device(Device device);
 
   ModelState make_state(int64_t batch) const;
 

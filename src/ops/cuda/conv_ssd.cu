@@ -1,0 +1,150 @@
+// The Mamba-2 mixer's own kernels: the causal depthwise convolution (with
+// its decode state), dt and A (ssd_prepare) and the selective scan.
+#include <cmath>
+
+#include "ops/cuda/launch.h"
+
+namespace ssm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxTaps = 17;  // K - 1 <= 16 state rows kept in registers
+
+__device__ float silu(float z) { return z / (1.f + expf(-z)); }
+
+// Thread per (b, t, c): the taps before t = 0 come from the state.
+__global__ void conv1d_kernel(Conv1dLaunch a) {
+  const int64_t n = a.B * a.L * a.C;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t c = i % a.C, row = i / a.C, t = row % a.L, b = row / a.L;
+    float acc = a.bias ? a.bias[c] : 0.f;
+    for (int64_t k = 0; k < a.K; ++k) {
+      const int64_t s = t - a.K + 1 + k;
+      const float v = s >= 0 ? a.in.p[(b * a.L + s) * a.in.stride + c]
+                             : (a.state ? a.state[(b * (a.K - 1) + s + a.K - 1) * a.C + c] : 0.f);
+      acc += a.weight[c * a.K + k] * v;
+    }
+    a.out.p[row * a.out.stride + c] = a.silu ? silu(acc) : acc;
+  }
+}
+
+// Thread per (b, c): the last K-1 inputs of (old state, sequence), all read
+// before any is written.
+__global__ void conv1d_state_kernel(Conv1dLaunch a) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= a.B * a.C) return;
+  const int64_t b = i / a.C, c = i % a.C, W = a.K - 1;
+  float next[kMaxTaps];
+  for (int64_t s = 0; s < W; ++s) {
+    const int64_t t = a.L - W + s;
+    next[s] = t >= 0 ? a.in.p[(b * a.L + t) * a.in.stride + c] : a.state[(b * W + t + W) * a.C + c];
+  }
+  for (int64_t s = 0; s < W; ++s) a.state[(b * W + s) * a.C + c] = next[s];
+}
+
+__device__ float softplus(float x) { return x > 20.f ? x : (x < -20.f ? expf(x) : log1pf(expf(x))); }
+
+__global__ void ssd_prepare_kernel(ConstRows dt_raw, const float* dt_bias, const float* A_log, float dt_min,
+                                   float dt_max, Rows dt, float* A) {
+  const int64_t H = dt_raw.cols, n = dt_raw.rows * H;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / H, h = i % H;
+    const float sp = softplus(dt_raw.p[r * dt_raw.stride + h] + dt_bias[h]);
+    dt.p[r * dt.stride + h] = fminf(fmaxf(sp, dt_min), dt_max);
+    if (r == 0) A[h] = -expf(A_log[h]);
+  }
+}
+
+// Block per (b, h); thread (p, j) keeps the state entries n = j, j + S, ...
+// of row p in registers (S = slices, a power of two <= 32, so the S threads
+// of a row are lanes of one warp and sum y_t[p] with shuffles). Time runs in
+// order inside the block: the recurrence is the sequential definition, in
+// F32, used for prefill and for the L = 1 decode step alike.
+constexpr int kMaxPerThread = 32;
+
+__global__ void ssd_scan_kernel(SsdScanLaunch a, int S) {
+  extern __shared__ float smem[];
+  float* sB = smem;
+  float* sC = smem + a.N;
+  float* sx = smem + 2 * a.N;
+  const int64_t b = blockIdx.x / a.H, h = blockIdx.x % a.H, g = h / (a.H / a.G);
+  const int p = threadIdx.x / S, j = threadIdx.x % S;
+  const int per = static_cast<int>((a.N + S - 1) / S);
+  const int warp_base = (threadIdx.x / 32) * 32;
+  const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
+  const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
+  float st[kMaxPerThread];
+  float* state = a.state ? a.state + ((b * a.H + h) * a.P + p) * a.N : nullptr;
+#pragma unroll
+  for (int k = 0; k < kMaxPerThread; ++k) {
+    const int64_t n = j + int64_t{S} * k;
+    st[k] = (k < per && n < a.N && state) ? state[n] : 0.f;
+  }
+  const float A = a.A[h], Dh = a.D ? a.D[h] : 0.f;
+  for (int64_t t = 0; t < a.L; ++t) {
+    const int64_t row = b * a.L + t;
+    for (int64_t i = threadIdx.x; i < a.N; i += blockDim.x) {
+      sB[i] = a.Bm.p[row * a.Bm.stride + g * a.N + i];
+      sC[i] = a.C.p[row * a.C.stride + g * a.N + i];
+    }
+    for (int64_t i = threadIdx.x; i < a.P; i += blockDim.x) sx[i] = a.x.p[row * a.x.stride + h * a.P + i];
+    __syncthreads();
+    const float dt = a.dt.p[row * a.dt.stride + h];
+    const float decay = expf(dt * A), coef = dt * sx[p];
+    float acc = 0.f;
+#pragma unroll
+    for (int k = 0; k < kMaxPerThread; ++k) {
+      const int64_t n = j + int64_t{S} * k;
+      if (k < per && n < a.N) {
+        st[k] = decay * st[k] + coef * sB[n];
+        acc += st[k] * sC[n];
+      }
+    }
+    for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
+    if (j == 0) a.y.p[row * a.y.stride + h * a.P + p] = acc + Dh * sx[p];
+    __syncthreads();
+  }
+  if (state) {
+#pragma unroll
+    for (int k = 0; k < kMaxPerThread; ++k) {
+      const int64_t n = j + int64_t{S} * k;
+      if (k < per && n < a.N) state[n] = st[k];
+    }
+  }
+}
+
+int blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
+}
+
+}  // namespace
+
+void launch_conv1d(const Conv1dLaunch& a, cudaStream_t s) {
+  if (a.B * a.L * a.C == 0) return;
+  conv1d_kernel<<<blocks_for(a.B * a.L * a.C), kThreads, 0, s>>>(a);
+  if (a.state && a.K > 1) conv1d_state_kernel<<<blocks_for(a.B * a.C), kThreads, 0, s>>>(a);
+}
+
+void launch_ssd_prepare(ConstRows dt_raw, const float* dt_bias, const float* A_log, float dt_min,
+                        float dt_max, Rows dt, float* A, cudaStream_t s) {
+  ssd_prepare_kernel<<<blocks_for(dt_raw.rows * dt_raw.cols), kThreads, 0, s>>>(dt_raw, dt_bias, A_log,
+                                                                                 dt_min, dt_max, dt, A);
+}
+
+// The slices per state row: the fewest (a power of two) that keep each
+// thread's share within kMaxPerThread.
+static int ssd_slices(int64_t N) {
+  int S = 1;
+  while (S < 32 && (N + S - 1) / S > kMaxPerThread) S *= 2;
+  return S;
+}
+
+void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
+  if (a.B * a.H == 0) return;
+  const int S = ssd_slices(a.N);
+  const size_t smem = static_cast<size_t>(2 * a.N + a.P) * sizeof(float);
+  ssd_scan_kernel<<<static_cast<unsigned>(a.B * a.H), static_cast<unsigned>(a.P * S), smem, s>>>(a, S);
+}
+
+}  // namespace ssm::cuda
