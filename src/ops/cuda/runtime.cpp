@@ -1,6 +1,7 @@
 #include "ops/cuda/runtime.h"
 
 #include "ssm/core/error.h"
+#include "ssm/ops/backend.h"
 
 namespace ssm::cuda {
 
