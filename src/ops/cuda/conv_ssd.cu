@@ -1,5 +1,6 @@
 // The Mamba-2 mixer's own kernels: the causal depthwise convolution (with
 // its decode state), dt and A (ssd_prepare) and the selective scan.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/cuda/launch.h"
@@ -55,20 +56,30 @@ __global__ void ssd_prepare_kernel(ConstRows dt_raw, const float* dt_bias, const
   }
 }
 
-// Block per (b, h); thread (p, j) keeps the state entries n = j, j + S, ...
-// of row p in registers (S = slices, a power of two <= 32, so the S threads
-// of a row are lanes of one warp and sum y_t[p] with shuffles). Time runs in
-// order inside the block: the recurrence is the sequential definition, in
-// F32, used for prefill and for the L = 1 decode step alike.
+// Block per (b, h, block of kRowsPerBlock state rows p); thread (p, j)
+// keeps the state entries n = j, j + S, ... of row p in registers (S =
+// slices, a power of two <= 32, so the S threads of a row are lanes of one
+// warp and sum y_t[p] with shuffles). Time runs in order inside the block
+// (the sequential definition, in F32, for prefill and the L = 1 decode step
+// alike); B_t, C_t, x_t and dt_t of `stage` steps at a time are first copied
+// to shared memory with coalesced loads, so the steps themselves wait on no
+// global memory.
 constexpr int kMaxPerThread = 32;
+constexpr int kRowsPerBlock = 16;
 
-__global__ void ssd_scan_kernel(SsdScanLaunch a, int S) {
+__global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
   extern __shared__ float smem[];
-  float* sB = smem;
-  float* sC = smem + a.N;
-  float* sx = smem + 2 * a.N;
-  const int64_t b = blockIdx.x / a.H, h = blockIdx.x % a.H, g = h / (a.H / a.G);
-  const int p = threadIdx.x / S, j = threadIdx.x % S;
+  const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int64_t bh = blockIdx.x / row_blocks, p0 = (blockIdx.x % row_blocks) * kRowsPerBlock;
+  const int64_t b = bh / a.H, h = bh % a.H, g = h / (a.H / a.G);
+  const int64_t rows_here = min(int64_t{kRowsPerBlock}, a.P - p0);
+  float* sB = smem;                       // stage x N
+  float* sC = sB + stage * a.N;           // stage x N
+  float* sx = sC + stage * a.N;           // stage x rows_here
+  float* sdt = sx + stage * kRowsPerBlock;  // stage
+  const int pl = threadIdx.x / S, j = threadIdx.x % S;
+  const bool active = pl < rows_here;
+  const int64_t p = p0 + (active ? pl : 0);
   const int per = static_cast<int>((a.N + S - 1) / S);
   const int warp_base = (threadIdx.x / 32) * 32;
   const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
@@ -81,30 +92,39 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S) {
     st[k] = (k < per && n < a.N && state) ? state[n] : 0.f;
   }
   const float A = a.A[h], Dh = a.D ? a.D[h] : 0.f;
-  for (int64_t t = 0; t < a.L; ++t) {
-    const int64_t row = b * a.L + t;
-    for (int64_t i = threadIdx.x; i < a.N; i += blockDim.x) {
-      sB[i] = a.Bm.p[row * a.Bm.stride + g * a.N + i];
-      sC[i] = a.C.p[row * a.C.stride + g * a.N + i];
+  for (int64_t t0 = 0; t0 < a.L; t0 += stage) {
+    const int64_t steps = min(int64_t{stage}, a.L - t0), row0 = b * a.L + t0;
+    for (int64_t i = threadIdx.x; i < steps * a.N; i += blockDim.x) {
+      const int64_t tt = i / a.N, n = i % a.N, r = row0 + tt;
+      sB[i] = a.Bm.p[r * a.Bm.stride + g * a.N + n];
+      sC[i] = a.C.p[r * a.C.stride + g * a.N + n];
     }
-    for (int64_t i = threadIdx.x; i < a.P; i += blockDim.x) sx[i] = a.x.p[row * a.x.stride + h * a.P + i];
+    for (int64_t i = threadIdx.x; i < steps * rows_here; i += blockDim.x) {
+      const int64_t tt = i / rows_here, q = i % rows_here;
+      sx[tt * kRowsPerBlock + q] = a.x.p[(row0 + tt) * a.x.stride + h * a.P + p0 + q];
+    }
+    for (int64_t i = threadIdx.x; i < steps; i += blockDim.x) sdt[i] = a.dt.p[(row0 + i) * a.dt.stride + h];
     __syncthreads();
-    const float dt = a.dt.p[row * a.dt.stride + h];
-    const float decay = expf(dt * A), coef = dt * sx[p];
-    float acc = 0.f;
+    for (int64_t tt = 0; tt < steps; ++tt) {
+      const float dt = sdt[tt], xv = sx[tt * kRowsPerBlock + (active ? pl : 0)];
+      const float decay = expf(dt * A), coef = dt * xv;
+      const float* Bt = sB + tt * a.N;
+      const float* Ct = sC + tt * a.N;
+      float acc = 0.f;
 #pragma unroll
-    for (int k = 0; k < kMaxPerThread; ++k) {
-      const int64_t n = j + int64_t{S} * k;
-      if (k < per && n < a.N) {
-        st[k] = decay * st[k] + coef * sB[n];
-        acc += st[k] * sC[n];
+      for (int k = 0; k < kMaxPerThread; ++k) {
+        const int64_t n = j + int64_t{S} * k;
+        if (k < per && n < a.N) {
+          st[k] = decay * st[k] + coef * Bt[n];
+          acc += st[k] * Ct[n];
+        }
       }
+      for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
+      if (active && j == 0) a.y.p[(row0 + tt) * a.y.stride + h * a.P + p] = acc + Dh * xv;
     }
-    for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
-    if (j == 0) a.y.p[row * a.y.stride + h * a.P + p] = acc + Dh * sx[p];
     __syncthreads();
   }
-  if (state) {
+  if (state && active) {
 #pragma unroll
     for (int k = 0; k < kMaxPerThread; ++k) {
       const int64_t n = j + int64_t{S} * k;
@@ -143,8 +163,13 @@ static int ssd_slices(int64_t N) {
 void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
   if (a.B * a.H == 0) return;
   const int S = ssd_slices(a.N);
-  const size_t smem = static_cast<size_t>(2 * a.N + a.P) * sizeof(float);
-  ssd_scan_kernel<<<static_cast<unsigned>(a.B * a.H), static_cast<unsigned>(a.P * S), smem, s>>>(a, S);
+  // As many steps per stage as fit in 40 KiB of shared memory (at most 64).
+  const int64_t per_step = 2 * a.N + kRowsPerBlock + 1;
+  const int stage = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(64, 10240 / per_step)));
+  const size_t smem = static_cast<size_t>(stage * per_step) * sizeof(float);
+  const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
+  const unsigned threads = static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * S);
+  ssd_scan_kernel<<<static_cast<unsigned>(a.B * a.H * row_blocks), threads, smem, s>>>(a, S, stage);
 }
 
 }  // namespace ssm::cuda

@@ -49,14 +49,8 @@ void ssd_scan(Context& ctx, const ops::SsdScanArgs& a) {
   l.P = a.x.cols() / l.H;
   l.G = a.groups;
   l.N = a.B.cols() / l.G;
-  // Each state row is split over at most 32 threads of 32 entries, a block
-  // over at most 1024 threads (launch_ssd_scan).
+  // Each state row is split over at most 32 threads of 32 entries (conv_ssd.cu).
   if (l.N > 1024) throw Error(cat("op 'ssd_scan': backend 'cuda' takes a state size of at most 1024, not ", l.N));
-  int slices = 1;
-  while (slices < 32 && (l.N + slices - 1) / slices > 32) slices *= 2;
-  if (l.P * slices > 1024)
-    throw Error(cat("op 'ssd_scan': backend 'cuda' takes head channels x state slices of at most 1024, not ",
-                    l.P, " x ", slices));
   if (l.B * l.L == 0) return;
   l.x = const_rows_of(a.x);
   l.Bm = const_rows_of(a.B);

@@ -33,15 +33,56 @@ CudaResources::CudaResources() {
   // BF16/F16 weights use the tensor cores with F32 accumulation.
   check(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   check(cublasLtCreate(&blas_lt), "cublasLtCreate");
+  constexpr size_t kWorkspace = size_t{32} << 20;
+  check(cudaMalloc(&blas_workspace_, kWorkspace), "cudaMalloc (cuBLAS workspace)");
+  check(cublasSetWorkspace(blas, blas_workspace_, kWorkspace), "cublasSetWorkspace");
+}
+
+bool CudaResources::replay(uint64_t key) {
+  const auto it = graphs_.find(key);
+  if (it == graphs_.end()) return false;
+  check(cudaGraphLaunch(it->second, stream), "cudaGraphLaunch");
+  return true;
+}
+
+bool CudaResources::should_record(uint64_t key) {
+  // Bounded: a caller that never repeats its buffers records nothing.
+  if (graphs_.size() >= 64) return false;
+  return ++seen_[key] >= 2;
+}
+
+void CudaResources::begin_record() {
+  // Relaxed: the caching allocator may run on this thread meanwhile (it
+  // does not while a warmed-up step records, but must not be refused).
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+}
+
+void CudaResources::end_record(uint64_t key) {
+  cudaGraph_t graph = nullptr;
+  check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check(status, "cudaGraphInstantiate");
+  graphs_[key] = exec;
+  check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+}
+
+void CudaResources::abandon_record() {
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+  cudaGetLastError();
 }
 
 CudaResources::~CudaResources() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   if (blas_lt) cublasLtDestroy(blas_lt);
   if (blas) cublasDestroy(blas);
   if (stream) {
     cudaStreamSynchronize(stream);
     cudaStreamDestroy(stream);
   }
+  if (blas_workspace_) cudaFree(blas_workspace_);
 }
 
 CudaResources& resources(Context& ctx) {

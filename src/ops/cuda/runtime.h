@@ -10,6 +10,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <unordered_map>
+
 #include "ssm/ops/context.h"
 
 namespace ssm::cuda {
@@ -22,9 +24,24 @@ class CudaResources : public BackendResources {
  public:
   CudaResources();
   ~CudaResources() override;
+  CudaResources(const CudaResources&) = delete;
+  CudaResources& operator=(const CudaResources&) = delete;
+
+  // CUDA graphs of the stream's work (BackendResources' replay interface).
+  bool replay(uint64_t key) override;
+  bool should_record(uint64_t key) override;
+  void begin_record() override;
+  void end_record(uint64_t key) override;
+  void abandon_record() override;
+
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   cublasLtHandle_t blas_lt = nullptr;
+
+ private:
+  void* blas_workspace_ = nullptr;  // fixed, so that recorded GEMMs allocate nothing
+  std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
+  std::unordered_map<uint64_t, int> seen_;
 };
 
 CudaResources& resources(Context& ctx);
