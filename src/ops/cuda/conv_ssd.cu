@@ -13,11 +13,12 @@ constexpr int kMaxTaps = 17;  // K - 1 <= 16 state rows kept in registers
 
 __device__ float silu(float z) { return z / (1.f + expf(-z)); }
 
-// Thread per (b, t, c): the taps before t = 0 come from the state.
+// Thread per (b, t, c), rows (b, t) over grid y and channels over grid x;
+// the taps before t = 0 come from the state.
 __global__ void conv1d_kernel(Conv1dLaunch a) {
-  const int64_t n = a.B * a.L * a.C;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t c = i % a.C, row = i / a.C, t = row % a.L, b = row / a.L;
+  for (int64_t row = blockIdx.y; row < a.B * a.L; row += gridDim.y)
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < a.C; c += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = row % a.L, b = row / a.L;
     float acc = a.bias ? a.bias[c] : 0.f;
     for (int64_t k = 0; k < a.K; ++k) {
       const int64_t s = t - a.K + 1 + k;
@@ -94,14 +95,15 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
   const float A = a.A[h], Dh = a.D ? a.D[h] : 0.f;
   for (int64_t t0 = 0; t0 < a.L; t0 += stage) {
     const int64_t steps = min(int64_t{stage}, a.L - t0), row0 = b * a.L + t0;
-    for (int64_t i = threadIdx.x; i < steps * a.N; i += blockDim.x) {
-      const int64_t tt = i / a.N, n = i % a.N, r = row0 + tt;
-      sB[i] = a.Bm.p[r * a.Bm.stride + g * a.N + n];
-      sC[i] = a.C.p[r * a.C.stride + g * a.N + n];
-    }
-    for (int64_t i = threadIdx.x; i < steps * rows_here; i += blockDim.x) {
-      const int64_t tt = i / rows_here, q = i % rows_here;
-      sx[tt * kRowsPerBlock + q] = a.x.p[(row0 + tt) * a.x.stride + h * a.P + p0 + q];
+    // Nested loops, not one flat index: no divisions.
+    for (int64_t tt = 0; tt < steps; ++tt) {
+      const int64_t r = row0 + tt;
+      for (int n = threadIdx.x; n < a.N; n += blockDim.x) {
+        sB[tt * a.N + n] = a.Bm.p[r * a.Bm.stride + g * a.N + n];
+        sC[tt * a.N + n] = a.C.p[r * a.C.stride + g * a.N + n];
+      }
+      for (int q = threadIdx.x; q < rows_here; q += blockDim.x)
+        sx[tt * kRowsPerBlock + q] = a.x.p[r * a.x.stride + h * a.P + p0 + q];
     }
     for (int64_t i = threadIdx.x; i < steps; i += blockDim.x) sdt[i] = a.dt.p[(row0 + i) * a.dt.stride + h];
     __syncthreads();
@@ -142,7 +144,9 @@ int blocks_for(int64_t n) {
 
 void launch_conv1d(const Conv1dLaunch& a, cudaStream_t s) {
   if (a.B * a.L * a.C == 0) return;
-  conv1d_kernel<<<blocks_for(a.B * a.L * a.C), kThreads, 0, s>>>(a);
+  const int64_t x = (a.C + kThreads - 1) / kThreads, rows = a.B * a.L;
+  const dim3 grid(static_cast<unsigned>(x > 64 ? 64 : x), static_cast<unsigned>(rows > 65535 ? 65535 : rows));
+  conv1d_kernel<<<grid, kThreads, 0, s>>>(a);
   if (a.state && a.K > 1) conv1d_state_kernel<<<blocks_for(a.B * a.C), kThreads, 0, s>>>(a);
 }
 
@@ -152,11 +156,12 @@ void launch_ssd_prepare(ConstRows dt_raw, const float* dt_bias, const float* A_l
                                                                                  dt_min, dt_max, dt, A);
 }
 
-// The slices per state row: the fewest (a power of two) that keep each
-// thread's share within kMaxPerThread.
+// The slices per state row: the fewest (a power of two, at most 32) that
+// keep each thread's share within 8 entries, so that the dependent sum of a
+// step is short (N = 128: 16 threads of 8).
 static int ssd_slices(int64_t N) {
   int S = 1;
-  while (S < 32 && (N + S - 1) / S > kMaxPerThread) S *= 2;
+  while (S < 32 && (N + S - 1) / S > 8) S *= 2;
   return S;
 }
 

@@ -15,40 +15,46 @@ int blocks_for(int64_t n) {
   return static_cast<int>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
 }
 
+// Rows over grid y, columns over grid x and the threads: no divisions per
+// element (64-bit division is a long instruction sequence on the GPU).
+dim3 grid_for(int64_t rows, int64_t cols) {
+  const int64_t x = (cols + kThreads - 1) / kThreads;
+  return dim3(static_cast<unsigned>(x < 1 ? 1 : (x > 64 ? 64 : x)),
+              static_cast<unsigned>(rows < 1 ? 1 : (rows > 65535 ? 65535 : rows)));
+}
+
+#define FOR_EACH_ELEMENT(R, C)                                                  \
+  for (int64_t r = blockIdx.y; r < (R); r += gridDim.y)                         \
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < (C); c += int64_t{gridDim.x} * blockDim.x)
+
 // Grid-stride over rows x cols: (r, c) from a flat index.
 __global__ void add_kernel(Rows dst, ConstRows src, float alpha) {
-  const int64_t n = dst.rows * dst.cols;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = i / dst.cols, c = i % dst.cols;
-    dst.p[r * dst.stride + c] += alpha * src.p[r * src.stride + c];
-  }
+  FOR_EACH_ELEMENT(dst.rows, dst.cols) dst.p[r * dst.stride + c] += alpha * src.p[r * src.stride + c];
 }
 
 __global__ void scale_kernel(Rows t, float alpha) {
-  const int64_t n = t.rows * t.cols;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    t.p[(i / t.cols) * t.stride + i % t.cols] *= alpha;
+  FOR_EACH_ELEMENT(t.rows, t.cols) t.p[r * t.stride + c] *= alpha;
 }
 
 __global__ void fill_kernel(Rows t, float value) {
-  const int64_t n = t.rows * t.cols;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    t.p[(i / t.cols) * t.stride + i % t.cols] = value;
+  FOR_EACH_ELEMENT(t.rows, t.cols) t.p[r * t.stride + c] = value;
 }
 
 __global__ void add_bias_kernel(Rows y, const float* bias) {
-  const int64_t n = y.rows * y.cols;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    y.p[(i / y.cols) * y.stride + i % y.cols] += bias[i % y.cols];
+  FOR_EACH_ELEMENT(y.rows, y.cols) y.p[r * y.stride + c] += bias[c];
 }
 
-template <typename E>
+// Index type I: 32 bits when the shape allows (far fewer instructions per
+// division than 64).
+template <typename E, typename I>
 __global__ void copy_kernel(StridedCopy c) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < c.numel; i += int64_t{gridDim.x} * blockDim.x) {
-    int64_t rest = i, d_off = 0, s_off = 0;
+    I rest = static_cast<I>(i);
+    int64_t d_off = 0, s_off = 0;
     for (int d = c.ndim - 1; d >= 0; --d) {
-      const int64_t k = rest % c.shape[d];
-      rest /= c.shape[d];
+      const I dim = static_cast<I>(c.shape[d]);
+      const I k = rest % dim;
+      rest /= dim;
       d_off += k * c.dst_stride[d];
       s_off += k * c.src_stride[d];
     }
@@ -76,45 +82,50 @@ __global__ void sum_squares_kernel(ConstRows t, double* out) {
 }
 
 __global__ void to_bf16_kernel(ConstRows x, __nv_bfloat16* dst) {
-  const int64_t n = x.rows * x.cols;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    dst[i] = __float2bfloat16_rn(x.p[(i / x.cols) * x.stride + i % x.cols]);
+  FOR_EACH_ELEMENT(x.rows, x.cols) dst[r * x.cols + c] = __float2bfloat16_rn(x.p[r * x.stride + c]);
 }
 
 __global__ void to_f16_kernel(ConstRows x, __half* dst) {
-  const int64_t n = x.rows * x.cols;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    dst[i] = __float2half_rn(x.p[(i / x.cols) * x.stride + i % x.cols]);
+  FOR_EACH_ELEMENT(x.rows, x.cols) dst[r * x.cols + c] = __float2half_rn(x.p[r * x.stride + c]);
 }
 
 }  // namespace
 
 void launch_add(Rows dst, ConstRows src, float alpha, cudaStream_t s) {
-  add_kernel<<<blocks_for(dst.rows * dst.cols), kThreads, 0, s>>>(dst, src, alpha);
+  add_kernel<<<grid_for(dst.rows, dst.cols), kThreads, 0, s>>>(dst, src, alpha);
 }
 void launch_scale(Rows t, float alpha, cudaStream_t s) {
-  scale_kernel<<<blocks_for(t.rows * t.cols), kThreads, 0, s>>>(t, alpha);
+  scale_kernel<<<grid_for(t.rows, t.cols), kThreads, 0, s>>>(t, alpha);
 }
 void launch_fill(Rows t, float value, cudaStream_t s) {
-  fill_kernel<<<blocks_for(t.rows * t.cols), kThreads, 0, s>>>(t, value);
+  fill_kernel<<<grid_for(t.rows, t.cols), kThreads, 0, s>>>(t, value);
 }
 void launch_add_bias(Rows y, const float* bias, cudaStream_t s) {
-  add_bias_kernel<<<blocks_for(y.rows * y.cols), kThreads, 0, s>>>(y, bias);
+  add_bias_kernel<<<grid_for(y.rows, y.cols), kThreads, 0, s>>>(y, bias);
 }
 void launch_copy(const StridedCopy& c, cudaStream_t s) {
   const int b = blocks_for(c.numel);
+  if (c.numel < (int64_t{1} << 31)) {
+    switch (c.elem_size) {
+      case 1: copy_kernel<uint8_t, uint32_t><<<b, kThreads, 0, s>>>(c); break;
+      case 2: copy_kernel<uint16_t, uint32_t><<<b, kThreads, 0, s>>>(c); break;
+      case 4: copy_kernel<uint32_t, uint32_t><<<b, kThreads, 0, s>>>(c); break;
+      default: copy_kernel<uint64_t, uint32_t><<<b, kThreads, 0, s>>>(c); break;
+    }
+    return;
+  }
   switch (c.elem_size) {
-    case 1: copy_kernel<uint8_t><<<b, kThreads, 0, s>>>(c); break;
-    case 2: copy_kernel<uint16_t><<<b, kThreads, 0, s>>>(c); break;
-    case 4: copy_kernel<uint32_t><<<b, kThreads, 0, s>>>(c); break;
-    default: copy_kernel<uint64_t><<<b, kThreads, 0, s>>>(c); break;
+    case 1: copy_kernel<uint8_t, int64_t><<<b, kThreads, 0, s>>>(c); break;
+    case 2: copy_kernel<uint16_t, int64_t><<<b, kThreads, 0, s>>>(c); break;
+    case 4: copy_kernel<uint32_t, int64_t><<<b, kThreads, 0, s>>>(c); break;
+    default: copy_kernel<uint64_t, int64_t><<<b, kThreads, 0, s>>>(c); break;
   }
 }
 void launch_sum_squares(ConstRows t, double* out, cudaStream_t s) {
   sum_squares_kernel<<<1, kThreads, 0, s>>>(t, out);
 }
 void launch_to_16bit(ConstRows x, void* dst, bool bf16, cudaStream_t s) {
-  const int b = blocks_for(x.rows * x.cols);
+  const dim3 b = grid_for(x.rows, x.cols);
   if (bf16) to_bf16_kernel<<<b, kThreads, 0, s>>>(x, static_cast<__nv_bfloat16*>(dst));
   else to_f16_kernel<<<b, kThreads, 0, s>>>(x, static_cast<__half*>(dst));
 }
