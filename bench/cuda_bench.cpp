@@ -147,6 +147,20 @@ void measure(const char* label, const std::string& layer, bool mimo, double peak
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
+    // One Mamba-2 prefill (8 x 2048) and 3 decode steps at batch 1, for a profiler.
+    using namespace ssm;
+    LanguageModel model(parse_model_config(parse_json(config_json("Mamba2", false), "profile"), "profile"));
+    initialize_model(model, 1);
+    Context ctx("cuda", 1);
+    to_bf16_on_device(model, ctx.device());
+    model.forward(random_ids(8, 2048, model.config().vocab_size), nullptr, ctx, true);
+    ModelState state = model.make_state(1);
+    const int64_t tok = 1;
+    for (int i = 0; i < 3; ++i) model.step(&tok, state, ctx);
+    cudaDeviceSynchronize();
+    return 0;
+  }
   const double peak = ssm::measure_bf16_flops(), hbm = ssm::measure_hbm_bandwidth();
   std::printf("device bounds: bf16 %.0f TFLOP/s (cuBLAS 8192^3), HBM %.0f GB/s (device copy, read + write)\n",
               peak / 1e12, hbm / 1e9);

@@ -43,4 +43,10 @@ grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Exception" "$logs/test.
 tail -5 "$logs/test.log"
 
 timeout 240 "$build/bench/cuda_bench" ${BENCH_ARGS:-} 2>&1 | tee "$logs/bench.log"
+if [ -n "${PROFILE:-}" ]; then  # kernel times of one prefill and three steps (Nsight Compute)
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  timeout 200 "$ncu" --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+    "$build/bench/cuda_bench" --profile > "$logs/profile.log" 2>&1
+  grep -E "^  [a-zA-Z_]|gpu__time_duration" "$logs/profile.log" | head -60
+fi
 exit $tstatus
