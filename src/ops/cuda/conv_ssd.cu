@@ -58,65 +58,73 @@ __global__ void ssd_prepare_kernel(ConstRows dt_raw, const float* dt_bias, const
 }
 
 // Block per (b, h, block of kRowsPerBlock state rows p); thread (p, j)
-// keeps the state entries n = j, j + S, ... of row p in registers (S =
+// keeps the PER state entries n = j, j + S, ... of row p in registers (S =
 // slices, a power of two <= 32, so the S threads of a row are lanes of one
 // warp and sum y_t[p] with shuffles). Time runs in order inside the block
 // (the sequential definition, in F32, for prefill and the L = 1 decode step
-// alike); B_t, C_t, x_t and dt_t of `stage` steps at a time are first copied
-// to shared memory with coalesced loads, so the steps themselves wait on no
-// global memory.
-constexpr int kMaxPerThread = 32;
+// alike); B_t, C_t, x_t and exp(dt_t A) of `stage` steps at a time are first
+// copied to shared memory, so the steps themselves wait on no global memory.
+// PER is a template parameter so that the state stays in registers.
 constexpr int kRowsPerBlock = 16;
 
+template <int PER>
 __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
   extern __shared__ float smem[];
+  const int N = static_cast<int>(a.N);
   const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
   const int64_t bh = blockIdx.x / row_blocks, p0 = (blockIdx.x % row_blocks) * kRowsPerBlock;
   const int64_t b = bh / a.H, h = bh % a.H, g = h / (a.H / a.G);
-  const int64_t rows_here = min(int64_t{kRowsPerBlock}, a.P - p0);
-  float* sB = smem;                       // stage x N
-  float* sC = sB + stage * a.N;           // stage x N
-  float* sx = sC + stage * a.N;           // stage x rows_here
-  float* sdt = sx + stage * kRowsPerBlock;  // stage
+  const int rows_here = static_cast<int>(min(int64_t{kRowsPerBlock}, a.P - p0));
+  float* sB = smem;                          // stage x N
+  float* sC = sB + stage * N;                // stage x N
+  float* sx = sC + stage * N;                // stage x kRowsPerBlock
+  float* sdt = sx + stage * kRowsPerBlock;   // stage: dt
+  float* sdecay = sdt + stage;               // stage: exp(dt A)
   const int pl = threadIdx.x / S, j = threadIdx.x % S;
   const bool active = pl < rows_here;
-  const int64_t p = p0 + (active ? pl : 0);
-  const int per = static_cast<int>((a.N + S - 1) / S);
+  const int pr = active ? pl : 0;
+  const int64_t p = p0 + pr;
   const int warp_base = (threadIdx.x / 32) * 32;
   const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
   const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
-  float st[kMaxPerThread];
+  float st[PER];
   float* state = a.state ? a.state + ((b * a.H + h) * a.P + p) * a.N : nullptr;
 #pragma unroll
-  for (int k = 0; k < kMaxPerThread; ++k) {
-    const int64_t n = j + int64_t{S} * k;
-    st[k] = (k < per && n < a.N && state) ? state[n] : 0.f;
+  for (int k = 0; k < PER; ++k) {
+    const int n = j + S * k;
+    st[k] = (n < N && state) ? state[n] : 0.f;
   }
   const float A = a.A[h], Dh = a.D ? a.D[h] : 0.f;
+  const float* __restrict__ Bsrc = a.Bm.p + g * a.N;
+  const float* __restrict__ Csrc = a.C.p + g * a.N;
+  const float* __restrict__ xsrc = a.x.p + h * a.P + p0;
   for (int64_t t0 = 0; t0 < a.L; t0 += stage) {
-    const int64_t steps = min(int64_t{stage}, a.L - t0), row0 = b * a.L + t0;
+    const int steps = static_cast<int>(min(int64_t{stage}, a.L - t0));
+    const int64_t row0 = b * a.L + t0;
     // Nested loops, not one flat index: no divisions.
-    for (int64_t tt = 0; tt < steps; ++tt) {
+    for (int tt = 0; tt < steps; ++tt) {
       const int64_t r = row0 + tt;
-      for (int n = threadIdx.x; n < a.N; n += blockDim.x) {
-        sB[tt * a.N + n] = a.Bm.p[r * a.Bm.stride + g * a.N + n];
-        sC[tt * a.N + n] = a.C.p[r * a.C.stride + g * a.N + n];
+      for (int n = threadIdx.x; n < N; n += blockDim.x) {
+        sB[tt * N + n] = Bsrc[r * a.Bm.stride + n];
+        sC[tt * N + n] = Csrc[r * a.C.stride + n];
       }
-      for (int q = threadIdx.x; q < rows_here; q += blockDim.x)
-        sx[tt * kRowsPerBlock + q] = a.x.p[r * a.x.stride + h * a.P + p0 + q];
+      for (int q = threadIdx.x; q < rows_here; q += blockDim.x) sx[tt * kRowsPerBlock + q] = xsrc[r * a.x.stride + q];
     }
-    for (int64_t i = threadIdx.x; i < steps; i += blockDim.x) sdt[i] = a.dt.p[(row0 + i) * a.dt.stride + h];
+    for (int tt = threadIdx.x; tt < steps; tt += blockDim.x) {
+      const float dt = a.dt.p[(row0 + tt) * a.dt.stride + h];
+      sdt[tt] = dt;
+      sdecay[tt] = expf(dt * A);
+    }
     __syncthreads();
-    for (int64_t tt = 0; tt < steps; ++tt) {
-      const float dt = sdt[tt], xv = sx[tt * kRowsPerBlock + (active ? pl : 0)];
-      const float decay = expf(dt * A), coef = dt * xv;
-      const float* Bt = sB + tt * a.N;
-      const float* Ct = sC + tt * a.N;
+    for (int tt = 0; tt < steps; ++tt) {
+      const float xv = sx[tt * kRowsPerBlock + pr], decay = sdecay[tt], coef = sdt[tt] * xv;
+      const float* Bt = sB + tt * N;
+      const float* Ct = sC + tt * N;
       float acc = 0.f;
 #pragma unroll
-      for (int k = 0; k < kMaxPerThread; ++k) {
-        const int64_t n = j + int64_t{S} * k;
-        if (k < per && n < a.N) {
+      for (int k = 0; k < PER; ++k) {
+        const int n = j + S * k;
+        if (n < N) {
           st[k] = decay * st[k] + coef * Bt[n];
           acc += st[k] * Ct[n];
         }
@@ -128,9 +136,9 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
   }
   if (state && active) {
 #pragma unroll
-    for (int k = 0; k < kMaxPerThread; ++k) {
-      const int64_t n = j + int64_t{S} * k;
-      if (k < per && n < a.N) state[n] = st[k];
+    for (int k = 0; k < PER; ++k) {
+      const int n = j + S * k;
+      if (n < N) state[n] = st[k];
     }
   }
 }
@@ -158,7 +166,7 @@ void launch_ssd_prepare(ConstRows dt_raw, const float* dt_bias, const float* A_l
 
 // The slices per state row: the fewest (a power of two, at most 32) that
 // keep each thread's share within 8 entries, so that the dependent sum of a
-// step is short (N = 128: 16 threads of 8).
+// step is short (N = 128: 16 threads of 8); N up to 1024 (32 of 32).
 static int ssd_slices(int64_t N) {
   int S = 1;
   while (S < 32 && (N + S - 1) / S > 8) S *= 2;
@@ -168,13 +176,20 @@ static int ssd_slices(int64_t N) {
 void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
   if (a.B * a.H == 0) return;
   const int S = ssd_slices(a.N);
+  const int64_t need = (a.N + S - 1) / S;
   // As many steps per stage as fit in 40 KiB of shared memory (at most 64).
-  const int64_t per_step = 2 * a.N + kRowsPerBlock + 1;
+  const int64_t per_step = 2 * a.N + kRowsPerBlock + 2;
   const int stage = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(64, 10240 / per_step)));
   const size_t smem = static_cast<size_t>(stage * per_step) * sizeof(float);
   const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
-  const unsigned threads = static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * S);
-  ssd_scan_kernel<<<static_cast<unsigned>(a.B * a.H * row_blocks), threads, smem, s>>>(a, S, stage);
+  const dim3 grid(static_cast<unsigned>(a.B * a.H * row_blocks));
+  const dim3 block(static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * S));
+  if (need <= 1) ssd_scan_kernel<1><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 2) ssd_scan_kernel<2><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 4) ssd_scan_kernel<4><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 8) ssd_scan_kernel<8><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 16) ssd_scan_kernel<16><<<grid, block, smem, s>>>(a, S, stage);
+  else ssd_scan_kernel<32><<<grid, block, smem, s>>>(a, S, stage);
 }
 
 }  // namespace ssm::cuda
