@@ -57,27 +57,28 @@ __global__ void ssd_prepare_kernel(ConstRows dt_raw, const float* dt_bias, const
   }
 }
 
-// Block per (b, h, block of R state rows p); thread (p, j)
+// Block per (b, h, block of kRowsPerBlock state rows p); thread (p, j)
 // keeps the PER state entries n = j, j + S, ... of row p in registers (S =
 // slices, a power of two <= 32, so the S threads of a row are lanes of one
 // warp and sum y_t[p] with shuffles). Time runs in order inside the block
 // (the sequential definition, in F32, for prefill and the L = 1 decode step
 // alike); B_t, C_t, x_t and exp(dt_t A) of `stage` steps at a time are first
 // copied to shared memory, so the steps themselves wait on no global memory.
-// PER is a template parameter so that the state stays in registers; the
-// step's sum runs in 4 independent partial sums.
+// PER is a template parameter so that the state stays in registers.
+constexpr int kRowsPerBlock = 16;
+
 template <int PER>
-__global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage, int R) {
+__global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
   extern __shared__ float smem[];
   const int N = static_cast<int>(a.N);
-  const int64_t row_blocks = (a.P + R - 1) / R;
-  const int64_t bh = blockIdx.x / row_blocks, p0 = (blockIdx.x % row_blocks) * R;
+  const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int64_t bh = blockIdx.x / row_blocks, p0 = (blockIdx.x % row_blocks) * kRowsPerBlock;
   const int64_t b = bh / a.H, h = bh % a.H, g = h / (a.H / a.G);
-  const int rows_here = static_cast<int>(min(int64_t{R}, a.P - p0));
+  const int rows_here = static_cast<int>(min(int64_t{kRowsPerBlock}, a.P - p0));
   float* sB = smem;                          // stage x N
   float* sC = sB + stage * N;                // stage x N
-  float* sx = sC + stage * N;                // stage x R
-  float* sdt = sx + stage * R;               // stage: dt
+  float* sx = sC + stage * N;                // stage x kRowsPerBlock
+  float* sdt = sx + stage * kRowsPerBlock;   // stage: dt
   float* sdecay = sdt + stage;               // stage: exp(dt A)
   const int pl = threadIdx.x / S, j = threadIdx.x % S;
   const bool active = pl < rows_here;
@@ -107,7 +108,7 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage, int R) {
         sB[tt * N + n] = Bsrc[r * a.Bm.stride + n];
         sC[tt * N + n] = Csrc[r * a.C.stride + n];
       }
-      for (int q = threadIdx.x; q < rows_here; q += blockDim.x) sx[tt * R + q] = xsrc[r * a.x.stride + q];
+      for (int q = threadIdx.x; q < rows_here; q += blockDim.x) sx[tt * kRowsPerBlock + q] = xsrc[r * a.x.stride + q];
     }
     for (int tt = threadIdx.x; tt < steps; tt += blockDim.x) {
       const float dt = a.dt.p[(row0 + tt) * a.dt.stride + h];
@@ -116,19 +117,18 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage, int R) {
     }
     __syncthreads();
     for (int tt = 0; tt < steps; ++tt) {
-      const float xv = sx[tt * R + pr], decay = sdecay[tt], coef = sdt[tt] * xv;
+      const float xv = sx[tt * kRowsPerBlock + pr], decay = sdecay[tt], coef = sdt[tt] * xv;
       const float* Bt = sB + tt * N;
       const float* Ct = sC + tt * N;
-      float part[4] = {0.f, 0.f, 0.f, 0.f};
+      float acc = 0.f;
 #pragma unroll
       for (int k = 0; k < PER; ++k) {
         const int n = j + S * k;
         if (n < N) {
           st[k] = decay * st[k] + coef * Bt[n];
-          part[k % 4] += st[k] * Ct[n];
+          acc += st[k] * Ct[n];
         }
       }
-      float acc = (part[0] + part[1]) + (part[2] + part[3]);
       for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
       if (active && j == 0) a.y.p[(row0 + tt) * a.y.stride + h * a.P + p] = acc + Dh * xv;
     }
@@ -165,11 +165,11 @@ void launch_ssd_prepare(ConstRows dt_raw, const float* dt_bias, const float* A_l
 }
 
 // The slices per state row: the fewest (a power of two, at most 32) that
-// keep each thread's share within 32 entries (N = 128: 4 threads of 32),
-// so that few shuffles sum a step.
+// keep each thread's share within 8 entries, so that the dependent sum of a
+// step is short (N = 128: 16 threads of 8); N up to 1024 (32 of 32).
 static int ssd_slices(int64_t N) {
   int S = 1;
-  while (S < 32 && (N + S - 1) / S > 32) S *= 2;
+  while (S < 32 && (N + S - 1) / S > 8) S *= 2;
   return S;
 }
 
@@ -177,22 +177,19 @@ void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
   if (a.B * a.H == 0) return;
   const int S = ssd_slices(a.N);
   const int64_t need = (a.N + S - 1) / S;
-  // Rows per block: whole heads (up to 64 rows) when there are enough heads
-  // to fill the GPU, else blocks of 16 rows for more blocks.
-  const int R = static_cast<int>(std::min<int64_t>({a.P, a.B * a.H >= 256 ? 64 : 16, 1024 / S}));
   // As many steps per stage as fit in 40 KiB of shared memory (at most 64).
-  const int64_t per_step = 2 * a.N + R + 2;
+  const int64_t per_step = 2 * a.N + kRowsPerBlock + 2;
   const int stage = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(64, 10240 / per_step)));
   const size_t smem = static_cast<size_t>(stage * per_step) * sizeof(float);
-  const int64_t row_blocks = (a.P + R - 1) / R;
+  const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
   const dim3 grid(static_cast<unsigned>(a.B * a.H * row_blocks));
-  const dim3 block(static_cast<unsigned>(R * S));
-  if (need <= 1) ssd_scan_kernel<1><<<grid, block, smem, s>>>(a, S, stage, R);
-  else if (need <= 2) ssd_scan_kernel<2><<<grid, block, smem, s>>>(a, S, stage, R);
-  else if (need <= 4) ssd_scan_kernel<4><<<grid, block, smem, s>>>(a, S, stage, R);
-  else if (need <= 8) ssd_scan_kernel<8><<<grid, block, smem, s>>>(a, S, stage, R);
-  else if (need <= 16) ssd_scan_kernel<16><<<grid, block, smem, s>>>(a, S, stage, R);
-  else ssd_scan_kernel<32><<<grid, block, smem, s>>>(a, S, stage, R);
+  const dim3 block(static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * S));
+  if (need <= 1) ssd_scan_kernel<1><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 2) ssd_scan_kernel<2><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 4) ssd_scan_kernel<4><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 8) ssd_scan_kernel<8><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 16) ssd_scan_kernel<16><<<grid, block, smem, s>>>(a, S, stage);
+  else ssd_scan_kernel<32><<<grid, block, smem, s>>>(a, S, stage);
 }
 
 }  // namespace ssm::cuda
