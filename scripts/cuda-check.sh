@@ -30,7 +30,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 {
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSM_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DSSM_BUILD_BENCH=ON &&
-  cmake --build "$build" -j"$(nproc)" --target ssm_ops test_ops_gpu test_model_gpu cuda_bench
+  cmake --build "$build" -j"$(nproc)" --target ssm_ops test_ops_gpu test_model_gpu cuda_bench ssm_cli
 } > "$logs/build.log" 2>&1
 status=$?
 grep -E "error|warning" "$logs/build.log" | head -60
@@ -41,6 +41,17 @@ ctest --test-dir "$build" -L gpu -j4 --output-on-failure > "$logs/test.log" 2>&1
 tstatus=$?
 grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Exception" "$logs/test.log" | head -60
 tail -5 "$logs/test.log"
+
+# The program on the GPU: greedy generation from a golden Mamba-2 model gives
+# the same ids on cuda as on cpu.
+gen() { "$build/ssm" generate "$src/tests/golden/mamba2_hf_tiny" --prompt-ids 1,2,3,4 -n 24 --temp 0 \
+          --print-ids -q --backend "$1"; }
+{ gen cpu > "$logs/gen_cpu.txt" && gen cuda > "$logs/gen_cuda.txt" && cmp "$logs/gen_cpu.txt" "$logs/gen_cuda.txt" &&
+  echo "cli: greedy generation on cuda equals cpu: $(cat "$logs/gen_cuda.txt")"; } > "$logs/cli.log" 2>&1 ||
+  { echo "cli: generation check failed"; tstatus=1; }
+"$build/ssm" generate "$src/tests/golden/mamba2_hf_tiny" --prompt-ids 1,2 -n 4 --backend cuda --session "$logs/s.state" \
+  >> "$logs/cli.log" 2>&1; echo "cli: --session with cuda exits $? (2 expected)" >> "$logs/cli.log"
+cat "$logs/cli.log"
 
 timeout 240 "$build/bench/cuda_bench" ${BENCH_ARGS:-} 2>&1 | tee "$logs/bench.log"
 if [ -n "${PROFILE:-}" ]; then  # kernel times of one prefill and three steps (Nsight Compute)
