@@ -11,7 +11,9 @@ int run_logits(const IdsToFileArgs& a) {
   LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
   const Tensor ids = read_input_ids(a.input);
   Context ctx = make_context(a.compute);
-  const Tensor logits = model.forward(ids, nullptr, ctx);
+  model.to_device(ctx.device());  // weights uploaded once (a no-op on the host)
+  Tensor logits = model.forward(ids, nullptr, ctx);
+  if (!logits.device().is_host()) logits = logits.to(Device::host());
   save_safetensors(a.output, {{"logits", logits}});
   return 0;
 }

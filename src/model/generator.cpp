@@ -172,7 +172,15 @@ std::vector<SequenceOutput> Generator::generate(SessionState& session,
   if (B > 1) reserve_state(stopped, longest + config.max_new_tokens, ctx_);
 
   t0 = std::chrono::steady_clock::now();
-  float* logits = logits_.data<float>();
+  // Samplers read (and change) logits on the host: a device backend's are
+  // copied back once per step.
+  Tensor host_logits;
+  auto on_host = [&host_logits](Tensor& t) -> float* {
+    if (t.device().is_host()) return t.data<float>();
+    host_logits = t.to(Device::host());
+    return host_logits.data<float>();
+  };
+  float* logits = on_host(logits_);
   int64_t n_active = config.max_new_tokens > 0 ? B : 0;
   while (n_active > 0) {
     for (int64_t b = 0; b < B; ++b) {
@@ -206,7 +214,7 @@ std::vector<SequenceOutput> Generator::generate(SessionState& session,
     // Stopped sequences are fed too (their state is restored afterwards), so
     // the batch keeps its shape.
     for (int64_t b = 0; b < B; ++b) feed[b] = session.pending[b];
-    logits = model_.step(feed.data(), session.model, ctx_).data<float>();
+    logits = on_host(model_.step(feed.data(), session.model, ctx_));
     for (int64_t b = 0; b < B; ++b)
       if (active[b]) {
         ++session.consumed[b];

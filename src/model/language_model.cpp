@@ -35,6 +35,12 @@ LanguageModel::LanguageModel(ModelConfig config) : config_(std::move(config)) {
 LanguageModel::~LanguageModel() = default;
 LanguageModel::LanguageModel(LanguageModel&&) noexcept = default;
 
+void LanguageModel::to_device(Device device) {
+  for_each_param([&](const std::string&, Param& p) {
+    if (p.value.defined() && p.value.device() != device) p.value = p.value.to(device);
+  });
+}
+
 void LanguageModel::for_each_param(const std::function<void(const std::string&, Param&)>& fn) {
   fn(embedding_.name, embedding_);
   for (int64_t i = 0; i < config_.n_layer; ++i) {

@@ -1,5 +1,6 @@
 // The model's forward passes: prefill over whole sequences, one decode
 // step, and the block loop both are made of (training runs it too).
+#include "ssm/layers/attention_layer.h"
 #include "ssm/model/language_model.h"
 #include "ssm/ops/elementwise.h"
 #include "ssm/ops/embedding.h"
@@ -11,6 +12,34 @@ namespace {
 
 int64_t id_at(const Tensor& ids, int64_t i) {
   return ids.dtype() == DType::kI64 ? ids.data<int64_t>()[i] : ids.data<int32_t>()[i];
+}
+
+// A decode step can be recorded when it runs the same ops on the same
+// buffers every token: not with KV caches, which grow and whose lengths the
+// host reads.
+bool step_can_record(ModelState& state) {
+  for (const auto& l : state.layers)
+    if (l && dynamic_cast<AttentionState*>(l.get())) return false;
+  return true;
+}
+
+// Names a recorded step by every buffer it touches (FNV-1a of the
+// addresses): the state's tensors, the ids and logits buffers and the
+// weights, so that a step on other buffers never replays this one.
+uint64_t step_record_key(LanguageModel& model, ModelState& state, const Tensor& ids, const Tensor& logits) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ull;
+  };
+  mix(static_cast<uint64_t>(state.batch));
+  mix(reinterpret_cast<uintptr_t>(ids.raw()));
+  mix(reinterpret_cast<uintptr_t>(logits.raw()));
+  for (const auto& l : state.layers)
+    if (l)
+      for (const auto& [name, t] : l->tensors()) mix(reinterpret_cast<uintptr_t>(t->raw()));
+  model.for_each_param([&](const std::string&, Param& p) { mix(reinterpret_cast<uintptr_t>(p.value.raw())); });
+  return h ? h : 1;
 }
 
 }  // namespace
@@ -89,7 +118,7 @@ Tensor LanguageModel::forward(const Tensor& ids, ModelState* state, Context& ctx
 }
 
 Tensor& LanguageModel::step(const int64_t* tokens, ModelState& state, Context& ctx) {
-  const int64_t B = state.batch, D = config_.d_model, V = config_.vocab_size;
+  const int64_t B = state.batch, V = config_.vocab_size;
   for (int64_t b = 0; b < B; ++b)
     if (tokens[b] < 0 || tokens[b] >= V)
       throw Error(cat("token id ", tokens[b], " of sequence ", b,
@@ -98,16 +127,43 @@ Tensor& LanguageModel::step(const int64_t* tokens, ModelState& state, Context& c
     step_logits_ = Tensor::empty(DType::kF32, {B, V}, ctx.device());
 
   Arena::Scope scope(ctx.arena());
-  const Tensor h = ctx.arena().alloc(DType::kF32, {B, 1, D});
-  // The caller's ids, borrowed: nothing to free, nothing allocated.
-  const Tensor ids = Tensor::borrow(nullptr, const_cast<int64_t*>(tokens), DType::kI64, {B});
-  embed(ids.device() == ctx.device() ? ids : ids.to(ctx.device()), h, ctx);
-  run_blocks(h, &state, ctx);
+  if (ctx.device().is_host()) {
+    // The caller's ids, borrowed: nothing to free, nothing allocated.
+    step_body(Tensor::borrow(nullptr, const_cast<int64_t*>(tokens), DType::kI64, {B}), state, ctx);
+  } else {
+    // On a device the ids go to a buffer of the model's, and the step, the
+    // same ops on the same buffers every token, is recorded once and
+    // replayed (a CUDA graph) where the backend can.
+    if (!step_ids_.defined() || step_ids_.dim(0) != B || step_ids_.device() != ctx.device())
+      step_ids_ = Tensor::empty(DType::kI64, {B}, ctx.device());
+    device_memory(ctx.device()).copy_from_host(ctx.device(), step_ids_.raw(), tokens, sizeof(int64_t) * B);
+    BackendResources* rec = ctx.resources();
+    const uint64_t key =
+        rec && step_can_record(state) ? step_record_key(*this, state, step_ids_, step_logits_) : 0;
+    if (!(key && rec->replay(key))) {
+      const bool record = key && rec->should_record(key);
+      if (record) rec->begin_record();
+      try {
+        step_body(step_ids_, state, ctx);
+      } catch (...) {
+        if (record) rec->abandon_record();
+        throw;
+      }
+      if (record) rec->end_record(key);
+    }
+  }
   state.position += 1;
+  return step_logits_;
+}
+
+void LanguageModel::step_body(const Tensor& ids, ModelState& state, Context& ctx) {
+  const int64_t B = state.batch, D = config_.d_model, V = config_.vocab_size;
+  const Tensor h = ctx.arena().alloc(DType::kF32, {B, 1, D});
+  embed(ids, h, ctx);
+  run_blocks(h, &state, ctx);
   ops::rms_norm(ctx, {.x = h, .w = norm_f_.value, .eps = config_.norm_eps, .out = h});
   ops::linear(ctx, {.x = h.reshape({B, D}), .W = head().value.rows(0, V), .y = step_logits_});
   if (config_.logits_scaling != 1.f) ops::scale(ctx, step_logits_, 1.f / config_.logits_scaling);
-  return step_logits_;
 }
 
 }  // namespace ssm

@@ -7,32 +7,28 @@
 namespace ssm {
 namespace {
 
-const Backend* const* all_backends(size_t* n) {
-  static const Backend* const list[] = {
-      &ref_backend(),
-      &cpu_backend(),
-  };
-  *n = sizeof(list) / sizeof(list[0]);
+const std::vector<const Backend*>& all_backends() {
+  static const std::vector<const Backend*> list = [] {
+    std::vector<const Backend*> l = {&ref_backend(), &cpu_backend()};
+    if (const Backend* cuda = cuda_backend_if_built()) l.push_back(cuda);
+    return l;
+  }();
   return list;
 }
 
 }  // namespace
 
 const Backend& find_backend(std::string_view name) {
-  size_t n = 0;
-  const Backend* const* list = all_backends(&n);
-  for (size_t i = 0; i < n; ++i)
-    if (list[i]->name() == name) return *list[i];
+  for (const Backend* b : all_backends())
+    if (b->name() == name) return *b;
   std::string names;
   for (const std::string& s : backend_names()) names += (names.empty() ? "" : ", ") + s;
   throw Error(cat("unknown backend '", name, "' (built in: ", names, ")"));
 }
 
 std::vector<std::string> backend_names() {
-  size_t n = 0;
-  const Backend* const* list = all_backends(&n);
   std::vector<std::string> out;
-  for (size_t i = 0; i < n; ++i) out.emplace_back(list[i]->name());
+  for (const Backend* b : all_backends()) out.emplace_back(b->name());
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "ssm/io/atomic_file.h"
 #include "ssm/io/safetensors.h"
 #include "ssm/model/generator.h"
+#include "support/backends.h"
 #include "support/compare.h"
 #include "support/temp_dir.h"
 
@@ -64,7 +65,7 @@ TEST_P(GenerateCli, GreedyIdsReproduceReference) {
   if (!loads(GetParam())) GTEST_SKIP() << GetParam() << " is not supported by this build yet";
   const auto prompt = golden_ids(GetParam(), "gen_prompt");
   const auto expected = golden_ids(GetParam(), "gen_output");
-  for (const std::string& backend : backend_names()) {
+  for (const std::string& backend : testing::all_backends()) {  // host backends: GPU runs are labelled gpu
     const CliRun r = ssm_cli(cat("generate '", golden_dir(GetParam()), "' --prompt-ids ", join(prompt),
                               " --print-ids --temperature 0 --max-tokens ", expected.size() - prompt.size(),
                               " --threads 2 --backend ", backend));

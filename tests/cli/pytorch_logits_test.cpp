@@ -8,6 +8,7 @@
 #include "io/pytorch_fixtures.h"
 #include "ssm/io/safetensors.h"
 #include "ssm/model/language_model.h"
+#include "support/backends.h"
 #include "support/compare.h"
 
 namespace ssm {
@@ -44,7 +45,7 @@ TEST_P(PyTorchLogits, CliLogitsMatchGolden) {
   const SafetensorsFile golden = SafetensorsFile::open(golden_dir(t.bin) + "/golden.safetensors");
   testing::TempDir tmp;
   save_safetensors(tmp / "in.safetensors", {{"input_ids", golden.get("input_ids").clone()}});
-  for (const std::string& backend : backend_names()) {
+  for (const std::string& backend : testing::all_backends()) {  // host backends: GPU runs are labelled gpu
     std::string out;
     ASSERT_EQ(testing::run_cli("logits " + shell_quoted(golden_dir(t.bin)) + " --input " +
                                    shell_quoted(tmp / "in.safetensors") + " --output " +

@@ -83,8 +83,8 @@ TEST(CliUsage, BadValuesAreRefusedNamingTheFlag) {
   expect_usage_error(with(gen, {"--threads", "2.5"}), "--threads");
   std::string built_in;
   for (const std::string& b : backend_names()) built_in += (built_in.empty() ? "" : ", ") + b;
-  expect_usage_error(with(gen, {"--backend", "cuda"}),
-                     "--backend: 'cuda' is not one of this build's choices: " + built_in);
+  expect_usage_error(with(gen, {"--backend", "tpu"}),
+                     "--backend: 'tpu' is not one of this build's choices: " + built_in);
   expect_usage_error(with(gen, {"--max-memory", "lots"}), "--max-memory");
   expect_usage_error(with(gen, {"--prompt-ids", "1,x"}), "--prompt-ids");  // repeated, and a bad id
   expect_usage_error({"generate", m, "--prompt-ids", "1,999"}, "--prompt-ids: token id 999");

@@ -15,14 +15,30 @@
 
 namespace ssm::testing {
 
-inline std::vector<std::string> all_backends() { return backend_names(); }
+// Test programs are built twice when the build has the cuda backend: the
+// usual ones (SSM_GPU_TESTS 0) run on the host backends only, and their
+// copies labelled `gpu` (SSM_GPU_TESTS 1, tests/CMakeLists.txt) on cuda
+// only, each compared with ref; CI and `ctest -LE gpu` never touch a GPU.
+#ifndef SSM_GPU_TESTS
+#define SSM_GPU_TESTS 0
+#endif
+inline constexpr bool kGpuTests = SSM_GPU_TESTS;
+
+inline bool is_gpu_backend(const std::string& name) { return name == "cuda"; }
+
+inline std::vector<std::string> all_backends() {
+  std::vector<std::string> out;
+  for (const std::string& b : backend_names())
+    if (is_gpu_backend(b) == kGpuTests) out.push_back(b);
+  return out;
+}
 
 // The (backend, threads) pairs a model test runs on: every backend with one
 // thread, and cpu with two as well (its results must not depend on it).
 inline std::vector<std::pair<std::string, int>> backend_runs() {
   std::vector<std::pair<std::string, int>> runs;
   for (const std::string& b : all_backends()) runs.emplace_back(b, 1);
-  runs.emplace_back("cpu", 2);
+  if (!kGpuTests) runs.emplace_back("cpu", 2);
   return runs;
 }
 

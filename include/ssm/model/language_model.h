@@ -85,6 +85,9 @@ class LanguageModel {
   // by loading, saving, initialisation and optimisers.
   void for_each_param(const std::function<void(const std::string&, Param&)>& fn);
   int64_t parameter_count();
+  // Moves every parameter to a device, once (the cuda backend computes with
+  // weights in GPU memory; states made afterwards live there too).
+  void to_device(Device device);
 
   ModelState make_state(int64_t batch) const;
 
@@ -117,12 +120,15 @@ class LanguageModel {
   std::vector<TrainableSlice> trainable_parameters();
 
  private:
+  // The decode step's ops: embedding of ids (B) to the logits buffer.
+  void step_body(const Tensor& ids, ModelState& state, Context& ctx);
   ModelConfig config_;
   Param embedding_;
   Param norm_f_;
   Param lm_head_;  // used only when embeddings are untied
   std::vector<std::unique_ptr<Block>> blocks_;
   Tensor step_logits_;  // (B, V) of the last step
+  Tensor step_ids_;     // (B) the step's ids, on a device backend's device
 };
 
 // Copies sequence src_row of src into sequence dst_row of dst (both made by

@@ -3,6 +3,7 @@
 // mutable globals hold threads, streams or library handles.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -18,6 +19,21 @@ class Backend;
 class BackendResources {
  public:
   virtual ~BackendResources() = default;
+
+  // Recorded replays (CUDA graphs) of a sequence of ops that a caller runs
+  // again and again on the same buffers, such as the model's decode step.
+  // `key` names the sequence and every buffer it touches. replay() runs the
+  // recording of key and returns true, or returns false when there is none;
+  // then the caller runs the ops itself, between begin_record() and
+  // end_record() when should_record(key) says so (the key seen before, so
+  // that workspaces have grown and nothing is allocated while recording).
+  // end_record() also runs what was recorded; abandon_record() drops it when
+  // an op failed. Host backends record nothing.
+  virtual bool replay(uint64_t /*key*/) { return false; }
+  virtual bool should_record(uint64_t /*key*/) { return false; }
+  virtual void begin_record() {}
+  virtual void end_record(uint64_t /*key*/) {}
+  virtual void abandon_record() {}
 };
 
 class Context {

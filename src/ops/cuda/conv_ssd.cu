@@ -1,0 +1,195 @@
+// The Mamba-2 mixer's own kernels: the causal depthwise convolution (with
+// its decode state), dt and A (ssd_prepare) and the selective scan.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/cuda/launch.h"
+
+namespace ssm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxTaps = 17;  // K - 1 <= 16 state rows kept in registers
+
+__device__ float silu(float z) { return z / (1.f + expf(-z)); }
+
+// Thread per (b, t, c), rows (b, t) over grid y and channels over grid x;
+// the taps before t = 0 come from the state.
+__global__ void conv1d_kernel(Conv1dLaunch a) {
+  for (int64_t row = blockIdx.y; row < a.B * a.L; row += gridDim.y)
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < a.C; c += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = row % a.L, b = row / a.L;
+    float acc = a.bias ? a.bias[c] : 0.f;
+    for (int64_t k = 0; k < a.K; ++k) {
+      const int64_t s = t - a.K + 1 + k;
+      const float v = s >= 0 ? a.in.p[(b * a.L + s) * a.in.stride + c]
+                             : (a.state ? a.state[(b * (a.K - 1) + s + a.K - 1) * a.C + c] : 0.f);
+      acc += a.weight[c * a.K + k] * v;
+    }
+    a.out.p[row * a.out.stride + c] = a.silu ? silu(acc) : acc;
+  }
+}
+
+// Thread per (b, c): the last K-1 inputs of (old state, sequence), all read
+// before any is written.
+__global__ void conv1d_state_kernel(Conv1dLaunch a) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= a.B * a.C) return;
+  const int64_t b = i / a.C, c = i % a.C, W = a.K - 1;
+  float next[kMaxTaps];
+  for (int64_t s = 0; s < W; ++s) {
+    const int64_t t = a.L - W + s;
+    next[s] = t >= 0 ? a.in.p[(b * a.L + t) * a.in.stride + c] : a.state[(b * W + t + W) * a.C + c];
+  }
+  for (int64_t s = 0; s < W; ++s) a.state[(b * W + s) * a.C + c] = next[s];
+}
+
+__device__ float softplus(float x) { return x > 20.f ? x : (x < -20.f ? expf(x) : log1pf(expf(x))); }
+
+__global__ void ssd_prepare_kernel(ConstRows dt_raw, const float* dt_bias, const float* A_log, float dt_min,
+                                   float dt_max, Rows dt, float* A) {
+  const int64_t H = dt_raw.cols, n = dt_raw.rows * H;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / H, h = i % H;
+    const float sp = softplus(dt_raw.p[r * dt_raw.stride + h] + dt_bias[h]);
+    dt.p[r * dt.stride + h] = fminf(fmaxf(sp, dt_min), dt_max);
+    if (r == 0) A[h] = -expf(A_log[h]);
+  }
+}
+
+// Block per (b, h, block of kRowsPerBlock state rows p); thread (p, j)
+// keeps the PER state entries n = j, j + S, ... of row p in registers (S =
+// slices, a power of two <= 32, so the S threads of a row are lanes of one
+// warp and sum y_t[p] with shuffles). Time runs in order inside the block
+// (the sequential definition, in F32, for prefill and the L = 1 decode step
+// alike); B_t, C_t, x_t and exp(dt_t A) of `stage` steps at a time are first
+// copied to shared memory, so the steps themselves wait on no global memory.
+// PER is a template parameter so that the state stays in registers.
+constexpr int kRowsPerBlock = 16;
+
+template <int PER>
+__global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
+  extern __shared__ float smem[];
+  const int N = static_cast<int>(a.N);
+  const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int64_t bh = blockIdx.x / row_blocks, p0 = (blockIdx.x % row_blocks) * kRowsPerBlock;
+  const int64_t b = bh / a.H, h = bh % a.H, g = h / (a.H / a.G);
+  const int rows_here = static_cast<int>(min(int64_t{kRowsPerBlock}, a.P - p0));
+  float* sB = smem;                          // stage x N
+  float* sC = sB + stage * N;                // stage x N
+  float* sx = sC + stage * N;                // stage x kRowsPerBlock
+  float* sdt = sx + stage * kRowsPerBlock;   // stage: dt
+  float* sdecay = sdt + stage;               // stage: exp(dt A)
+  const int pl = threadIdx.x / S, j = threadIdx.x % S;
+  const bool active = pl < rows_here;
+  const int pr = active ? pl : 0;
+  const int64_t p = p0 + pr;
+  const int warp_base = (threadIdx.x / 32) * 32;
+  const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
+  const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
+  float st[PER];
+  float* state = a.state ? a.state + ((b * a.H + h) * a.P + p) * a.N : nullptr;
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    const int n = j + S * k;
+    st[k] = (n < N && state) ? state[n] : 0.f;
+  }
+  const float A = a.A[h], Dh = a.D ? a.D[h] : 0.f;
+  const float* __restrict__ Bsrc = a.Bm.p + g * a.N;
+  const float* __restrict__ Csrc = a.C.p + g * a.N;
+  const float* __restrict__ xsrc = a.x.p + h * a.P + p0;
+  for (int64_t t0 = 0; t0 < a.L; t0 += stage) {
+    const int steps = static_cast<int>(min(int64_t{stage}, a.L - t0));
+    const int64_t row0 = b * a.L + t0;
+    // Nested loops, not one flat index: no divisions.
+    for (int tt = 0; tt < steps; ++tt) {
+      const int64_t r = row0 + tt;
+      for (int n = threadIdx.x; n < N; n += blockDim.x) {
+        sB[tt * N + n] = Bsrc[r * a.Bm.stride + n];
+        sC[tt * N + n] = Csrc[r * a.C.stride + n];
+      }
+      for (int q = threadIdx.x; q < rows_here; q += blockDim.x) sx[tt * kRowsPerBlock + q] = xsrc[r * a.x.stride + q];
+    }
+    for (int tt = threadIdx.x; tt < steps; tt += blockDim.x) {
+      const float dt = a.dt.p[(row0 + tt) * a.dt.stride + h];
+      sdt[tt] = dt;
+      sdecay[tt] = expf(dt * A);
+    }
+    __syncthreads();
+    for (int tt = 0; tt < steps; ++tt) {
+      const float xv = sx[tt * kRowsPerBlock + pr], decay = sdecay[tt], coef = sdt[tt] * xv;
+      const float* Bt = sB + tt * N;
+      const float* Ct = sC + tt * N;
+      float acc = 0.f;
+#pragma unroll
+      for (int k = 0; k < PER; ++k) {
+        const int n = j + S * k;
+        if (n < N) {
+          st[k] = decay * st[k] + coef * Bt[n];
+          acc += st[k] * Ct[n];
+        }
+      }
+      for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
+      if (active && j == 0) a.y.p[(row0 + tt) * a.y.stride + h * a.P + p] = acc + Dh * xv;
+    }
+    __syncthreads();
+  }
+  if (state && active) {
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      const int n = j + S * k;
+      if (n < N) state[n] = st[k];
+    }
+  }
+}
+
+int blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
+}
+
+}  // namespace
+
+void launch_conv1d(const Conv1dLaunch& a, cudaStream_t s) {
+  if (a.B * a.L * a.C == 0) return;
+  const int64_t x = (a.C + kThreads - 1) / kThreads, rows = a.B * a.L;
+  const dim3 grid(static_cast<unsigned>(x > 64 ? 64 : x), static_cast<unsigned>(rows > 65535 ? 65535 : rows));
+  conv1d_kernel<<<grid, kThreads, 0, s>>>(a);
+  if (a.state && a.K > 1) conv1d_state_kernel<<<blocks_for(a.B * a.C), kThreads, 0, s>>>(a);
+}
+
+void launch_ssd_prepare(ConstRows dt_raw, const float* dt_bias, const float* A_log, float dt_min,
+                        float dt_max, Rows dt, float* A, cudaStream_t s) {
+  ssd_prepare_kernel<<<blocks_for(dt_raw.rows * dt_raw.cols), kThreads, 0, s>>>(dt_raw, dt_bias, A_log,
+                                                                                 dt_min, dt_max, dt, A);
+}
+
+// The slices per state row: the fewest (a power of two, at most 32) that
+// keep each thread's share within 8 entries, so that the dependent sum of a
+// step is short (N = 128: 16 threads of 8); N up to 1024 (32 of 32).
+static int ssd_slices(int64_t N) {
+  int S = 1;
+  while (S < 32 && (N + S - 1) / S > 8) S *= 2;
+  return S;
+}
+
+void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
+  if (a.B * a.H == 0) return;
+  const int S = ssd_slices(a.N);
+  const int64_t need = (a.N + S - 1) / S;
+  // As many steps per stage as fit in 40 KiB of shared memory (at most 64).
+  const int64_t per_step = 2 * a.N + kRowsPerBlock + 2;
+  const int stage = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(64, 10240 / per_step)));
+  const size_t smem = static_cast<size_t>(stage * per_step) * sizeof(float);
+  const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
+  const dim3 grid(static_cast<unsigned>(a.B * a.H * row_blocks));
+  const dim3 block(static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * S));
+  if (need <= 1) ssd_scan_kernel<1><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 2) ssd_scan_kernel<2><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 4) ssd_scan_kernel<4><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 8) ssd_scan_kernel<8><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 16) ssd_scan_kernel<16><<<grid, block, smem, s>>>(a, S, stage);
+  else ssd_scan_kernel<32><<<grid, block, smem, s>>>(a, S, stage);
+}
+
+}  // namespace ssm::cuda

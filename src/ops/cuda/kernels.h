@@ -1,0 +1,14 @@
+// The cuda backend's kernels by family, each file adding its entries to the
+// table. Entries left null (the backward ops, which come with training on
+// the GPU, and the ops not yet written here) fail with the op-named error.
+#pragma once
+
+#include "ssm/ops/op_table.h"
+
+namespace ssm::cuda {
+
+void add_linear_kernels(OpTable& t);       // linear.cpp
+void add_elementwise_kernels(OpTable& t);  // elementwise.cpp
+void add_mixer_kernels(OpTable& t);        // mixer_ops.cpp: norms, embedding, conv1d, ssd
+
+}  // namespace ssm::cuda

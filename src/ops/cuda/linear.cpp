@@ -1,0 +1,55 @@
+// The projections through cuBLAS: F32 weights in full F32 (SGEMM), BF16 and
+// F16 weights on the tensor cores (the activations rounded to the weights'
+// type in a workspace, products accumulated in F32). Q8 is refused by name.
+//
+// Row-major y (M, N) = x (M, K) W (N, K)^T is, read column-major,
+// y^T = W^T x^T: one GEMM with W transposed, no copies of strided rows.
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/runtime.h"
+#include "ops/cuda/views.h"
+
+namespace ssm::cuda {
+namespace {
+
+void linear(Context& ctx, const ops::LinearArgs& a) {
+  const int64_t M = a.x.rows(), K = a.x.cols(), N = a.W.dim(0);
+  if (M == 0 || N == 0) return;
+  CudaResources& r = resources(ctx);
+  const ConstRows x = const_rows_of(a.x);
+  const Rows y = rows_of(a.y);
+  const float alpha = 1.f, beta = a.accumulate ? 1.f : 0.f;
+  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
+  switch (a.W.dtype()) {
+    case DType::kF32:
+      check(cublasSgemm(r.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.W.data<float>(), k, x.p,
+                        static_cast<int>(x.stride), &beta, y.p, static_cast<int>(y.stride)),
+            "linear (cublasSgemm)");
+      break;
+    case DType::kBF16:
+    case DType::kF16: {
+      const bool bf16 = a.W.dtype() == DType::kBF16;
+      const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+      Tensor xh = ctx.arena().alloc(a.W.dtype(), {M, K});
+      launch_to_16bit(x, xh.raw(), bf16, r.stream);
+      check_launch("linear (activations to 16 bits)");
+      check(cublasGemmEx(r.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.W.raw(), type, k, xh.raw(), type,
+                         k, &beta, y.p, CUDA_R_32F, static_cast<int>(y.stride), CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT),
+            "linear (cublasGemmEx)");
+      break;
+    }
+    default:
+      throw Error(cat("op 'linear': backend 'cuda' has no kernel for ", dtype_name(a.W.dtype()),
+                      " weights (F32, BF16 and F16 are supported)"));
+  }
+  if (a.bias.defined()) {
+    launch_add_bias(y, a.bias.data<float>(), r.stream);
+    check_launch("linear (bias)");
+  }
+}
+
+}  // namespace
+
+void add_linear_kernels(OpTable& t) { t.linear = &linear; }
+
+}  // namespace ssm::cuda

@@ -1,0 +1,94 @@
+#include "ops/cuda/runtime.h"
+
+#include "ssm/core/error.h"
+#include "ssm/ops/backend.h"
+
+namespace ssm::cuda {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw Error(cat("cuda: ", what, " failed: ", cudaGetErrorName(status), " (",
+                    cudaGetErrorString(status), ")"));
+}
+
+void check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Error(cat("cuda: ", what, " failed: ", cublasGetStatusName(status), " (",
+                    cublasGetStatusString(status), ")"));
+}
+
+void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+
+CudaResources::CudaResources() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();  // clear the sticky error of a machine without a GPU
+    throw Error("cuda: no CUDA device is available (backend 'cuda' needs an NVIDIA GPU)");
+  }
+  check(cudaSetDevice(0), "cudaSetDevice");
+  check(cudaStreamCreate(&stream), "cudaStreamCreate");
+  check(cublasCreate(&blas), "cublasCreate");
+  check(cublasSetStream(blas, stream), "cublasSetStream");
+  // F32 weights compute in full F32 (the op tests hold them to 1e-5 of ref);
+  // BF16/F16 weights use the tensor cores with F32 accumulation.
+  check(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  check(cublasLtCreate(&blas_lt), "cublasLtCreate");
+  constexpr size_t kWorkspace = size_t{32} << 20;
+  check(cudaMalloc(&blas_workspace_, kWorkspace), "cudaMalloc (cuBLAS workspace)");
+  check(cublasSetWorkspace(blas, blas_workspace_, kWorkspace), "cublasSetWorkspace");
+}
+
+bool CudaResources::replay(uint64_t key) {
+  const auto it = graphs_.find(key);
+  if (it == graphs_.end()) return false;
+  check(cudaGraphLaunch(it->second, stream), "cudaGraphLaunch");
+  return true;
+}
+
+bool CudaResources::should_record(uint64_t key) {
+  // Bounded: a caller that never repeats its buffers records nothing.
+  if (graphs_.size() >= 64) return false;
+  return ++seen_[key] >= 2;
+}
+
+void CudaResources::begin_record() {
+  // Relaxed: the caching allocator may run on this thread meanwhile (it
+  // does not while a warmed-up step records, but must not be refused).
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+}
+
+void CudaResources::end_record(uint64_t key) {
+  cudaGraph_t graph = nullptr;
+  check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check(status, "cudaGraphInstantiate");
+  graphs_[key] = exec;
+  check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+}
+
+void CudaResources::abandon_record() {
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+  cudaGetLastError();
+}
+
+CudaResources::~CudaResources() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  if (blas_lt) cublasLtDestroy(blas_lt);
+  if (blas) cublasDestroy(blas);
+  if (stream) {
+    cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
+  }
+  if (blas_workspace_) cudaFree(blas_workspace_);
+}
+
+CudaResources& resources(Context& ctx) {
+  auto* r = dynamic_cast<CudaResources*>(ctx.resources());
+  SSM_CHECK(r, "context of backend '", ctx.backend().name(), "' has no CUDA resources");
+  return *r;
+}
+
+}  // namespace ssm::cuda

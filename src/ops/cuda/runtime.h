@@ -1,0 +1,56 @@
+// The host side of the cuda backend: error checks for the CUDA runtime and
+// cuBLAS, and the resources each Context of the backend holds (its stream
+// and library handles). Every kernel of a context runs on its stream, in
+// order; copies to and from the host go through the legacy default stream,
+// which waits for the context streams (they are created blocking), so a
+// tensor read back after an op sees the op's result.
+#pragma once
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <unordered_map>
+
+#include "ssm/ops/context.h"
+
+namespace ssm::cuda {
+
+// ssm::Error naming what failed and CUDA's message, unless status is success.
+void check(cudaError_t status, const char* what);
+void check(cublasStatus_t status, const char* what);
+
+class CudaResources : public BackendResources {
+ public:
+  CudaResources();
+  ~CudaResources() override;
+  CudaResources(const CudaResources&) = delete;
+  CudaResources& operator=(const CudaResources&) = delete;
+
+  // CUDA graphs of the stream's work (BackendResources' replay interface).
+  bool replay(uint64_t key) override;
+  bool should_record(uint64_t key) override;
+  void begin_record() override;
+  void end_record(uint64_t key) override;
+  void abandon_record() override;
+
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  cublasLtHandle_t blas_lt = nullptr;
+
+ private:
+  void* blas_workspace_ = nullptr;  // fixed, so that recorded GEMMs allocate nothing
+  std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
+  std::unordered_map<uint64_t, int> seen_;
+};
+
+CudaResources& resources(Context& ctx);
+inline cudaStream_t stream(Context& ctx) { return resources(ctx).stream; }
+
+// After a launch: ssm::Error naming the kernel when the launch failed.
+void check_launch(const char* kernel);
+
+// Installs the device memory functions (caching allocator) for DeviceType::kCuda.
+void register_memory();
+
+}  // namespace ssm::cuda

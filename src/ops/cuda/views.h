@@ -1,0 +1,17 @@
+// Engine tensors as the launchers' plain views (launch.h).
+#pragma once
+
+#include "ops/cuda/launch.h"
+#include "ops/tensor_data.h"
+
+namespace ssm::cuda {
+
+inline Rows rows_of(const Tensor& t) {
+  return {ops::elements<float>(t), t.rows(), t.cols(), t.rows() > 1 ? t.row_stride() : t.cols()};
+}
+inline ConstRows const_rows_of(const Tensor& t) {
+  return {t.data<float>(), t.rows(), t.cols(), t.rows() > 1 ? t.row_stride() : t.cols()};
+}
+inline float* ptr_or_null(const Tensor& t) { return ops::elements_or_null<float>(t); }
+
+}  // namespace ssm::cuda

@@ -1,0 +1,9 @@
+// Built instead of src/ops/cuda when SSM_CUDA is off: there is no cuda
+// backend to list.
+#include "ops/backend_registry.h"
+
+namespace ssm {
+
+const Backend* cuda_backend_if_built() { return nullptr; }
+
+}  // namespace ssm
