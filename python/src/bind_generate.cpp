@@ -24,8 +24,9 @@ std::optional<Piece> wait_next(GenerationRun& run, bool& ended) {
       py::gil_scoped_release release;
       piece = run.next(50, ended);
     }
-    if (piece || ended) return piece;
-    if (PyErr_CheckSignals() != 0) {
+    // Checked before handing out a piece too: a fast generation always has
+    // one ready, and Ctrl-C must not wait for the whole run.
+    if (!ended && PyErr_CheckSignals() != 0) {
       run.interrupt();
       {
         py::gil_scoped_release release;
@@ -33,6 +34,7 @@ std::optional<Piece> wait_next(GenerationRun& run, bool& ended) {
       }
       throw py::error_already_set();
     }
+    if (piece || ended) return piece;
   }
 }
 

@@ -27,15 +27,27 @@ int pick_threads(std::optional<int> threads) {
   return *threads;
 }
 
+// The weight dtypes of `ssm --dtype`, under their NumPy names too.
+DType weight_dtype(const std::optional<std::string>& name) {
+  if (!name) return DType::kF32;
+  static const std::pair<const char*, DType> names[] = {
+      {"float32", DType::kF32}, {"f32", DType::kF32},  {"bfloat16", DType::kBF16},
+      {"bf16", DType::kBF16},   {"float16", DType::kF16}, {"f16", DType::kF16},
+      {"int8", DType::kQ8}};
+  for (const auto& [n, d] : names)
+    if (*name == n) return d;
+  throw Error(cat("dtype=", *name,
+                  ": the projection weights can be float32, bfloat16, float16 or int8 (or None)"));
+}
+
 ModelPtr load(const std::string& path, const std::string& backend, std::optional<std::string> dtype,
               std::optional<int> threads, std::optional<uint64_t> max_memory) {
-  // The engine keeps and computes every parameter in float32, whatever the
-  // checkpoint stores (F16 and BF16 are widened exactly on load).
-  if (dtype && *dtype != "float32" && *dtype != "f32" && *dtype != "F32")
-    throw Error(cat("dtype=", *dtype, ": the engine computes in float32; give None or \"float32\""));
+  // dtype converts the projection matrices once loaded, as `ssm --dtype`
+  // does; norms, convolutions and scan parameters stay float32.
+  const DType weights = weight_dtype(dtype);
   const int n_threads = pick_threads(threads);
   py::gil_scoped_release release;
-  LoadOptions options{max_memory.value_or(0)};
+  LoadOptions options{.max_memory = max_memory.value_or(0), .weights = weights};
   LanguageModel model = LanguageModel::load(path, options);
   auto handle = std::make_shared<ModelHandle>(path, std::move(model), backend, n_threads);
   handle->max_memory = options.max_memory;

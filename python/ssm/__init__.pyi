@@ -20,8 +20,9 @@ def load(
 ) -> Model:
     """Load a model directory (safetensors, sharded safetensors or pytorch_model.bin).
 
-    backend: "cpu" (fast) or "ref" (the scalar reference). dtype: None or
-    "float32" (the engine computes in float32). threads: default every core.
+    backend: "cpu" (fast) or "ref" (the scalar reference). dtype: the projection
+    weights converted once loaded ("float32" = None, "bfloat16", "float16",
+    "int8" with a scale per row), as `ssm --dtype`; the rest stays float32. threads: default every core.
     """
 
 class Tokenizer:

@@ -41,8 +41,8 @@ def test_missing_model(tmp_path):
 def test_bad_load_arguments():
     with pytest.raises(ssm.Error, match="backend"):
         ssm.load(str(GOLDEN / CASE), backend="tpu")
-    with pytest.raises(ssm.Error, match="dtype=float16: the engine computes in float32"):
-        ssm.load(str(GOLDEN / CASE), dtype="float16")
+    with pytest.raises(ssm.Error, match="dtype=float64: the projection weights can be"):
+        ssm.load(str(GOLDEN / CASE), dtype="float64")
     with pytest.raises(ssm.Error, match="threads=0"):
         ssm.load(str(GOLDEN / CASE), threads=0)
     with pytest.raises(ssm.Error, match="max-memory|memory"):

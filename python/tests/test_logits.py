@@ -76,3 +76,19 @@ def test_parameters_are_views_of_the_model():
     norm /= 2.0
     assert np.array_equal(model.logits(ids), before)
     assert model.config["vocab_size"] == model.vocab_size
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "int8"])
+def test_low_precision_weights_equal_cli_dtype(dtype, tmp_path):
+    # dtype= converts as `ssm logits --dtype` does: the same bits, and close to float32.
+    case = "mamba2_hf_tiny"
+    g = golden(case)
+    ours = ssm.load(str(GOLDEN / case), dtype=dtype, threads=2).logits(g["input_ids"])
+    out = tmp_path / "logits.safetensors"
+    cli_dtype = {"bfloat16": "bf16", "int8": "int8"}[dtype]
+    run_cli("logits", GOLDEN / case, "--input", GOLDEN / case / "golden.safetensors", "--output", out,
+            "--threads", 2, "--dtype", cli_dtype)
+    assert np.array_equal(ours.view(np.uint32), read_safetensors(out)["logits"].view(np.uint32))
+    f32 = ssm.load(str(GOLDEN / case), threads=2).logits(g["input_ids"])
+    assert not np.array_equal(ours, f32)
+    assert max_rel_error(ours, f32.astype(np.float64)) < 5e-2
