@@ -51,9 +51,26 @@ Server::Server(LanguageModel& model, Context& ctx, const Tokenizer& tokenizer, s
 Server::~Server() = default;
 
 int Server::bind() {
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a
+  // second server on the same port would silently share its connections.
+  // The socket is remembered to widen its backlog below.
+  socket_t listening = INVALID_SOCKET;
+  http_->set_socket_options([&listening](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listening = sock;
+  });
   const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
                                       : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (port <= 0) throw Error(cat("cannot listen on ", options_.host, ":", options_.port, " (in use or not an address here)"));
+  // Debian's compiled cpp-httplib 0.11 listens with a backlog of 5: when
+  // more clients connect at once than the accept loop has taken, the kernel
+  // drops their handshakes (ListenOverflows in /proc/net/netstat) and some
+  // clients got no response at all. Calling listen() again on a listening
+  // socket only changes its backlog (Linux, POSIX); the kernel caps it at
+  // net.core.somaxconn.
+  if (listening == INVALID_SOCKET || ::listen(listening, SOMAXCONN) != 0)
+    throw Error(cat("cannot widen the listen backlog on ", options_.host, ":", port));
   return port;
 }
 
@@ -82,12 +99,6 @@ void Server::routes() {
   // one thread per request the queue admits, plus the running batch.
   const size_t threads = static_cast<size_t>(std::min<int64_t>(options_.max_queue + options_.max_batch + 4, 512));
   h.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a
-  // second server on the same port would silently share its connections.
-  h.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
   h.set_payload_max_length(options_.max_body_bytes);
   h.set_keep_alive_timeout(30);
   h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {

@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <sstream>
+#include <cstdlib>
 #include <thread>
 
 #include "serve/serve_helpers.h"
@@ -35,11 +37,27 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
+// cpp-httplib 0.11 (compiled by Debian) listens with a backlog of 5; 32
+// clients connecting at once overflowed it and some got no response. The
+// server widens it: `ss` shows a listening socket's backlog as its Send-Q.
+TEST(ServeLoad, ListenBacklogHoldsManyConnectingClients) {
+  if (!std::filesystem::exists("/usr/bin/ss")) GTEST_SKIP() << "no `ss` (iproute2) here";
+  TempDir dir;
+  ServeProcess server(default_model(), dir / "sessions");
+  const CliRun r = CliProcess({"-ltnH", cat("sport = :", server.port())}, "", "/usr/bin/ss").wait();
+  std::istringstream line(r.out);
+  std::string state;
+  int64_t recv_q = -1, backlog = -1;
+  line >> state >> recv_q >> backlog;
+  EXPECT_GE(backlog, 64) << r.out;
+  EXPECT_EQ(server.stop().code, 0);
+}
+
 TEST(ServeLoad, ConcurrentClientsOnSharedSessionsMatchOneAtATime) {
   TempDir dir;
   ServeProcess server(default_model(), dir / "sessions", {"--max-batch", "16", "--max-queue", "64"});
   std::vector<std::vector<Served>> per_client(kClients);
-  std::atomic<int> connection_retries{0};
+  std::atomic<int> connection_failures{0};
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c)
@@ -50,16 +68,8 @@ TEST(ServeLoad, ConcurrentClientsOnSharedSessionsMatchOneAtATime) {
         const auto t = std::chrono::steady_clock::now();
         const json body = {{"prompt", s.prompt}, {"max_tokens", kMaxTokens}, {"temperature", 0},
                            {"session", s.session}};
-        Reply r = post(*http, "/v1/completions", body);
-        if (r.status == 0) {
-          // No HTTP response at all (seen rarely on this loaded machine while
-          // 32 clients connect at once): counted, reported, retried once on a
-          // new connection. Were the request served but its answer lost, the
-          // replay below would disagree.
-          if (connection_retries++ == 0) std::printf("first connection-level failure: '%s'\n", r.raw.c_str());
-          http = server.client();
-          r = post(*http, "/v1/completions", body);
-        }
+        const Reply r = post(*http, "/v1/completions", body);
+        if (r.status == 0) ++connection_failures;  // no HTTP response at all: must not happen
         s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
         if (r.status != 200 || !r.body.is_object()) {
           s.session_tokens = -r.status;
@@ -74,6 +84,7 @@ TEST(ServeLoad, ConcurrentClientsOnSharedSessionsMatchOneAtATime) {
   for (auto& t : clients) t.join();
   const double concurrent_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+  EXPECT_EQ(connection_failures.load(), 0) << "requests that got no HTTP response";
   std::map<std::string, std::vector<Served>> by_session;
   std::vector<double> latencies;
   for (const auto& v : per_client)
@@ -106,8 +117,8 @@ TEST(ServeLoad, ConcurrentClientsOnSharedSessionsMatchOneAtATime) {
   EXPECT_EQ(mismatches, 0);
 
   const double tokens = static_cast<double>(kClients * kRequests * kMaxTokens);
-  std::printf("connection-level failures retried: %d\n", connection_retries.load());
-  // Not asserted yet: see docs/SERVE.md, "known issues".
+  std::printf("connection-level failures: %d\n", connection_failures.load());
+  EXPECT_EQ(connection_failures.load(), 0);
   const std::string metrics = server.client()->Get("/metrics")->body;
   std::printf("load: %d clients x %d requests on %d sessions, max_tokens %d: %.0f tokens in %.2f s = %.0f tokens/s; "
               "latency p50 %.1f ms p99 %.1f ms\n"
