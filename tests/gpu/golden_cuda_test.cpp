@@ -1,6 +1,7 @@
-// The golden Mamba-2 models on the GPU (label gpu): logits within the golden
-// tolerance of the reference, decode steps equal to the prefill, and a state
-// moved GPU -> CPU -> GPU bit-exactly, continuing the same on both devices.
+// The golden Mamba-2 and Mamba-3 (SISO, MIMO) models on the GPU (label gpu):
+// logits within the golden tolerance of the reference, decode steps equal to
+// the prefill, and a state moved GPU -> CPU -> GPU bit-exactly, continuing
+// the same on both devices. (hybrid_tiny waits for attention on cuda.)
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -18,7 +19,7 @@ using testing::max_rel_error;
 
 struct GoldenCase {
   const char* name;
-  double tolerance;  // as the host golden tests (tests/model/golden_mamba2_test.cpp)
+  double tolerance;  // as the host golden tests (tests/model/golden_mamba{2,3}_test.cpp)
 };
 
 class GpuGolden : public ::testing::TestWithParam<GoldenCase> {
@@ -120,6 +121,9 @@ TEST_P(GpuGolden, StateMovedGpuToCpuToGpuContinuesTheSame) {
 
 INSTANTIATE_TEST_SUITE_P(Mamba2, GpuGolden,
                          ::testing::Values(GoldenCase{"mamba2_hf_tiny", 1e-4}, GoldenCase{"mamba2_ssm_tiny", 5e-4}),
+                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Mamba3, GpuGolden,
+                         ::testing::Values(GoldenCase{"mamba3_siso_tiny", 1e-4}, GoldenCase{"mamba3_mimo_tiny", 1e-4}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

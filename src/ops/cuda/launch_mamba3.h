@@ -1,0 +1,53 @@
+// The Mamba-3 launchers of the cuda backend (mamba3.cu), in plain types like
+// launch.h: the three forward ops of the mixer (SPEC §4), prefill and the
+// decode step alike. Every tensor is F32; the per-row inputs are column
+// blocks of in_proj's output (ConstRows), everything else is dense.
+#pragma once
+
+#include "ops/cuda/launch.h"
+
+namespace ssm::cuda {
+
+// The Mamba-3 kernels keep per-rank values in fixed arrays of this size.
+inline constexpr int kMamba3MaxRank = 16;
+
+struct Mamba3PrepareLaunch {
+  int64_t B = 0, L = 0, H = 0, P = 0, N = 0, G = 1, R = 1, S = 0;
+  bool halves = false;  // rotary pairs (j, j + N/2) (MIMO), else (2j, 2j + 1)
+  float A_floor = 0, norm_eps = 0;
+  ConstRows x, Bm, C, ddt, ddA, trap, ang;  // B*L rows each
+  const float *dt_bias = nullptr, *B_norm = nullptr, *C_norm = nullptr;
+  const float *B_bias = nullptr, *C_bias = nullptr, *mimo_x = nullptr;  // mimo_x may be null
+  float* phase = nullptr;                                              // (B, H, S) in and out
+  float *B_normed = nullptr, *C_normed = nullptr, *ang_rate = nullptr;  // (B, L, .)
+  float *dt = nullptr, *A = nullptr, *lam = nullptr;                    // (B, H, L)
+  float *q = nullptr, *k = nullptr, *v = nullptr;                       // (B, H, L, R, .)
+  float* phases = nullptr;  // (B, H, L, S): the phase of every step (the op's or scratch)
+};
+void launch_mamba3_prepare(const Mamba3PrepareLaunch& a, cudaStream_t s);
+
+struct Mamba3ScanLaunch {
+  int64_t B = 0, H = 0, L = 0, R = 1, N = 0, P = 0;
+  const float *q = nullptr, *k = nullptr, *v = nullptr;  // (B, H, L, R, .)
+  const float *dt = nullptr, *A = nullptr, *lam = nullptr;  // (B, H, L)
+  const float* D = nullptr;                                 // (H) or null
+  float* o = nullptr;                                       // (B, H, L, R, P)
+  // All three or none (a fresh sequence, state dropped).
+  float *ssm = nullptr, *k_prev = nullptr, *v_prev = nullptr;
+};
+// Shared memory the scan needs for one time step (bytes); the launcher
+// takes N and R whose one step fits in 48 KiB.
+int64_t mamba3_scan_step_bytes(int64_t R, int64_t N);
+void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s);
+
+struct Mamba3OutputLaunch {
+  int64_t B = 0, L = 0, H = 0, R = 1, P = 0;
+  const float* o = nullptr;  // (B, H, L, R, P)
+  ConstRows z;               // B*L rows of H*P
+  const float *mimo_z = nullptr, *mimo_o = nullptr, *norm = nullptr;  // each may be null
+  float norm_eps = 0;
+  Rows y;  // B*L rows of H*P
+};
+void launch_mamba3_output(const Mamba3OutputLaunch& a, cudaStream_t s);
+
+}  // namespace ssm::cuda

@@ -1,0 +1,123 @@
+// The Mamba-3 forward ops on the GPU (mamba3_prepare.cu, mamba3_scan.cu):
+// the sizes the kernels keep in registers or shared memory checked here,
+// then the launchers. The backward ops come with training on the GPU.
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/launch_mamba3.h"
+#include "ops/cuda/runtime.h"
+#include "ops/cuda/views.h"
+
+namespace ssm::cuda {
+namespace {
+
+const float* ptr_or_null_const(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+void mamba3_prepare(Context& ctx, const ops::Mamba3PrepareArgs& a) {
+  Mamba3PrepareLaunch l;
+  l.B = a.x.dim(0);
+  l.L = a.x.dim(1);
+  l.H = a.heads;
+  l.P = a.x.cols() / a.heads;
+  l.G = a.groups;
+  l.R = a.rank;
+  l.N = a.B.cols() / (l.R * l.G);
+  l.S = a.ang.cols();
+  if (l.S > 1024)
+    throw Error(cat("op 'mamba3_prepare': backend 'cuda' takes at most 1024 rotary angles, not ", l.S));
+  if (l.B * l.L == 0) return;
+  l.halves = a.pairs == ops::RotaryPairs::kHalves;
+  l.A_floor = a.A_floor;
+  l.norm_eps = a.norm_eps;
+  l.x = const_rows_of(a.x);
+  l.Bm = const_rows_of(a.B);
+  l.C = const_rows_of(a.C);
+  l.ddt = const_rows_of(a.ddt);
+  l.ddA = const_rows_of(a.ddA);
+  l.trap = const_rows_of(a.trap);
+  l.ang = const_rows_of(a.ang);
+  l.dt_bias = a.dt_bias.data<float>();
+  l.B_norm = a.B_norm.data<float>();
+  l.C_norm = a.C_norm.data<float>();
+  l.B_bias = a.B_bias.data<float>();
+  l.C_bias = a.C_bias.data<float>();
+  l.mimo_x = ptr_or_null_const(a.mimo_x);
+  l.phase = ptr_or_null(a.phase);
+  l.B_normed = ops::elements<float>(a.B_normed);
+  l.C_normed = ops::elements<float>(a.C_normed);
+  l.ang_rate = ptr_or_null(a.ang_rate);
+  l.dt = ops::elements<float>(a.dt);
+  l.A = ops::elements<float>(a.A);
+  l.lam = ops::elements<float>(a.lam);
+  l.q = ops::elements<float>(a.q);
+  l.k = ops::elements<float>(a.k);
+  l.v = ops::elements<float>(a.v);
+  // The heads kernel reads every step's phase: the op's tensor when it is
+  // kept, else scratch (the same size on every decode step, so a recorded
+  // step finds the arena grown by the first).
+  Arena::Scope scope(ctx.arena());
+  if (l.S > 0)
+    l.phases = a.phases.defined() ? ops::elements<float>(a.phases)
+                                  : ops::elements<float>(ctx.arena().alloc(DType::kF32, {l.B, l.H, l.L, l.S}));
+  launch_mamba3_prepare(l, stream(ctx));
+  check_launch("mamba3_prepare");
+}
+
+void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& a) {
+  Mamba3ScanLaunch l;
+  l.B = a.q.dim(0);
+  l.H = a.q.dim(1);
+  l.L = a.q.dim(2);
+  l.R = a.q.dim(3);
+  l.N = a.q.dim(4);
+  l.P = a.v.dim(4);
+  if (l.N > 1024) throw Error(cat("op 'mamba3_scan': backend 'cuda' takes a state size of at most 1024, not ", l.N));
+  if (mamba3_scan_step_bytes(l.R, l.N) > 48 * 1024)
+    throw Error(cat("op 'mamba3_scan': backend 'cuda' takes rank x state size of at most ~6000, not ", l.R, " x ",
+                    l.N));
+  if (l.B * l.H * l.L == 0) return;
+  l.q = a.q.data<float>();
+  l.k = a.k.data<float>();
+  l.v = a.v.data<float>();
+  l.dt = a.dt.data<float>();
+  l.A = a.A.data<float>();
+  l.lam = a.lam.data<float>();
+  l.D = ptr_or_null_const(a.D);
+  l.o = ops::elements<float>(a.o);
+  if (a.ssm.defined()) {
+    l.ssm = ops::elements<float>(a.ssm);
+    l.k_prev = ops::elements<float>(a.k_prev);
+    l.v_prev = ops::elements<float>(a.v_prev);
+  }
+  launch_mamba3_scan(l, stream(ctx));
+  check_launch("mamba3_scan");
+}
+
+void mamba3_output(Context& ctx, const ops::Mamba3OutputArgs& a) {
+  Mamba3OutputLaunch l;
+  l.B = a.o.dim(0);
+  l.H = a.o.dim(1);
+  l.L = a.o.dim(2);
+  l.R = a.rank;
+  l.P = a.o.dim(4);
+  if (l.R > kMamba3MaxRank)
+    throw Error(cat("op 'mamba3_output': backend 'cuda' takes a MIMO rank of at most ", kMamba3MaxRank, ", not ", l.R));
+  if (l.B * l.L * l.H == 0) return;
+  l.o = a.o.data<float>();
+  l.z = const_rows_of(a.z);
+  l.mimo_z = ptr_or_null_const(a.mimo_z);
+  l.mimo_o = ptr_or_null_const(a.mimo_o);
+  l.norm = ptr_or_null_const(a.norm);
+  l.norm_eps = a.norm_eps;
+  l.y = rows_of(a.y);
+  launch_mamba3_output(l, stream(ctx));
+  check_launch("mamba3_output");
+}
+
+}  // namespace
+
+void add_mamba3_kernels(OpTable& t) {
+  t.mamba3_prepare = &mamba3_prepare;
+  t.mamba3_scan = &mamba3_scan;
+  t.mamba3_output = &mamba3_output;
+}
+
+}  // namespace ssm::cuda

@@ -1,0 +1,143 @@
+// mamba3_prepare on the GPU, in three kernels on the op's stream:
+//   rows   a warp per (row, normed block): RMSNorm of every (rank, group)
+//          block of B and C, and the angle rates pi tanh(ang) (shared by
+//          the heads);
+//   phase  a block per (b, h): the phase walk through time, one thread per
+//          angle (a running sum, so sequential in t; the step's dt and
+//          rates are staged in shared memory first);
+//   heads  a block per (b, h, t): dt, A, lam, and q, k (normed, biased,
+//          rotated by the step's phase) and v = x mimo_x.
+// The same float arithmetic as the cpu backend (src/ops/cpu/mamba3_prepare.cpp).
+#include <algorithm>
+
+#include "ops/cuda/launch_mamba3.h"
+
+namespace ssm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr float kPi = 3.14159265358979323846f;
+
+__device__ float softplus_f(float x) { return x > 20.f ? x : (x < -20.f ? expf(x) : log1pf(expf(x))); }
+__device__ float sigmoid_f(float x) {
+  return x >= 0.f ? 1.f / (1.f + expf(-x)) : expf(x) / (1.f + expf(x));
+}
+__device__ float heavy_tail_f(float v) { return v >= 0.f ? 1.f + v : 1.f / (1.f - v); }
+
+__device__ float step_dt(const Mamba3PrepareLaunch& a, int64_t row, int64_t h) {
+  return softplus_f(a.ddt.p[row * a.ddt.stride + h] + a.dt_bias[h]);
+}
+
+__global__ void rows_kernel(Mamba3PrepareLaunch a) {
+  const int64_t RG = a.R * a.G, per_row = 2 * RG;
+  const int64_t warp = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (warp >= a.B * a.L * per_row) return;  // the whole warp: the shuffles below see all lanes
+  const int64_t row = warp / per_row, i = warp % per_row;
+  const bool is_C = i >= RG;
+  const int64_t block = is_C ? i - RG : i;
+  const ConstRows& src = is_C ? a.C : a.Bm;
+  const float* in = src.p + row * src.stride + block * a.N;
+  const float* w = is_C ? a.C_norm : a.B_norm;
+  float* dst = (is_C ? a.C_normed : a.B_normed) + (row * RG + block) * a.N;
+  double ss = 0;  // in double, like ops::rms_norm and the cpu kernel
+  for (int64_t n = lane; n < a.N; n += 32) ss += static_cast<double>(in[n]) * in[n];
+  for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float s = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(a.N) + a.norm_eps));
+  for (int64_t n = lane; n < a.N; n += 32) dst[n] = in[n] * s * w[n];
+  if (i == 0)
+    for (int64_t j = lane; j < a.S; j += 32) a.ang_rate[row * a.S + j] = kPi * tanhf(a.ang.p[row * a.ang.stride + j]);
+}
+
+// Block per (b, h); thread j < S walks angle j. `stage` steps at a time:
+// their dt and rates are loaded by all threads, then walked.
+__global__ void phase_kernel(Mamba3PrepareLaunch a, int stage) {
+  extern __shared__ float smem[];
+  float* sdt = smem;           // stage
+  float* srate = smem + stage;  // stage x S
+  const int64_t bh = blockIdx.x, b = bh / a.H, h = bh % a.H;
+  const int S = static_cast<int>(a.S), j = static_cast<int>(threadIdx.x);
+  float phase = j < S ? a.phase[bh * S + j] : 0.f;
+  for (int64_t t0 = 0; t0 < a.L; t0 += stage) {
+    const int steps = static_cast<int>(min(int64_t{stage}, a.L - t0));
+    const int64_t row0 = b * a.L + t0;
+    for (int i = j; i < steps; i += blockDim.x) sdt[i] = step_dt(a, row0 + i, h);
+    for (int i = j; i < steps * S; i += blockDim.x) srate[i] = a.ang_rate[row0 * S + i];
+    __syncthreads();
+    if (j < S)
+      for (int tt = 0; tt < steps; ++tt) {
+        phase += srate[tt * S + j] * sdt[tt];
+        a.phases[(bh * a.L + t0 + tt) * S + j] = phase;
+      }
+    __syncthreads();
+  }
+  if (j < S) a.phase[bh * S + j] = phase;
+}
+
+// Block per step (b, h, t): thread per entry of q and k (rank r, entry n),
+// each reading the pair its entry belongs to; then v.
+__global__ void heads_kernel(Mamba3PrepareLaunch a) {
+  const int64_t step = blockIdx.x, L = a.L, H = a.H, N = a.N, R = a.R, P = a.P, S = a.S;
+  const int64_t bh = step / L, t = step % L, b = bh / H, h = bh % H, g = h / (H / a.G);
+  const int64_t row = b * L + t;
+  if (threadIdx.x == 0) {
+    a.dt[step] = step_dt(a, row, h);
+    a.A[step] = fminf(-heavy_tail_f(a.ddA.p[row * a.ddA.stride + h]), -a.A_floor);
+    a.lam[step] = sigmoid_f(a.trap.p[row * a.trap.stride + h]);
+  }
+  const float* phase = a.phases ? a.phases + step * S : nullptr;
+  for (int64_t e = threadIdx.x; e < R * N; e += blockDim.x) {
+    const int64_t r = e / N, n = e % N;
+    const int64_t src = (row * R * a.G + r * a.G + g) * N, bias = (h * R + r) * N;
+    const float* cn = a.C_normed + src;
+    const float* bn = a.B_normed + src;
+    const float* cb = a.C_bias + bias;
+    const float* bb = a.B_bias + bias;
+    int64_t j, i0, i1;
+    if (a.halves) {
+      j = n < N / 2 ? n : n - N / 2;
+      i0 = j;
+      i1 = j + N / 2;
+    } else {
+      j = n / 2;
+      i0 = 2 * j;
+      i1 = 2 * j + 1;
+    }
+    float qv, kv;
+    if (j < S) {  // (a, b) -> (a c - b s, a s + b c)
+      const float c = cosf(phase[j]), s = sinf(phase[j]);
+      const float qa = cn[i0] + cb[i0], qb = cn[i1] + cb[i1];
+      const float ka = bn[i0] + bb[i0], kb = bn[i1] + bb[i1];
+      qv = n == i0 ? qa * c - qb * s : qa * s + qb * c;
+      kv = n == i0 ? ka * c - kb * s : ka * s + kb * c;
+    } else {
+      qv = cn[n] + cb[n];
+      kv = bn[n] + bb[n];
+    }
+    a.q[step * R * N + e] = qv;
+    a.k[step * R * N + e] = kv;
+  }
+  const float* xh = a.x.p + row * a.x.stride + h * P;
+  for (int64_t e = threadIdx.x; e < R * P; e += blockDim.x) {
+    const int64_t r = e / P, p = e % P;
+    a.v[step * R * P + e] = a.mimo_x ? xh[p] * a.mimo_x[(h * R + r) * P + p] : xh[p];
+  }
+}
+
+}  // namespace
+
+void launch_mamba3_prepare(const Mamba3PrepareLaunch& a, cudaStream_t s) {
+  if (a.B * a.L == 0) return;
+  const int64_t warps = a.B * a.L * 2 * a.R * a.G;
+  rows_kernel<<<static_cast<unsigned>((warps * 32 + kThreads - 1) / kThreads), kThreads, 0, s>>>(a);
+  if (a.S > 0) {
+    // A thread per angle (the host wrapper takes S <= 1024), at least 128 to load.
+    const int threads = static_cast<int>(std::max<int64_t>(128, (a.S + 31) / 32 * 32));
+    const int stage = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(256, 12288 / (a.S + 1))));
+    const size_t smem = static_cast<size_t>(stage) * static_cast<size_t>(a.S + 1) * sizeof(float);
+    phase_kernel<<<static_cast<unsigned>(a.B * a.H), threads, smem, s>>>(a, stage);
+  }
+  heads_kernel<<<static_cast<unsigned>(a.B * a.H * a.L), 128, 0, s>>>(a);
+}
+
+}  // namespace ssm::cuda

@@ -1,0 +1,206 @@
+// mamba3_scan and mamba3_output on the GPU.
+//
+// The scan is the sequential trapezoidal recurrence in F32, written with
+// U_t = sum_r v_t,r k_t,r^T:  S_t = alpha_t S_{t-1} + beta_t U_{t-1} + gamma_t U_t,
+// o_t,r = S_t q_t,r + D v_t,r. Like ssd_scan (conv_ssd.cu): a block per
+// (b, h, 16 state rows p); thread (p, j) keeps the state entries
+// n = j, j + W, ... of row p and the same entries of U_{t-1} in registers
+// (W slices, a power of two <= 32 lanes of one warp, which sum o_t,r[p]
+// with shuffles); k_t, q_t, v_t and the step scalars of `stage` steps at a
+// time are staged in shared memory. After the scan a second kernel stores
+// k and v of the last step as the state's k_prev, v_prev (the scan's blocks
+// read the old ones, so they are replaced only once all have run).
+//
+// The output: a warp per (row, head), lanes over the head's channels.
+#include <algorithm>
+
+#include "ops/cuda/launch_mamba3.h"
+
+namespace ssm::cuda {
+namespace {
+
+constexpr int kRowsPerBlock = 16;
+constexpr int kThreads = 256;
+
+__device__ float silu_f(float z) { return z / (1.f + expf(-z)); }
+
+template <int PER>
+__global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
+  extern __shared__ float smem[];
+  const int N = static_cast<int>(a.N), R = static_cast<int>(a.R);
+  const int64_t L = a.L, P = a.P;
+  const int64_t row_blocks = (P + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int64_t bh = blockIdx.x / row_blocks, p0 = (blockIdx.x % row_blocks) * kRowsPerBlock;
+  const int rows_here = static_cast<int>(min(int64_t{kRowsPerBlock}, P - p0));
+  float* sk = smem;                              // stage x R x N
+  float* sq = sk + stage * R * N;                // stage x R x N
+  float* sv = sq + stage * R * N;                // stage x R x kRowsPerBlock
+  float* sco = sv + stage * R * kRowsPerBlock;   // stage x 3: alpha, beta, gamma
+  const int pl = static_cast<int>(threadIdx.x) / W, j = static_cast<int>(threadIdx.x) % W;
+  const bool active = pl < rows_here;
+  const int pr = active ? pl : 0;
+  const int64_t p = p0 + pr;
+  const int warp_base = (static_cast<int>(threadIdx.x) / 32) * 32;
+  const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
+  const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
+
+  float st[PER], up[PER];
+#pragma unroll
+  for (int e = 0; e < PER; ++e) {
+    const int n = j + W * e;
+    st[e] = 0.f;
+    up[e] = 0.f;
+    if (n < N && a.ssm) {
+      st[e] = a.ssm[(bh * P + p) * N + n];
+      for (int r = 0; r < R; ++r) up[e] += a.v_prev[(bh * R + r) * P + p] * a.k_prev[(bh * R + r) * N + n];
+    }
+  }
+  const float Dh = a.D ? a.D[bh % a.H] : 0.f;
+  const int64_t RN = int64_t{R} * N;
+  const float* kb = a.k + bh * L * RN;
+  const float* qb = a.q + bh * L * RN;
+  const float* vb = a.v + bh * L * R * P;
+  float* ob = a.o + bh * L * R * P;
+  for (int64_t t0 = 0; t0 < L; t0 += stage) {
+    const int steps = static_cast<int>(min(int64_t{stage}, L - t0));
+    for (int64_t i = threadIdx.x; i < steps * RN; i += blockDim.x) {
+      sk[i] = kb[t0 * RN + i];
+      sq[i] = qb[t0 * RN + i];
+    }
+    for (int i = threadIdx.x; i < steps * R * rows_here; i += blockDim.x) {
+      const int tt = i / (R * rows_here), rem = i % (R * rows_here), r = rem / rows_here, c = rem % rows_here;
+      sv[(tt * R + r) * kRowsPerBlock + c] = vb[((t0 + tt) * R + r) * P + p0 + c];
+    }
+    for (int tt = threadIdx.x; tt < steps; tt += blockDim.x) {
+      const int64_t s = bh * L + t0 + tt;
+      const float dt = a.dt[s], lam = a.lam[s], alpha = expf(a.A[s] * dt);
+      sco[3 * tt] = alpha;
+      sco[3 * tt + 1] = (1.f - lam) * dt * alpha;
+      sco[3 * tt + 2] = lam * dt;
+    }
+    __syncthreads();
+    for (int tt = 0; tt < steps; ++tt) {
+      const float alpha = sco[3 * tt], beta = sco[3 * tt + 1], gamma = sco[3 * tt + 2];
+      const float* kt = sk + tt * RN;
+      const float* qt = sq + tt * RN;
+      const float* vt = sv + tt * R * kRowsPerBlock;
+#pragma unroll
+      for (int e = 0; e < PER; ++e) {
+        const int n = j + W * e;
+        if (n < N) {
+          float u = 0.f;
+          for (int r = 0; r < R; ++r) u += vt[r * kRowsPerBlock + pr] * kt[r * N + n];
+          st[e] = alpha * st[e] + beta * up[e] + gamma * u;
+          up[e] = u;
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        float acc = 0.f;
+#pragma unroll
+        for (int e = 0; e < PER; ++e) {
+          const int n = j + W * e;
+          if (n < N) acc += st[e] * qt[r * N + n];
+        }
+        for (int o = W / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, W);
+        if (active && j == 0) ob[((t0 + tt) * R + r) * P + p] = acc + Dh * vt[r * kRowsPerBlock + pr];
+      }
+    }
+    __syncthreads();
+  }
+  if (a.ssm && active) {
+#pragma unroll
+    for (int e = 0; e < PER; ++e) {
+      const int n = j + W * e;
+      if (n < N) a.ssm[(bh * P + p) * N + n] = st[e];
+    }
+  }
+}
+
+// k_prev, v_prev <- k, v of step L-1, for every (b, h).
+__global__ void last_step_kernel(Mamba3ScanLaunch a) {
+  const int64_t RN = a.R * a.N, RP = a.R * a.P, per = RN + RP;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < a.B * a.H * per;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t bh = i / per, e = i % per, last = bh * a.L + a.L - 1;
+    if (e < RN) a.k_prev[bh * RN + e] = a.k[last * RN + e];
+    else a.v_prev[bh * RP + e - RN] = a.v[last * RP + e - RN];
+  }
+}
+
+__global__ void output_kernel(Mamba3OutputLaunch a) {
+  __shared__ float inv_rms[kThreads / 32][kMamba3MaxRank];
+  const int64_t warp = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32), wl = static_cast<int>(threadIdx.x / 32);
+  if (warp >= a.B * a.L * a.H) return;  // the whole warp
+  const int64_t row = warp / a.H, h = warp % a.H, b = row / a.L, t = row % a.L;
+  const int64_t R = a.R, P = a.P;
+  const float* o = a.o + ((b * a.H + h) * a.L + t) * R * P;  // o_r = o + r P
+  if (a.norm) {
+    for (int64_t r = 0; r < R; ++r) {
+      double ss = 0;  // in double, like the cpu kernel
+      for (int64_t p = lane; p < P; p += 32) ss += static_cast<double>(o[r * P + p]) * o[r * P + p];
+      for (int m = 16; m > 0; m /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, m);
+      if (lane == 0) inv_rms[wl][r] = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(P) + a.norm_eps));
+    }
+    __syncwarp();
+  }
+  for (int64_t p = lane; p < P; p += 32) {
+    const float z = a.z.p[row * a.z.stride + h * P + p];
+    float acc = 0.f;
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t m = (h * R + r) * P + p;
+      const float zr = a.mimo_z ? z * a.mimo_z[m] : z;
+      const float on = a.norm ? o[r * P + p] * inv_rms[wl][r] * a.norm[h * P + p] : o[r * P + p];
+      const float gated = on * silu_f(zr);
+      acc += a.mimo_o ? gated * a.mimo_o[m] : gated;
+    }
+    a.y.p[row * a.y.stride + h * P + p] = acc;
+  }
+}
+
+// The slices per state row, as ssd_scan takes them: the fewest (a power of
+// two, at most 32) that keep each thread's share within 8 entries.
+int scan_slices(int64_t N) {
+  int W = 1;
+  while (W < 32 && (N + W - 1) / W > 8) W *= 2;
+  return W;
+}
+
+}  // namespace
+
+int64_t mamba3_scan_step_bytes(int64_t R, int64_t N) {
+  return (2 * R * N + R * kRowsPerBlock + 3) * static_cast<int64_t>(sizeof(float));
+}
+
+void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s) {
+  if (a.B * a.H * a.L == 0) return;
+  const int W = scan_slices(a.N);
+  const int64_t need = (a.N + W - 1) / W;
+  // As many steps per stage as fit in 40 KiB of shared memory (at most 64),
+  // and at least one (the host wrapper takes steps of at most 48 KiB).
+  const int64_t per_step = mamba3_scan_step_bytes(a.R, a.N);
+  const int stage = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(64, 40960 / per_step)));
+  const size_t smem = static_cast<size_t>(stage * per_step);
+  const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
+  const dim3 grid(static_cast<unsigned>(a.B * a.H * row_blocks));
+  const dim3 block(static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * W));
+  if (need <= 1) scan_kernel<1><<<grid, block, smem, s>>>(a, W, stage);
+  else if (need <= 2) scan_kernel<2><<<grid, block, smem, s>>>(a, W, stage);
+  else if (need <= 4) scan_kernel<4><<<grid, block, smem, s>>>(a, W, stage);
+  else if (need <= 8) scan_kernel<8><<<grid, block, smem, s>>>(a, W, stage);
+  else if (need <= 16) scan_kernel<16><<<grid, block, smem, s>>>(a, W, stage);
+  else scan_kernel<32><<<grid, block, smem, s>>>(a, W, stage);
+  if (a.ssm) {
+    const int64_t n = a.B * a.H * a.R * (a.N + a.P);
+    const int64_t blocks = std::min<int64_t>(4096, (n + kThreads - 1) / kThreads);
+    last_step_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a);
+  }
+}
+
+void launch_mamba3_output(const Mamba3OutputLaunch& a, cudaStream_t s) {
+  const int64_t warps = a.B * a.L * a.H;
+  if (warps == 0) return;
+  output_kernel<<<static_cast<unsigned>((warps * 32 + kThreads - 1) / kThreads), kThreads, 0, s>>>(a);
+}
+
+}  // namespace ssm::cuda
