@@ -25,6 +25,7 @@ const char* mixer_name(MixerKind k) {
     case MixerKind::kMamba3: return "mamba3";
     case MixerKind::kAttention: return "attention";
     case MixerKind::kMlp: return "mlp";
+    case MixerKind::kMoe: return "moe";
   }
   return "?";
 }
@@ -70,6 +71,12 @@ OrderedJson info_json(const std::string& dir, const ComputeOptions& compute) {
   const ModelConfig& c = model.config();
   std::vector<std::string> layers;
   for (int64_t i = 0; i < c.n_layer; ++i) layers.push_back(mixer_name(c.mixer_kind(i)));
+  // Each layer's MLP sub-block (Jamba mixes mixtures of experts and plain MLPs).
+  std::vector<std::string> mlps;
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const SequenceLayer* mlp = model.mlp(i);
+    mlps.push_back(!mlp ? "none" : mlp->kind() == "moe" ? "moe" : "gated");
+  }
   // Decode state per sequence: every tensor of a batch-1 state.
   ModelState st = model.make_state(1);
   uint64_t state_bytes = 0;
@@ -85,7 +92,8 @@ OrderedJson info_json(const std::string& dir, const ComputeOptions& compute) {
           {"padded_vocab_size", c.padded_vocab()},
           {"layers", layers},
           {"mlp", c.has_mlp()},
-          {"mlp_kind", !c.has_mlp() ? "none" : c.moe_mlp ? "moe" : "gated"},
+          {"mlp_kind", !c.has_mlp() ? "none" : c.moe_mlp ? "moe" : !c.sparse_moe_layers.empty() ? "mixed" : "gated"},
+          {"mlp_layers", mlps},
           {"mixer", mixer_json(c)},
           {"parameters", model.parameter_count()},
           {"memory_bytes", model_memory_bytes(model)},
@@ -107,7 +115,12 @@ void print_text(const OrderedJson& j, bool tensors) {
   line("n_layer:", j["n_layer"].dump());
   line("vocab:", cat(j["vocab_size"].dump(), " (padded ", j["padded_vocab_size"].dump(), ")"));
   const std::string mlp = j["mlp_kind"] == "moe" ? " (each with a mixture-of-experts MLP)" : " (each with MLP)";
-  line("layers:", schedule + (j["mlp"].get<bool>() ? mlp : ""));
+  line("layers:", schedule + (j["mlp"].get<bool>() && j["mlp_kind"] != "mixed" ? mlp : ""));
+  if (j["mlp_kind"] == "mixed") {
+    std::string mlps;
+    for (const auto& l : j["mlp_layers"]) mlps += (mlps.empty() ? "" : " ") + l.get<std::string>();
+    line("mlps:", mlps);
+  }
   if (kind == "mamba1") {
     line("mamba1:", cat("d_state ", m["d_state"].dump(), ", d_inner ", m["d_inner"].dump(), ", dt_rank ",
                         m["dt_rank"].dump(), ", d_conv ", m["d_conv"].dump(),

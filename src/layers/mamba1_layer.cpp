@@ -20,6 +20,12 @@ Mamba1Layer::Mamba1Layer(const Mamba1Config& config) : cfg_(config) {
   add_param("D", {c.d_inner}, ParamRole::kNoDecay);
   add_param("out_proj.weight", {c.d_model, c.d_inner});
   if (c.proj_bias) add_param("out_proj.bias", {c.d_model}, ParamRole::kNoDecay);
+  const bool norm_w = c.bcdt_norm && c.bcdt_norm_weights;
+  if (norm_w) {
+    add_param("dt_layernorm.weight", {c.dt_rank}, ParamRole::kNoDecay);
+    add_param("b_layernorm.weight", {c.d_state}, ParamRole::kNoDecay);
+    add_param("c_layernorm.weight", {c.d_state}, ParamRole::kNoDecay);
+  }
   // params_ no longer grows, so pointers into it stay valid.
   auto find = [&](const char* name, bool present) { return present ? &param(name) : nullptr; };
   in_proj_ = find("in_proj.weight", true);
@@ -33,6 +39,9 @@ Mamba1Layer::Mamba1Layer(const Mamba1Config& config) : cfg_(config) {
   D_ = find("D", true);
   out_proj_ = find("out_proj.weight", true);
   out_bias_ = find("out_proj.bias", c.proj_bias);
+  dt_norm_ = find("dt_layernorm.weight", norm_w);
+  b_norm_ = find("b_layernorm.weight", norm_w);
+  c_norm_ = find("c_layernorm.weight", norm_w);
 }
 
 std::unique_ptr<LayerState> Mamba1Layer::make_state(int64_t batch, Device device) const {
@@ -61,13 +70,16 @@ void Mamba1Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
   ops::conv1d(ctx, {.in = xz.cols(0, Di), .weight = value(conv_), .bias = value(conv_bias_),
                     .state = st ? st->conv : Tensor(), .out = u, .silu = true});
 
-  // [dt | B | C] = u x_proj^T, each normalised without weights in FalconMamba
+  // [dt | B | C] = u x_proj^T, each RMS-normalised in FalconMamba (without
+  // weights) and Jamba (with)
   const Tensor dbc = alloc({B, L, c.d_x_proj()});
   ops::linear(ctx, {.x = u, .W = value(x_proj_), .y = dbc});
   const Tensor dt_low = dbc.cols(0, R), Bm = dbc.cols(R, R + N), Cm = dbc.cols(R + N, R + 2 * N);
-  if (c.bcdt_norm)
-    for (const Tensor& part : {dt_low, Bm, Cm})
-      ops::rms_norm(ctx, {.x = part, .eps = c.bcdt_eps, .out = part});
+  if (c.bcdt_norm) {
+    ops::rms_norm(ctx, {.x = dt_low, .w = value(dt_norm_), .eps = c.bcdt_eps, .out = dt_low});
+    ops::rms_norm(ctx, {.x = Bm, .w = value(b_norm_), .eps = c.bcdt_eps, .out = Bm});
+    ops::rms_norm(ctx, {.x = Cm, .w = value(c_norm_), .eps = c.bcdt_eps, .out = Cm});
+  }
 
   // dt_raw = dt dt_proj^T; its bias goes in with the softplus of the scan
   const Tensor dt_raw = alloc({B, L, Di});

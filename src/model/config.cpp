@@ -255,6 +255,8 @@ ModelConfig parse_model_config(const Json& j, const std::string& source) {
     m = config_detail::parse_hf_granite_hybrid(j, source);
   } else if (model_type == "nemotron_h") {
     m = config_detail::parse_hf_nemotron_h(j, source);
+  } else if (model_type == "jamba") {
+    m = config_detail::parse_hf_jamba(j, source);
   } else {
     const bool hf = j.contains("hidden_size") || model_type == "mamba2";
     m = hf ? parse_hugging_face(j, source) : parse_state_spaces(j, source);

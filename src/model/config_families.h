@@ -21,4 +21,8 @@ ModelConfig parse_hf_granite_hybrid(const Json& j, const std::string& source);
 // embedding, or a relu² MLP, under one norm each.
 ModelConfig parse_hf_nemotron_h(const Json& j, const std::string& source);
 
+// JambaForCausalLM: Mamba-1 (normed dt, B, C) and periodic attention
+// layers, a softmax-routed mixture of experts every few layers.
+ModelConfig parse_hf_jamba(const Json& j, const std::string& source);
+
 }  // namespace ssm::config_detail

@@ -1,6 +1,9 @@
 #include "model/config_families.h"
 #include "model/config_hf_common.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace ssm::config_detail {
 namespace {
 
@@ -10,8 +13,7 @@ MixerKind block_kind(const std::string& name, const std::string& where) {
   if (name == "mamba" || name == "linear_attention" || name == "M") return MixerKind::kMamba2;
   if (name == "attention" || name == "full_attention" || name == "*") return MixerKind::kAttention;
   if (name == "mlp" || name == "-") return MixerKind::kMlp;
-  if (name == "moe" || name == "E")
-    throw Error(cat(where, ": mixture-of-experts layers ('", name, "') are not supported yet"));
+  if (name == "moe" || name == "E") return MixerKind::kMoe;
   throw Error(cat(where, ": unknown layer type '", name, "'"));
 }
 
@@ -36,6 +38,40 @@ std::vector<MixerKind> block_kinds(Reader& r) {
   if (kinds.empty() || static_cast<int64_t>(kinds.size()) != n_layer)
     throw Error(cat(r.where(), ": ", kinds.size(), " layer types for num_hidden_layers ", n_layer));
   return kinds;
+}
+
+// The MoE layers' keys (Nemotron 3 Nano): a sigmoid router with a selection
+// bias over n_routed_experts relu² experts, optionally by groups, and one
+// relu² shared expert.
+void read_moe(Reader& r, ModelConfig& m) {
+  const std::string& source = r.where();
+  SparseMoeConfig& e = m.sparse_moe;
+  e.style = SparseMoeConfig::Style::kNemotronH;
+  e.d_model = m.d_model;
+  e.experts = r.positive("n_routed_experts", 0, true);
+  e.top_k = r.positive("num_experts_per_tok", 1);
+  e.expert_hidden = r.positive("moe_intermediate_size", 0, true);
+  e.shared_hidden = r.positive("moe_shared_expert_intermediate_size", 0, true);
+  e.normalize = r.boolean("norm_topk_prob", true);
+  const double scale = r.number("routed_scaling_factor", 1.0);
+  if (!(scale > 0) || !std::isfinite(scale))
+    throw Error(cat(source, ": routed_scaling_factor must be a positive finite number, got ", scale));
+  e.scale = static_cast<float>(scale);
+  e.n_group = r.positive("n_group", 1);
+  e.topk_group = r.positive("topk_group", 1);
+  if (e.top_k > e.experts)
+    throw Error(cat(source, ": num_experts_per_tok (", e.top_k, ") exceeds n_routed_experts (", e.experts, ")"));
+  if (e.experts % e.n_group != 0)
+    throw Error(cat(source, ": n_group (", e.n_group, ") does not divide n_routed_experts (", e.experts, ")"));
+  if (e.topk_group > e.n_group)
+    throw Error(cat(source, ": topk_group (", e.topk_group, ") exceeds n_group (", e.n_group, ")"));
+  if (e.n_group > 1 && e.experts / e.n_group < 2)
+    throw Error(cat(source, ": n_group (", e.n_group, ") leaves groups of one expert (each group is scored by its best two)"));
+  if (e.topk_group * (e.experts / e.n_group) < e.top_k)
+    throw Error(cat(source, ": topk_group (", e.topk_group, ") groups hold fewer than num_experts_per_tok (",
+                    e.top_k, ") experts"));
+  if (!r.raw("moe_latent_size").is_null())
+    throw Error(cat(source, ": moe_latent_size (latent expert projections) is not supported"));
 }
 
 }  // namespace
@@ -91,6 +127,8 @@ ModelConfig parse_hf_nemotron_h(const Json& j, const std::string& source) {
   a.qkv_proj_bias = a.out_proj_bias = r.boolean("attention_bias", false);
   a.rotary_emb_dim = 0;  // Nemotron-H's attention has no position embedding
   check_divides(source, "num_attention_heads", a.num_heads, "num_key_value_heads", a.num_heads_kv);
+  if (std::find(m.layer_kinds.begin(), m.layer_kinds.end(), MixerKind::kMoe) != m.layer_kinds.end())
+    read_moe(r, m);
   return m;
 }
 

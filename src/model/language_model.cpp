@@ -5,9 +5,6 @@
 #include <set>
 
 #include "ssm/core/log.h"
-#include "ssm/layers/attention_layer.h"
-#include "ssm/layers/gated_mlp.h"
-#include "ssm/layers/moe_mlp.h"
 
 namespace ssm {
 
@@ -21,13 +18,8 @@ LanguageModel::LanguageModel(ModelConfig config) : config_(std::move(config)) {
     const std::string prefix = config_.layer_prefix(i);
     block->norm = Param{prefix + config_.names.mixer_norm, {D}, ParamRole::kNoDecay, {}};
     block->mixer = make_mixer(config_, i);
-    if (config_.has_mlp()) {
-      block->norm2 = Param{prefix + config_.names.mlp_norm, {D}, ParamRole::kNoDecay, {}};
-      if (config_.moe_mlp)
-        block->mlp = std::make_unique<MoeMlp>(config_.moe);
-      else
-        block->mlp = std::make_unique<GatedMlp>(D, config_.mlp_hidden(), config_.hf_mlp);
-    }
+    block->mlp = make_mlp(config_, i);
+    if (block->mlp) block->norm2 = Param{prefix + config_.names.mlp_norm, {D}, ParamRole::kNoDecay, {}};
     blocks_.push_back(std::move(block));
   }
 }

@@ -25,7 +25,8 @@ using testing::run_ssm;
 
 const std::vector<std::string> kFamilies = {"models/mamba1_hf", "models/falcon_mamba_hf",
                                             "models/bamba_hf", "models/nemotron_h_hf",
-                                            "models/granite_hybrid_hf"};
+                                            "models/granite_hybrid_hf",
+                                            "models/nemotron_h_moe_hf", "models/jamba_hf"};
 
 nlohmann::json config_of(const std::string& c) {
   std::ifstream in(golden_dir(c) + "/config.json");
@@ -39,6 +40,12 @@ std::vector<std::string> expected_layers(const nlohmann::json& cfg) {
                                          : cfg["num_hidden_layers"].get<int64_t>();
   std::vector<std::string> out;
   if (type == "mamba" || type == "falcon_mamba") return std::vector<std::string>(n, "mamba1");
+  if (type == "jamba") {
+    out.assign(n, "mamba1");
+    for (int64_t i = cfg["attn_layer_offset"]; i < n; i += cfg["attn_layer_period"].get<int64_t>())
+      out[i] = "attention";
+    return out;
+  }
   if (type == "nemotron_h" || type == "granitemoehybrid") {
     for (const auto& t : cfg[type == "nemotron_h" ? "layers_block_type" : "layer_types"]) {
       const std::string s = t;
@@ -112,6 +119,31 @@ TEST(HfFamiliesCli, BadConfigsNameTheFileAndTheKey) {
       {"models/nemotron_h_hf", "layers_block_type", "unknown layer type 'conv'",
        [](auto& j) { j["layers_block_type"][1] = "conv"; }},
       {"models/nemotron_h_hf", "mlp_hidden_act", "mlp_hidden_act", [](auto& j) { j["mlp_hidden_act"] = "gelu"; }},
+      {"models/nemotron_h_moe_hf", "n_routed_experts", "n_routed_experts", [](auto& j) { j["n_routed_experts"] = "8"; }},
+      {"models/nemotron_h_moe_hf", "n_routed_experts", "n_routed_experts", [](auto& j) { j.erase("n_routed_experts"); }},
+      {"models/nemotron_h_moe_hf", "num_experts_per_tok", "num_experts_per_tok (9) exceeds n_routed_experts (8)",
+       [](auto& j) { j["num_experts_per_tok"] = 9; }},
+      {"models/nemotron_h_moe_hf", "n_group", "n_group (3) does not divide n_routed_experts", [](auto& j) { j["n_group"] = 3; }},
+      {"models/nemotron_h_moe_hf", "topk_group", "topk_group (2) exceeds n_group (1)", [](auto& j) { j["topk_group"] = 2; }},
+      {"models/nemotron_h_moe_hf", "n_group", "groups hold fewer than num_experts_per_tok",
+       [](auto& j) { j["n_group"] = 4, j["topk_group"] = 1, j["num_experts_per_tok"] = 3; }},
+      {"models/nemotron_h_moe_hf", "routed_scaling_factor", "routed_scaling_factor",
+       [](auto& j) { j["routed_scaling_factor"] = -1.0; }},
+      {"models/nemotron_h_moe_hf", "norm_topk_prob", "norm_topk_prob", [](auto& j) { j["norm_topk_prob"] = 1; }},
+      {"models/nemotron_h_moe_hf", "moe_latent_size", "moe_latent_size", [](auto& j) { j["moe_latent_size"] = 16; }},
+      {"models/nemotron_h_moe_hf", "moe_intermediate_size", "moe_intermediate_size",
+       [](auto& j) { j["moe_intermediate_size"] = 0; }},
+      {"models/jamba_hf", "attn_layer_offset", "attn_layer_offset (4) must be in [0, attn_layer_period = 4)",
+       [](auto& j) { j["attn_layer_offset"] = 4; }},
+      {"models/jamba_hf", "expert_layer_period", "expert_layer_period", [](auto& j) { j["expert_layer_period"] = 0; }},
+      {"models/jamba_hf", "expert_layer_offset", "expert_layer_offset", [](auto& j) { j["expert_layer_offset"] = -1; }},
+      {"models/jamba_hf", "num_experts_per_tok", "num_experts_per_tok (5) exceeds num_experts (4)",
+       [](auto& j) { j["num_experts_per_tok"] = 5; }},
+      {"models/jamba_hf", "num_experts", "num_experts", [](auto& j) { j["num_experts"] = 2.5; }},
+      {"models/jamba_hf", "mamba_dt_rank", "mamba_dt_rank", [](auto& j) { j["mamba_dt_rank"] = "wide"; }},
+      {"models/jamba_hf", "num_key_value_heads", "num_key_value_heads", [](auto& j) { j["num_key_value_heads"] = 3; }},
+      {"models/jamba_hf", "hidden_act", "hidden_act", [](auto& j) { j["hidden_act"] = "gelu"; }},
+      {"models/jamba_hf", "mamba_d_state", "mamba_d_state", [](auto& j) { j["mamba_d_state"] = true; }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.family + " " + c.key);

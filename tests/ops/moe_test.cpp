@@ -5,7 +5,9 @@
 // experts run one token at a time through the plain formulas here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "ops/against_ref.h"
@@ -85,6 +87,96 @@ TEST_P(MoeTest, RoutedExpertsMatchRef) {
           return testing::outputs({{"out", out.rows}});
         }, {.tol = {1e-5, 1e-6}});
       }
+}
+
+// Group-limited choice (n_group, topk_group) matches ref, and every chosen
+// expert lies in one of the topk_group groups whose two best biased scores
+// sum highest (checked here from the logits themselves).
+TEST_P(MoeTest, GroupLimitedSigmoidRouterMatchesRefAndKeepsToTheBestGroups) {
+  const int64_t T = 23, E = 12, n_group = 4, topk_group = 2, k = 3, S = E / n_group;
+  const Tensor logits = random_tensor({T, E}, 7, -4.f, 4.f), bias = random_tensor({E}, 8, -0.5f, 0.5f);
+  Tensor ref_idx;
+  testing::expect_matches_ref(GetParam(), [&](Context& ctx) -> testing::Outputs {
+    const Tensor idx = Tensor::empty(DType::kI64, {T, k});
+    const Tensor w = on(ctx, Tensor::zeros(DType::kF32, {T, k}));
+    ops::moe_route(ctx, {.router = ops::Router::kSigmoidBiased, .k = k, .logits = on(ctx, logits),
+                         .bias = on(ctx, bias), .scale = 2.5f, .n_group = n_group,
+                         .topk_group = topk_group, .idx = idx, .weights = w});
+    if (!ref_idx.defined()) ref_idx = idx.clone();
+    EXPECT_TRUE(testing::bitwise_equal(idx, ref_idx)) << "expert choice differs from ref's";
+    return testing::outputs({{"weights", w}});
+  });
+  int64_t restricted = 0;  // tokens whose overall best k would have left the best groups
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> choice(E), score(n_group);
+    for (int64_t e = 0; e < E; ++e)
+      choice[e] = 1 / (1 + std::exp(-double(logits.data<float>()[t * E + e]))) + bias.data<float>()[e];
+    for (int64_t g = 0; g < n_group; ++g) {
+      std::vector<double> grp(choice.begin() + g * S, choice.begin() + (g + 1) * S);
+      std::sort(grp.rbegin(), grp.rend());
+      score[g] = grp[0] + grp[1];
+    }
+    std::vector<double> sorted = score;
+    std::sort(sorted.rbegin(), sorted.rend());
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = ref_idx.data<int64_t>()[t * k + j];
+      EXPECT_GE(score[e / S], sorted[topk_group - 1]) << "token " << t << " expert " << e;
+    }
+    std::vector<double> all = choice;
+    std::sort(all.rbegin(), all.rend());
+    for (int64_t e = 0; e < E; ++e)
+      if (choice[e] >= all[k - 1] && score[e / S] < sorted[topk_group - 1]) ++restricted;
+  }
+  EXPECT_GT(restricted, 0) << "the case never exercises the group limit";
+  // Groups that cannot be scored or cannot hold k experts are refused.
+  Context ctx(GetParam(), 1);
+  const Tensor idx = Tensor::empty(DType::kI64, {T, k}), w = on(ctx, Tensor::zeros(DType::kF32, {T, k}));
+  for (auto [g, tg] : {std::pair<int64_t, int64_t>{5, 1}, {12, 3}, {6, 1}, {4, 5}})
+    EXPECT_THROW(ops::moe_route(ctx, {.router = ops::Router::kSigmoidBiased, .k = k, .logits = on(ctx, logits),
+                                      .n_group = g, .topk_group = tg, .idx = idx, .weights = w}),
+                 Error) << g << " " << tg;
+}
+
+// Per-expert tensors (HF's per-expert checkpoints) give what the stacked
+// tensors holding the same numbers give, for both activations, on every
+// backend against ref.
+TEST_P(MoeTest, PerExpertTensorsEqualStackedOnes) {
+  const int64_t T = 19, D = 16, F = 8, E = 4, k = 2;
+  for (ops::ExpertActivation act : {ops::ExpertActivation::kSiluGated, ops::ExpertActivation::kRelu2}) {
+    SCOPED_TRACE(static_cast<int>(act));
+    const bool gated = act == ops::ExpertActivation::kSiluGated;
+    const int64_t rows = gated ? 2 * F : F;
+    const Tensor x = random_tensor({T, D}, 31), w1 = random_tensor({E, rows, D}, 32, -0.3f, 0.3f);
+    const Tensor w2 = random_tensor({E, D, F}, 33, -0.3f, 0.3f), w = random_tensor({T, k}, 34, 0.f, 1.f);
+    std::vector<int64_t> ids;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < k; ++j) ids.push_back((t * 5 + j) % E);
+    const Tensor idx = ids_of(ids, T, k);
+    Tensor stacked;
+    testing::expect_matches_ref(GetParam(), [&](Context& ctx) -> testing::Outputs {
+      std::vector<Tensor> gate, up, down;
+      for (int64_t e = 0; e < E; ++e) {
+        const Tensor rows_e = w1.reshape({E * rows, D}).rows(e * rows, (e + 1) * rows).clone();
+        if (gated) gate.push_back(on(ctx, rows_e.rows(0, F).clone()));
+        up.push_back(on(ctx, rows_e.rows(gated ? F : 0, rows).clone()));
+        down.push_back(on(ctx, w2.reshape({E * D, F}).rows(e * D, (e + 1) * D).clone()));
+      }
+      const Tensor out = on(ctx, Tensor::zeros(DType::kF32, {T, D}));
+      ops::routed_experts(ctx, {.activation = act, .x = on(ctx, x), .idx = idx, .weights = on(ctx, w),
+                                .gate = gate, .up = up, .down = down, .out = out});
+      const Tensor whole = on(ctx, Tensor::zeros(DType::kF32, {T, D}));
+      ops::routed_experts(ctx, {.activation = act, .x = on(ctx, x), .idx = idx, .weights = on(ctx, w),
+                                .w1 = on(ctx, w1), .w2 = on(ctx, w2), .out = whole});
+      EXPECT_TRUE(testing::bitwise_equal(host(out), host(whole))) << "per-expert differs from stacked";
+      return testing::outputs({{"out", out}});
+    }, {.tol = {1e-5, 1e-6}});
+    // Mixed or incomplete per-expert lists are refused.
+    Context ctx(GetParam(), 1);
+    std::vector<Tensor> up(E, on(ctx, random_tensor({F, D}, 35))), down(E - 1, on(ctx, random_tensor({D, F}, 36)));
+    EXPECT_THROW(ops::routed_experts(ctx, {.activation = act, .x = on(ctx, x), .idx = idx, .weights = on(ctx, w),
+                                           .up = up, .down = down,
+                                           .out = on(ctx, Tensor::zeros(DType::kF32, {T, D}))}), Error);
+  }
 }
 
 // One token through expert e by the formulas, in double.

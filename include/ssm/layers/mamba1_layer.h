@@ -1,5 +1,6 @@
 // The Mamba-1 mixer (selective scan S6) of HF's MambaMixer and, with the
-// weightless norms of dt, B and C, FalconMambaMixer (docs/MATH.md).
+// weightless norms of dt, B and C, FalconMambaMixer, and with weighted ones
+// JambaMambaMixer (docs/MATH.md).
 // Inference only: it has no backward, and training a model with it fails
 // naming this layer.
 #pragma once
@@ -31,7 +32,7 @@ class Mamba1Layer : public SequenceLayer {
  private:
   Mamba1Config cfg_;
   Param *in_proj_, *in_bias_, *conv_, *conv_bias_, *x_proj_, *dt_proj_, *dt_bias_, *A_log_, *D_,
-      *out_proj_, *out_bias_;
+      *out_proj_, *out_bias_, *dt_norm_ = nullptr, *b_norm_ = nullptr, *c_norm_ = nullptr;
 };
 
 }  // namespace ssm

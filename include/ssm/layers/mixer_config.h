@@ -40,6 +40,8 @@ struct Mamba1Config {
   bool conv_bias = true;
   // FalconMamba: weightless RMS norms of dt, B and C after x_proj.
   bool bcdt_norm = false;
+  // Jamba: those norms have weights (dt_layernorm, b_layernorm, c_layernorm).
+  bool bcdt_norm_weights = false;
   float bcdt_eps = 1e-6f;
 
   int64_t d_x_proj() const { return dt_rank + 2 * d_state; }

@@ -7,11 +7,13 @@
 
 #include "ssm/io/json.h"
 #include "ssm/layers/mixer_config.h"
+#include "ssm/layers/sparse_moe_config.h"
 
 namespace ssm {
 
-// kMlp: an MLP as a layer of its own (Nemotron-H), in the mixer's place.
-enum class MixerKind { kMamba1, kMamba2, kMamba3, kAttention, kMlp };
+// kMlp: an MLP as a layer of its own (Nemotron-H), in the mixer's place;
+// kMoe likewise a mixture of experts (Nemotron-H's MoE layers, sparse_moe).
+enum class MixerKind { kMamba1, kMamba2, kMamba3, kAttention, kMlp, kMoe };
 enum class Convention { kStateSpaces, kHuggingFace };
 
 // Where each parameter lives in the checkpoint: state-spaces' names, or
@@ -56,6 +58,10 @@ struct ModelConfig {
   // or a shared expert); d_intermediate is unused then.
   MoeConfig moe;
   bool moe_mlp = false;
+  // HF's per-expert mixtures of experts: Nemotron-H's kMoe layers, and
+  // Jamba's MLP sub-blocks at sparse_moe_layers (the others SwiGLU).
+  SparseMoeConfig sparse_moe;
+  std::vector<int64_t> sparse_moe_layers;
   // Granite's multipliers: embeddings times embedding_multiplier, every
   // sub-block's output times residual_multiplier before it joins the
   // residual stream, logits divided by logits_scaling.

@@ -143,5 +143,7 @@ void reserve_state(ModelState& state, int64_t max_len, Context& ctx);
 
 // The mixer for layer i of config (Mamba-2, Mamba-3 or attention).
 std::unique_ptr<SequenceLayer> make_mixer(const ModelConfig& config, int64_t layer);
+// The MLP sub-block of layer i, or null where the config has none.
+std::unique_ptr<SequenceLayer> make_mlp(const ModelConfig& config, int64_t layer);
 
 }  // namespace ssm

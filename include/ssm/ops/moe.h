@@ -9,6 +9,8 @@
 // grouping or on the thread count.
 #pragma once
 
+#include <span>
+
 #include "ssm/ops/context.h"
 #include "ssm/tensor/tensor.h"
 
@@ -32,6 +34,11 @@ struct MoeRouteArgs {
   Tensor bias;    // (E): kSigmoidBiased's selection bias, or undefined
   bool normalize = true;
   float scale = 1.f;
+  // kSigmoidBiased's group-limited choice (DeepSeek-V3 style, Nemotron-H's
+  // n_group / topk_group): the E experts form n_group equal groups, each
+  // scored by the sum of its two best biased scores; only the topk_group
+  // best groups' experts may be chosen. 1 and 1: no restriction.
+  int64_t n_group = 1, topk_group = 1;
   Tensor idx;      // (T, k) I64, host, dense: written, by decreasing selection score
   Tensor weights;  // (T, k) F32 rows, written
 };
@@ -49,6 +56,11 @@ struct RoutedExpertsArgs {
   Tensor weights;  // (T, k) F32 rows
   Tensor w1;       // (E, 2F, D) dense for kSiluGated, (E, F, D) for kRelu2
   Tensor w2;       // (E, D, F) dense
+  // Or, instead of w1 and w2, each expert's projections as tensors of their
+  // own, as HF's Jamba and Nemotron-H checkpoints store them (E of each,
+  // dense F32): gate (F, D) for kSiluGated only, up (F, D), down (D, F).
+  // Expert e's W1 is then [gate_e | up_e] (kSiluGated) or up_e (kRelu2).
+  std::span<const Tensor> gate, up, down;
   Tensor out;      // (T, D) rows, written (or added to when accumulate)
   bool accumulate = false;
 };

@@ -6,9 +6,11 @@
 // are summed in slot order afterwards.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "ops/cpu/blas.h"
+#include "ops/moe_weights.h"
 #include "ops/cpu/kernels.h"
 #include "ops/scalar_math.h"
 #include "ops/tensor_data.h"
@@ -23,6 +25,33 @@ using ops::elements;
 int64_t* scratch_i64(Context& ctx, int64_t n) { return elements<int64_t>(ctx.arena().alloc(DType::kI64, {n})); }
 float* scratch_f32(Context& ctx, int64_t n) { return elements<float>(ctx.arena().alloc(DType::kF32, {n})); }
 
+// Experts outside the topk_group best groups (a group's score: the sum of
+// its two best choice values) get -inf, so that they are never chosen.
+// `order` is scratch of n_group entries.
+void keep_best_groups(float* choice, int64_t E, int64_t n_group, int64_t topk_group, float* score,
+                      int64_t* order) {
+  const int64_t S = E / n_group;
+  for (int64_t g = 0; g < n_group; ++g) {
+    const float* c = choice + g * S;
+    float best = -std::numeric_limits<float>::infinity(), second = best;
+    for (int64_t i = 0; i < S; ++i) {
+      if (c[i] > best) {
+        second = best;
+        best = c[i];
+      } else if (c[i] > second) {
+        second = c[i];
+      }
+    }
+    score[g] = best + second;
+  }
+  std::iota(order, order + n_group, int64_t{0});
+  std::partial_sort(order, order + topk_group, order + n_group, [&](int64_t x, int64_t y) {
+    return score[x] > score[y] || (score[x] == score[y] && x < y);
+  });
+  for (int64_t j = topk_group; j < n_group; ++j)
+    std::fill_n(choice + order[j] * S, S, -std::numeric_limits<float>::infinity());
+}
+
 void moe_route(Context& ctx, const ops::MoeRouteArgs& a) {
   const int64_t T = a.logits.rows(), E = a.logits.cols(), k = a.k;
   const ops::Rows<const float> logits(a.logits);
@@ -32,6 +61,7 @@ void moe_route(Context& ctx, const ops::MoeRouteArgs& a) {
   float* v = scratch_f32(ctx, E);
   float* choice = scratch_f32(ctx, E);
   int64_t* order = scratch_i64(ctx, E);
+  float* group_score = scratch_f32(ctx, a.n_group);
   for (int64_t t = 0; t < T; ++t) {
     std::copy(logits[t], logits[t] + E, v);
     if (a.router == ops::Router::kSoftmaxTopk) {
@@ -43,6 +73,7 @@ void moe_route(Context& ctx, const ops::MoeRouteArgs& a) {
       for (int64_t e = 0; e < E; ++e) v[e] = ops::sigmoid(v[e]);
     }
     for (int64_t e = 0; e < E; ++e) choice[e] = v[e] + (bias ? bias[e] : 0.f);
+    if (a.n_group > 1) keep_best_groups(choice, E, a.n_group, a.topk_group, group_score, order);
     std::iota(order, order + E, int64_t{0});
     std::partial_sort(order, order + k, order + E, [&](int64_t x, int64_t y) {
       return choice[x] > choice[y] || (choice[x] == choice[y] && x < y);
@@ -63,7 +94,8 @@ void moe_route(Context& ctx, const ops::MoeRouteArgs& a) {
 }
 
 void routed_experts(Context& ctx, const ops::RoutedExpertsArgs& a) {
-  const int64_t T = a.x.rows(), D = a.x.cols(), k = a.idx.dim(1), F = a.w2.dim(2), E = a.w1.dim(0);
+  const int64_t T = a.x.rows(), D = a.x.cols(), k = a.idx.dim(1), F = ops::expert_hidden(a);
+  const int64_t E = ops::expert_count(a);
   const bool gated = a.activation == ops::ExpertActivation::kSiluGated;
   const int64_t w1_rows = gated ? 2 * F : F, P = T * k;
   const int64_t* idx = a.idx.data<int64_t>();
@@ -90,8 +122,9 @@ void routed_experts(Context& ctx, const ops::RoutedExpertsArgs& a) {
       if (n == 0) continue;
       for (int64_t i = 0; i < n; ++i) std::copy_n(x[pairs[b + i] / k], D, xg + (b + i) * D);
       float* h = hg + b * w1_rows;
-      gemm(false, true, n, w1_rows, D, 1.f, xg + b * D, D, a.w1.data<float>() + e * w1_rows * D, D,
-           0.f, h, w1_rows);
+      const ops::ExpertWeights w = ops::expert_weights(a, e, F, D);
+      for (int64_t blk = 0; blk < w.w1_blocks; ++blk)
+        gemm(false, true, n, F, D, 1.f, xg + b * D, D, w.w1[blk], D, 0.f, h + blk * F, w1_rows);
       for (int64_t i = 0; i < n; ++i) {
         float* r = h + i * w1_rows;
         for (int64_t f = 0; f < F; ++f) {
@@ -105,7 +138,7 @@ void routed_experts(Context& ctx, const ops::RoutedExpertsArgs& a) {
       }
       // The expert's outputs go to a gathered block, then to their pairs' rows.
       float* yg = xg + b * D;  // the gathered inputs are no longer needed
-      gemm(false, true, n, D, F, 1.f, h, w1_rows, a.w2.data<float>() + e * D * F, F, 0.f, yg, D);
+      gemm(false, true, n, D, F, 1.f, h, w1_rows, w.w2, F, 0.f, yg, D);
       for (int64_t i = 0; i < n; ++i) std::copy_n(yg + i * D, D, yp + pairs[b + i] * D);
     }
   });

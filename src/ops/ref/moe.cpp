@@ -2,9 +2,11 @@
 // by plain sorting, each chosen expert's MLP as written in the header.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
+#include "ops/moe_weights.h"
 #include "ops/ref/kernels.h"
 #include "ops/scalar_math.h"
 #include "ops/tensor_data.h"
@@ -22,6 +24,22 @@ std::vector<int64_t> top_k(const std::vector<double>& v, int64_t k) {
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return v[a] > v[b]; });
   order.resize(static_cast<size_t>(k));
   return order;
+}
+
+// Group-limited choice: experts outside the topk_group best groups (each
+// scored by its two best choice values) can no longer be chosen.
+void keep_best_groups(std::vector<double>& choice, int64_t n_group, int64_t topk_group) {
+  const int64_t S = static_cast<int64_t>(choice.size()) / n_group;
+  std::vector<double> score(static_cast<size_t>(n_group));
+  for (int64_t g = 0; g < n_group; ++g) {
+    const std::vector<double> group(choice.begin() + g * S, choice.begin() + (g + 1) * S);
+    const std::vector<int64_t> best = top_k(group, 2);
+    score[g] = group[best[0]] + group[best[1]];
+  }
+  std::vector<bool> kept(static_cast<size_t>(n_group), false);
+  for (int64_t g : top_k(score, topk_group)) kept[g] = true;
+  for (int64_t e = 0; e < static_cast<int64_t>(choice.size()); ++e)
+    if (!kept[e / S]) choice[e] = -std::numeric_limits<double>::infinity();
 }
 
 void moe_route(Context&, const ops::MoeRouteArgs& a) {
@@ -51,6 +69,7 @@ void moe_route(Context&, const ops::MoeRouteArgs& a) {
         v[e] = ops::sigmoid(v[e]);
         choice[e] = v[e] + (a.bias.defined() ? a.bias.data<float>()[e] : 0.f);
       }
+      if (a.n_group > 1) keep_best_groups(choice, a.n_group, a.topk_group);
       chosen = top_k(choice, k);
       double sum = 0;
       for (int64_t j = 0; j < k; ++j) sum += w[j] = v[chosen[j]];
@@ -64,22 +83,20 @@ void moe_route(Context&, const ops::MoeRouteArgs& a) {
 }
 
 void routed_experts(Context&, const ops::RoutedExpertsArgs& a) {
-  const int64_t T = a.x.rows(), D = a.x.cols(), k = a.idx.dim(1), F = a.w2.dim(2);
+  const int64_t T = a.x.rows(), D = a.x.cols(), k = a.idx.dim(1), F = ops::expert_hidden(a);
   const bool gated = a.activation == ops::ExpertActivation::kSiluGated;
   const int64_t w1_rows = gated ? 2 * F : F;
   const ops::Rows<const float> x(a.x), weights(a.weights);
   const ops::Rows<float> out(a.out);
-  const float* w1 = a.w1.data<float>();
-  const float* w2 = a.w2.data<float>();
   const int64_t* idx = a.idx.data<int64_t>();
   std::vector<double> h(static_cast<size_t>(w1_rows)), act(static_cast<size_t>(F)), sum(static_cast<size_t>(D));
   for (int64_t t = 0; t < T; ++t) {
     std::fill(sum.begin(), sum.end(), 0.0);
     for (int64_t j = 0; j < k; ++j) {
-      const int64_t e = idx[t * k + j];
+      const ops::ExpertWeights ew = ops::expert_weights(a, idx[t * k + j], F, D);
       for (int64_t r = 0; r < w1_rows; ++r) {
         double acc = 0;
-        const float* row = w1 + (e * w1_rows + r) * D;
+        const float* row = ew.w1[r / F] + (r % F) * D;
         for (int64_t d = 0; d < D; ++d) acc += static_cast<double>(row[d]) * x[t][d];
         h[r] = acc;
       }
@@ -93,7 +110,7 @@ void routed_experts(Context&, const ops::RoutedExpertsArgs& a) {
       }
       for (int64_t d = 0; d < D; ++d) {
         double acc = 0;
-        const float* row = w2 + (e * D + d) * F;
+        const float* row = ew.w2 + d * F;
         for (int64_t f = 0; f < F; ++f) acc += static_cast<double>(row[f]) * act[f];
         sum[d] += weights[t][j] * acc;
       }
