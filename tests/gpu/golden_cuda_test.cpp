@@ -69,11 +69,13 @@ TEST_P(GpuGolden, StepLogitsEqualPrefillLogits) {
 }
 
 // Every tensor of a state moved to `device` (the round trip a state file
-// saved on one device and loaded on another makes).
+// saved on one device and loaded on another makes), but a KV cache's
+// lengths, which live on the host on every device (AttentionState).
 void move_state(ModelState& s, Device device) {
   for (auto& layer : s.layers)
     if (layer)
-      for (auto& [name, t] : layer->tensors()) *t = t->to(device);
+      for (auto& [name, t] : layer->tensors())
+        if (name != "lengths") *t = t->to(device);
 }
 
 bool same_bytes(ModelState& a, ModelState& b) {

@@ -104,26 +104,46 @@ __device__ void for_each_acc(const float (&acc)[kTileCols / 8][4], int m0, int n
 struct Geometry {
   int T, R, N, P, Np, Pp;  // steps per chunk, rank, sizes and padded sizes
   int64_t chunks;
+  bool vec_q, vec_k, vec_v;  // rows copied in 16-byte pieces
 };
 
 __device__ const float* at(const ScanView& v, int64_t b, int64_t h, int64_t t, int64_t r) {
   return v.p + b * v.sb + (h / v.hdiv) * v.sh + t * v.st + r * v.sr;
 }
 
+// Whether a view's rows can be copied in 16-byte pieces: the base and
+// every stride on 4 floats, and `cols` a multiple of 4.
+bool vec_ok(const ScanView& v, int64_t cols) {
+  return reinterpret_cast<uintptr_t>(v.p) % 16 == 0 && v.sb % 4 == 0 && v.sh % 4 == 0 && v.st % 4 == 0 &&
+         v.sr % 4 == 0 && cols % 4 == 0;
+}
+
+__device__ inline void copy16_async(float* dst_smem, const float* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst_smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src));
+}
+__device__ inline void wait_async() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory"); }
+
 // Loads rows [0, kRows) of a chunk (row = (t - t0) R + r) into a pitch-`ld`
 // shared-memory matrix, `cols` entries each padded with zeros to `padded`;
-// rows past the chunk's end are zeros. scale(t_local) multiplies each row.
-template <class Scale>
+// rows past the chunk's end are zeros. With `vec` the copies are 16-byte
+// cp.async pieces, many in flight per thread (the caller waits with
+// wait_async before its barrier); else single floats.
 __device__ void load_rows(float* dst, int ld, const ScanView& v, int64_t b, int64_t h, int64_t t0, int rows,
-                          int R, int cols, int padded, Scale scale) {
+                          int R, int cols, int padded, bool vec) {
+  if (vec) {
+    const int q = padded / 4;
+    for (int i = threadIdx.x; i < kRows * q; i += blockDim.x) {
+      const int row = i / q, c = (i % q) * 4;
+      float* d = dst + row * ld + c;
+      if (row < rows && c < cols) copy16_async(d, at(v, b, h, t0 + row / R, row % R) + c);
+      else *reinterpret_cast<float4*>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    return;
+  }
   for (int i = threadIdx.x; i < kRows * padded; i += blockDim.x) {
     const int row = i / padded, c = i % padded;
-    float x = 0.f;
-    if (row < rows && c < cols) {
-      const int tl = row / R, r = row % R;
-      x = at(v, b, h, t0 + tl, r)[c] * scale(tl);
-    }
-    dst[row * ld + c] = x;
+    dst[row * ld + c] = (row < rows && c < cols) ? at(v, b, h, t0 + row / R, row % R)[c] : 0.f;
   }
 }
 
@@ -149,17 +169,25 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a
   float* sK = sV + kRows * lay.ldv;     // rows x N
   float* cum = sK + kRows * lay.ldk;    // T
   float* coef = cum + kRows;            // T
-  const int64_t bh = blockIdx.x / geo.chunks, c = blockIdx.x % geo.chunks;
-  const int64_t b = bh / a.H, h = bh % a.H, t0 = c * geo.T;
+  // Heads fastest: the heads of a group, which read the same B and C rows,
+  // run side by side and share them in L2.
+  const int64_t h = blockIdx.x % a.H, c = (blockIdx.x / a.H) % geo.chunks, b = blockIdx.x / (a.H * geo.chunks);
+  const int64_t bh = b * a.H + h, t0 = c * geo.T;
   const int T = static_cast<int>(min(int64_t{geo.T}, a.L - t0)), rows = T * geo.R;
   const float* la = a.la + bh * a.L + t0;
   chunk_cumsum(la, T, cum);
   __syncthreads();
   const float total = cum[T - 1];
   for (int t = threadIdx.x; t < T; t += blockDim.x) coef[t] = decay_exp(total - cum[t]) * a.w[bh * a.L + t0 + t];
+  load_rows(sV, lay.ldv, a.v, b, h, t0, rows, geo.R, geo.P, geo.Pp, geo.vec_v);
+  load_rows(sK, lay.ldk, a.k, b, h, t0, rows, geo.R, geo.N, geo.Np, geo.vec_k);
+  wait_async();
   __syncthreads();
-  load_rows(sV, lay.ldv, a.v, b, h, t0, rows, geo.R, geo.P, geo.Pp, [&](int tl) { return coef[tl]; });
-  load_rows(sK, lay.ldk, a.k, b, h, t0, rows, geo.R, geo.N, geo.Np, [](int) { return 1.f; });
+  // v_s scaled by exp(cum_end - cum_s) w_s.
+  for (int i = threadIdx.x; i < rows * geo.P; i += blockDim.x) {
+    const int row = i / geo.P, p = i % geo.P;
+    sV[row * lay.ldv + p] *= coef[row / geo.R];
+  }
   __syncthreads();
   // S_loc (P x N) = V^T (P x rows) K (rows x N).
   const int warp = threadIdx.x / 32;
@@ -220,23 +248,35 @@ __global__ void __launch_bounds__(kThreads) chunk_output_kernel(ChunkScanLaunch 
   float* cum = sS + geo.Pp * lay.lds;  // T
   float* w = cum + kRows;              // T
   float* wd = w + kRows;               // T
-  const int64_t bh = blockIdx.x / geo.chunks, c = blockIdx.x % geo.chunks;
-  const int64_t b = bh / a.H, h = bh % a.H, t0 = c * geo.T;
+  // Heads fastest: the heads of a group, which read the same B and C rows,
+  // run side by side and share them in L2.
+  const int64_t h = blockIdx.x % a.H, c = (blockIdx.x / a.H) % geo.chunks, b = blockIdx.x / (a.H * geo.chunks);
+  const int64_t bh = b * a.H + h, t0 = c * geo.T;
   const int T = static_cast<int>(min(int64_t{geo.T}, a.L - t0)), R = geo.R, rows = T * R;
   chunk_cumsum(a.la + bh * a.L + t0, T, cum);
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
     w[t] = a.w[bh * a.L + t0 + t];
     wd[t] = a.wd[bh * a.L + t0 + t];
   }
-  auto one = [](int) { return 1.f; };
-  load_rows(sQ, lay.ldq, a.q, b, h, t0, rows, R, geo.N, geo.Np, one);
-  load_rows(sK, lay.ldk, a.k, b, h, t0, rows, R, geo.N, geo.Np, one);
-  load_rows(sV, lay.ldv, a.v, b, h, t0, rows, R, geo.P, geo.Pp, one);
+  load_rows(sQ, lay.ldq, a.q, b, h, t0, rows, R, geo.N, geo.Np, geo.vec_q);
+  load_rows(sK, lay.ldk, a.k, b, h, t0, rows, R, geo.N, geo.Np, geo.vec_k);
+  load_rows(sV, lay.ldv, a.v, b, h, t0, rows, R, geo.P, geo.Pp, geo.vec_v);
   const float* S_in = a.chunk_states + (bh * geo.chunks + c) * int64_t{geo.P} * geo.N;
-  for (int i = threadIdx.x; i < geo.Pp * geo.Np; i += blockDim.x) {
-    const int p = i / geo.Np, n = i % geo.Np;
-    sS[p * lay.lds + n] = (p < geo.P && n < geo.N) ? S_in[int64_t{p} * geo.N + n] : 0.f;
+  if (geo.N % 4 == 0) {
+    const int q = geo.Np / 4;
+    for (int i = threadIdx.x; i < geo.Pp * q; i += blockDim.x) {
+      const int p = i / q, n = (i % q) * 4;
+      float* d = sS + p * lay.lds + n;
+      if (p < geo.P && n < geo.N) copy16_async(d, S_in + int64_t{p} * geo.N + n);
+      else *reinterpret_cast<float4*>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  } else {
+    for (int i = threadIdx.x; i < geo.Pp * geo.Np; i += blockDim.x) {
+      const int p = i / geo.Np, n = i % geo.Np;
+      sS[p * lay.lds + n] = (p < geo.P && n < geo.N) ? S_in[int64_t{p} * geo.N + n] : 0.f;
+    }
   }
+  wait_async();
   __syncthreads();
   const int warp = threadIdx.x / 32;
   constexpr int kMt = kRows / 16;
@@ -289,6 +329,9 @@ Geometry geometry_of(const ChunkScanLaunch& a) {
   g.Np = static_cast<int>(round_up(a.N, 16));
   g.Pp = static_cast<int>(round_up(a.P, 16));
   g.chunks = chunk_scan_chunks(a.L, a.R);
+  g.vec_q = vec_ok(a.q, a.N);
+  g.vec_k = vec_ok(a.k, a.N);
+  g.vec_v = vec_ok(a.v, a.P);
   return g;
 }
 

@@ -11,7 +11,9 @@ namespace ssm::cuda {
 namespace {
 
 void rms_norm(Context& ctx, const ops::RmsNormArgs& a) {
-  launch_rms_norm(const_rows_of(a.x), a.w.data<float>(), a.eps, rows_of(a.out), stream(ctx));
+  // No weight: the weightless norm (FalconMamba's dt, B, C).
+  launch_rms_norm(const_rows_of(a.x), a.w.defined() ? a.w.data<float>() : nullptr, a.eps, rows_of(a.out),
+                  stream(ctx));
   check_launch("rms_norm");
 }
 
