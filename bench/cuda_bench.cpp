@@ -154,7 +154,8 @@ int main(int argc, char** argv) {
   setenv("SSM_CUDA_ROUND_ACTIVATIONS", "1", /*overwrite=*/0);
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
-    // One Mamba-2 prefill (8 x 2048) and 3 decode steps at batch 1, for a profiler.
+    // One Mamba-2 prefill (8 x 2048) and 3 decode steps at batch 1, then one
+    // Mamba-3 SISO prefill, for a profiler.
     using namespace ssm;
     LanguageModel model(parse_model_config(parse_json(config_json("Mamba2", false), "profile"), "profile"));
     initialize_model(model, 1);
@@ -164,6 +165,11 @@ int main(int argc, char** argv) {
     ModelState state = model.make_state(1);
     const int64_t tok = 1;
     for (int i = 0; i < 3; ++i) model.step(&tok, state, ctx);
+    // And one Mamba-3 SISO prefill (8 x 2048).
+    LanguageModel m3(parse_model_config(parse_json(config_json("Mamba3", false), "profile"), "profile"));
+    initialize_model(m3, 1);
+    to_bf16_on_device(m3, ctx.device());
+    m3.forward(random_ids(8, 2048, m3.config().vocab_size), nullptr, ctx, true);
     cudaDeviceSynchronize();
     return 0;
   }

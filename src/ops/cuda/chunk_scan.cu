@@ -131,29 +131,37 @@ __device__ inline void wait_async() { asm volatile("cp.async.commit_group;\ncp.a
 // wait_async before its barrier); else single floats.
 __device__ void load_rows(float* dst, int ld, const ScanView& v, int64_t b, int64_t h, int64_t t0, int rows,
                           int R, int cols, int padded, bool vec) {
+  const float* base = at(v, b, h, t0, 0);  // one 64-bit division per block, not per piece
   if (vec) {
     const int q = padded / 4;
     for (int i = threadIdx.x; i < kRows * q; i += blockDim.x) {
       const int row = i / q, c = (i % q) * 4;
       float* d = dst + row * ld + c;
-      if (row < rows && c < cols) copy16_async(d, at(v, b, h, t0 + row / R, row % R) + c);
+      if (row < rows && c < cols) copy16_async(d, base + (row / R) * v.st + (row % R) * v.sr + c);
       else *reinterpret_cast<float4*>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
     return;
   }
   for (int i = threadIdx.x; i < kRows * padded; i += blockDim.x) {
     const int row = i / padded, c = i % padded;
-    dst[row * ld + c] = (row < rows && c < cols) ? at(v, b, h, t0 + row / R, row % R)[c] : 0.f;
+    dst[row * ld + c] = (row < rows && c < cols) ? base[(row / R) * v.st + (row % R) * v.sr + c] : 0.f;
   }
 }
 
-// Running sums of la over the chunk's steps into cum[0, T) (one thread;
-// T <= 64 additions, next to the chunk's products).
+// Running sums of la over the chunk's steps into cum[0, T), T <= 64: the
+// first warp loads them side by side and scans with shuffles (a loop of
+// dependent global loads on one thread would cost T memory latencies).
 __device__ void chunk_cumsum(const float* la, int T, float* cum) {
-  if (threadIdx.x == 0) {
-    float c = 0.f;
-    for (int t = 0; t < T; ++t) cum[t] = c += la[t];
+  if (threadIdx.x >= 32) return;
+  const int l = threadIdx.x;
+  float x0 = l < T ? la[l] : 0.f, x1 = l + 32 < T ? la[l + 32] : 0.f;
+  for (int o = 1; o < 32; o *= 2) {
+    const float y0 = __shfl_up_sync(0xffffffffu, x0, o), y1 = __shfl_up_sync(0xffffffffu, x1, o);
+    if (l >= o) x0 += y0, x1 += y1;
   }
+  x1 += __shfl_sync(0xffffffffu, x0, 31);
+  if (l < T) cum[l] = x0;
+  if (l + 32 < T) cum[l + 32] = x1;
 }
 
 struct StateSmem {
@@ -219,10 +227,22 @@ __global__ void state_pass_kernel(ChunkScanLaunch a, Geometry geo) {
   }
   float* cs = a.chunk_states + bh * geo.chunks * PN + e;
   const float* dec = a.chunk_decay + bh * geo.chunks;
-  for (int64_t c = 0; c < geo.chunks; ++c) {
-    const float own = cs[c * PN];
-    cs[c * PN] = S;
-    S = dec[c] * S + own;
+  // Eight chunks' loads issued together before their stores: the walk is
+  // sequential, its memory traffic need not be.
+  constexpr int kAhead = 8;
+  for (int64_t c0 = 0; c0 < geo.chunks; c0 += kAhead) {
+    float own[kAhead], d[kAhead];
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j) {
+      own[j] = c0 + j < geo.chunks ? cs[(c0 + j) * PN] : 0.f;
+      d[j] = c0 + j < geo.chunks ? dec[c0 + j] : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j)
+      if (c0 + j < geo.chunks) {
+        cs[(c0 + j) * PN] = S;
+        S = d[j] * S + own[j];
+      }
   }
   if (a.state) a.state[bh * PN + e] = S;
 }

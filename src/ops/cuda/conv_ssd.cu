@@ -18,7 +18,10 @@ __device__ float silu(float z) { return z / (1.f + expf(-z)); }
 __global__ void conv1d_kernel(Conv1dLaunch a) {
   for (int64_t row = blockIdx.y; row < a.B * a.L; row += gridDim.y)
   for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < a.C; c += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = row % a.L, b = row / a.L;
+    // 32-bit division (rows < 2^31): 64-bit division is a long emulated
+    // sequence that dominated this memory-bound kernel.
+    const int32_t rows32 = static_cast<int32_t>(row), L32 = static_cast<int32_t>(a.L);
+    const int64_t t = rows32 % L32, b = rows32 / L32;
     float acc = a.bias ? a.bias[c] : 0.f;
     for (int64_t k = 0; k < a.K; ++k) {
       const int64_t s = t - a.K + 1 + k;
