@@ -46,7 +46,8 @@ __device__ float block_reduce(float v, bool is_max, float* scratch) {
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   float r = scratch[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) r = is_max ? fmaxf(r, scratch[w]) : r + scratch[w];
+  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
+    r = is_max ? fmaxf(r, scratch[w]) : r + scratch[w];
   __syncthreads();
   return r;
 }
@@ -89,7 +90,9 @@ void launch_attention_append_kv(const AttentionLaunch& a, cudaStream_t s) {
 void launch_attention(const AttentionLaunch& a, cudaStream_t s) {
   if (a.B * a.L * a.H == 0) return;
   const size_t smem = static_cast<size_t>(std::max<int64_t>(1, a.max_keys)) * sizeof(float);
-  if (smem > 48 * 1024) cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (smem > 48 * 1024)
+    cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
   attention_kernel<<<static_cast<unsigned>(a.B * a.L * a.H), kThreads, smem, s>>>(a);
 }
 

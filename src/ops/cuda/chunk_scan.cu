@@ -28,7 +28,9 @@ __host__ __device__ constexpr int64_t round_up(int64_t x, int64_t m) { return (x
 // Row pitch (floats) of a shared-memory operand: `rem` mod 32, so that a
 // warp's fragment loads (8 rows x 4 columns, or 4 rows x 8 columns) hit
 // every bank once.
-__host__ __device__ constexpr int pitch(int64_t cols, int rem) { return static_cast<int>(round_up(cols, 32) + rem); }
+__host__ __device__ constexpr int pitch(int64_t cols, int rem) {
+  return static_cast<int>(round_up(cols, 32) + rem);
+}
 
 __device__ float decay_exp(float x) { return x < -80.f ? 0.f : expf(x); }
 
@@ -55,7 +57,8 @@ struct Smem {
 
 // acc[j] (the 16 x 8 tile at rows m0, columns n0 + 8 j) += A[m0.., 0..K) B[0..K), n0..),
 // for the tiles j with n0 + 8 j < ncols. K a multiple of 8.
-__device__ void warp_mma(float (&acc)[kTileCols / 8][4], Smem A, Smem Bm, int K, int m0, int n0, int ncols) {
+__device__ void warp_mma(float (&acc)[kTileCols / 8][4], Smem A, Smem Bm, int K, int m0, int n0,
+                         int ncols) {
   const int lane = threadIdx.x % 32, g = lane / 4, tg = lane % 4;
   for (int k = 0; k < K; k += 8) {
     uint32_t ah[4], al[4];
@@ -114,37 +117,42 @@ __device__ const float* at(const ScanView& v, int64_t b, int64_t h, int64_t t, i
 // Whether a view's rows can be copied in 16-byte pieces: the base and
 // every stride on 4 floats, and `cols` a multiple of 4.
 bool vec_ok(const ScanView& v, int64_t cols) {
-  return reinterpret_cast<uintptr_t>(v.p) % 16 == 0 && v.sb % 4 == 0 && v.sh % 4 == 0 && v.st % 4 == 0 &&
-         v.sr % 4 == 0 && cols % 4 == 0;
+  return reinterpret_cast<uintptr_t>(v.p) % 16 == 0 && v.sb % 4 == 0 && v.sh % 4 == 0 &&
+         v.st % 4 == 0 && v.sr % 4 == 0 && cols % 4 == 0;
 }
 
 __device__ inline void copy16_async(float* dst_smem, const float* src) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst_smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src));
 }
-__device__ inline void wait_async() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory"); }
+__device__ inline void wait_async() {
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+}
 
 // Loads rows [0, kRows) of a chunk (row = (t - t0) R + r) into a pitch-`ld`
 // shared-memory matrix, `cols` entries each padded with zeros to `padded`;
 // rows past the chunk's end are zeros. With `vec` the copies are 16-byte
 // cp.async pieces, many in flight per thread (the caller waits with
 // wait_async before its barrier); else single floats.
-__device__ void load_rows(float* dst, int ld, const ScanView& v, int64_t b, int64_t h, int64_t t0, int rows,
-                          int R, int cols, int padded, bool vec) {
+__device__ void load_rows(float* dst, int ld, const ScanView& v, int64_t b, int64_t h, int64_t t0,
+                          int rows, int R, int cols, int padded, bool vec) {
   const float* base = at(v, b, h, t0, 0);  // one 64-bit division per block, not per piece
   if (vec) {
     const int q = padded / 4;
     for (int i = threadIdx.x; i < kRows * q; i += blockDim.x) {
       const int row = i / q, c = (i % q) * 4;
       float* d = dst + row * ld + c;
-      if (row < rows && c < cols) copy16_async(d, base + (row / R) * v.st + (row % R) * v.sr + c);
-      else *reinterpret_cast<float4*>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (row < rows && c < cols)
+        copy16_async(d, base + (row / R) * v.st + (row % R) * v.sr + c);
+      else
+        *reinterpret_cast<float4*>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
     return;
   }
   for (int i = threadIdx.x; i < kRows * padded; i += blockDim.x) {
     const int row = i / padded, c = i % padded;
-    dst[row * ld + c] = (row < rows && c < cols) ? base[(row / R) * v.st + (row % R) * v.sr + c] : 0.f;
+    dst[row * ld + c] =
+        (row < rows && c < cols) ? base[(row / R) * v.st + (row % R) * v.sr + c] : 0.f;
   }
 }
 
@@ -167,26 +175,30 @@ __device__ void chunk_cumsum(const float* la, int T, float* cum) {
 struct StateSmem {
   int ldv, ldk;
   __host__ __device__ static StateSmem of(int Np, int Pp) { return {pitch(Pp, 8), pitch(Np, 8)}; }
-  __host__ __device__ size_t bytes() const { return (size_t(kRows) * (ldv + ldk) + 2 * kRows) * sizeof(float); }
+  __host__ __device__ size_t bytes() const {
+    return (size_t(kRows) * (ldv + ldk) + 2 * kRows) * sizeof(float);
+  }
 };
 
 __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a, Geometry geo) {
   extern __shared__ float smem[];
   const StateSmem lay = StateSmem::of(geo.Np, geo.Pp);
-  float* sV = smem;                     // rows x P: v_s exp(cum_end - cum_s) w_s
-  float* sK = sV + kRows * lay.ldv;     // rows x N
-  float* cum = sK + kRows * lay.ldk;    // T
-  float* coef = cum + kRows;            // T
+  float* sV = smem;                   // rows x P: v_s exp(cum_end - cum_s) w_s
+  float* sK = sV + kRows * lay.ldv;   // rows x N
+  float* cum = sK + kRows * lay.ldk;  // T
+  float* coef = cum + kRows;          // T
   // Heads fastest: the heads of a group, which read the same B and C rows,
   // run side by side and share them in L2.
-  const int64_t h = blockIdx.x % a.H, c = (blockIdx.x / a.H) % geo.chunks, b = blockIdx.x / (a.H * geo.chunks);
+  const int64_t h = blockIdx.x % a.H, c = (blockIdx.x / a.H) % geo.chunks,
+                b = blockIdx.x / (a.H * geo.chunks);
   const int64_t bh = b * a.H + h, t0 = c * geo.T;
   const int T = static_cast<int>(min(int64_t{geo.T}, a.L - t0)), rows = T * geo.R;
   const float* la = a.la + bh * a.L + t0;
   chunk_cumsum(la, T, cum);
   __syncthreads();
   const float total = cum[T - 1];
-  for (int t = threadIdx.x; t < T; t += blockDim.x) coef[t] = decay_exp(total - cum[t]) * a.w[bh * a.L + t0 + t];
+  for (int t = threadIdx.x; t < T; t += blockDim.x)
+    coef[t] = decay_exp(total - cum[t]) * a.w[bh * a.L + t0 + t];
   load_rows(sV, lay.ldv, a.v, b, h, t0, rows, geo.R, geo.P, geo.Pp, geo.vec_v);
   load_rows(sK, lay.ldk, a.k, b, h, t0, rows, geo.R, geo.N, geo.Np, geo.vec_k);
   wait_async();
@@ -222,7 +234,8 @@ __global__ void state_pass_kernel(ChunkScanLaunch a, Geometry geo) {
   float S = a.state ? a.state[bh * PN + e] : 0.f;
   if (a.pend) {
     float u = 0.f;
-    for (int r = 0; r < geo.R; ++r) u += a.v_prev[(bh * geo.R + r) * geo.P + p] * a.k_prev[(bh * geo.R + r) * geo.N + n];
+    for (int r = 0; r < geo.R; ++r)
+      u += a.v_prev[(bh * geo.R + r) * geo.P + p] * a.k_prev[(bh * geo.R + r) * geo.N + n];
     S += a.pend[bh] * u;
   }
   float* cs = a.chunk_states + bh * geo.chunks * PN + e;
@@ -270,7 +283,8 @@ __global__ void __launch_bounds__(kThreads) chunk_output_kernel(ChunkScanLaunch 
   float* wd = w + kRows;               // T
   // Heads fastest: the heads of a group, which read the same B and C rows,
   // run side by side and share them in L2.
-  const int64_t h = blockIdx.x % a.H, c = (blockIdx.x / a.H) % geo.chunks, b = blockIdx.x / (a.H * geo.chunks);
+  const int64_t h = blockIdx.x % a.H, c = (blockIdx.x / a.H) % geo.chunks,
+                b = blockIdx.x / (a.H * geo.chunks);
   const int64_t bh = b * a.H + h, t0 = c * geo.T;
   const int T = static_cast<int>(min(int64_t{geo.T}, a.L - t0)), R = geo.R, rows = T * R;
   chunk_cumsum(a.la + bh * a.L + t0, T, cum);
@@ -287,8 +301,10 @@ __global__ void __launch_bounds__(kThreads) chunk_output_kernel(ChunkScanLaunch 
     for (int i = threadIdx.x; i < geo.Pp * q; i += blockDim.x) {
       const int p = i / q, n = (i % q) * 4;
       float* d = sS + p * lay.lds + n;
-      if (p < geo.P && n < geo.N) copy16_async(d, S_in + int64_t{p} * geo.N + n);
-      else *reinterpret_cast<float4*>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (p < geo.P && n < geo.N)
+        copy16_async(d, S_in + int64_t{p} * geo.N + n);
+      else
+        *reinterpret_cast<float4*>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
   } else {
     for (int i = threadIdx.x; i < geo.Pp * geo.Np; i += blockDim.x) {
@@ -310,8 +326,10 @@ __global__ void __launch_bounds__(kThreads) chunk_output_kernel(ChunkScanLaunch 
       const int ti = i / R, sj = j / R;
       float wgt = 0.f;
       if (i < rows && j < rows) {
-        if (sj < ti) wgt = decay_exp(cum[ti] - cum[sj]) * w[sj];
-        else if (sj == ti) wgt = wd[sj];
+        if (sj < ti)
+          wgt = decay_exp(cum[ti] - cum[sj]) * w[sj];
+        else if (sj == ti)
+          wgt = wd[sj];
       }
       sG[i * lay.ldg + j] = x * wgt;
     });
@@ -357,10 +375,11 @@ Geometry geometry_of(const ChunkScanLaunch& a) {
 
 constexpr int kMaxSmem = 200 * 1024;
 
-__global__ void prepare_ssd_kernel(ConstRows dt, const float* A, int64_t B, int64_t L, float* la, float* w,
-                                   float* wd) {
+__global__ void prepare_ssd_kernel(ConstRows dt, const float* A, int64_t B, int64_t L, float* la,
+                                   float* w, float* wd) {
   const int64_t H = dt.cols, n = B * H * L;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i % L, bh = i / L, h = bh % H, b = bh / H;
     const float d = dt.p[(b * L + t) * dt.stride + h];
     la[i] = d * A[h];
@@ -369,9 +388,10 @@ __global__ void prepare_ssd_kernel(ConstRows dt, const float* A, int64_t B, int6
   }
 }
 
-__global__ void prepare_mamba3_kernel(const float* dt, const float* A, const float* lam, int64_t n, int64_t L,
-                                      float* la, float* w, float* wd, float* pend) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+__global__ void prepare_mamba3_kernel(const float* dt, const float* A, const float* lam, int64_t n,
+                                      int64_t L, float* la, float* w, float* wd, float* pend) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i % L;
     const float own = lam[i] * dt[i];
     la[i] = A[i] * dt[i];
@@ -387,7 +407,9 @@ unsigned grid_for(int64_t n) {
 
 }  // namespace
 
-int64_t chunk_scan_steps(int64_t R) { return std::max<int64_t>(1, kRows / std::max<int64_t>(1, R)); }
+int64_t chunk_scan_steps(int64_t R) {
+  return std::max<int64_t>(1, kRows / std::max<int64_t>(1, R));
+}
 int64_t chunk_scan_chunks(int64_t L, int64_t R) {
   const int64_t T = chunk_scan_steps(R);
   return (L + T - 1) / T;
@@ -396,17 +418,20 @@ int64_t chunk_scan_chunks(int64_t L, int64_t R) {
 bool chunk_scan_fits(int64_t R, int64_t N, int64_t P) {
   if (R > kRows || N < 1 || P < 1) return false;
   const int Np = static_cast<int>(round_up(N, 16)), Pp = static_cast<int>(round_up(P, 16));
-  return OutSmem::of(Np, Pp).bytes(Pp) <= size_t{kMaxSmem} && StateSmem::of(Np, Pp).bytes() <= size_t{kMaxSmem};
+  return OutSmem::of(Np, Pp).bytes(Pp) <= size_t{kMaxSmem} &&
+         StateSmem::of(Np, Pp).bytes() <= size_t{kMaxSmem};
 }
 
-void launch_chunk_prepare_ssd(ConstRows dt, const float* A, int64_t B, int64_t L, float* la, float* w,
-                              float* wd, cudaStream_t s) {
+void launch_chunk_prepare_ssd(ConstRows dt, const float* A, int64_t B, int64_t L, float* la,
+                              float* w, float* wd, cudaStream_t s) {
   prepare_ssd_kernel<<<grid_for(B * dt.cols * L), 256, 0, s>>>(dt, A, B, L, la, w, wd);
 }
 
-void launch_chunk_prepare_mamba3(const float* dt, const float* A, const float* lam, int64_t B, int64_t H,
-                                 int64_t L, float* la, float* w, float* wd, float* pend, cudaStream_t s) {
-  prepare_mamba3_kernel<<<grid_for(B * H * L), 256, 0, s>>>(dt, A, lam, B * H * L, L, la, w, wd, pend);
+void launch_chunk_prepare_mamba3(const float* dt, const float* A, const float* lam, int64_t B,
+                                 int64_t H, int64_t L, float* la, float* w, float* wd, float* pend,
+                                 cudaStream_t s) {
+  prepare_mamba3_kernel<<<grid_for(B * H * L), 256, 0, s>>>(dt, A, lam, B * H * L, L, la, w, wd,
+                                                            pend);
 }
 
 void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
@@ -417,8 +442,10 @@ void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
   // Above 48 KiB a kernel's dynamic shared memory must be allowed first
   // (once per process; a device's settings outlive the call).
   static const bool allowed = [] {
-    cudaFuncSetAttribute(chunk_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
-    cudaFuncSetAttribute(chunk_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
+    cudaFuncSetAttribute(chunk_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         int{kMaxSmem});
+    cudaFuncSetAttribute(chunk_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         int{kMaxSmem});
     return true;
   }();
   (void)allowed;

@@ -35,7 +35,8 @@ void selective_scan(Context& ctx, const ops::SelectiveScanArgs& a) {
   l.D = a.x.cols();
   l.N = a.A_log.dim(1);
   if (l.N > 1024)
-    throw Error(cat("op 'selective_scan': backend 'cuda' takes a state size of at most 1024, not ", l.N));
+    throw Error(
+        cat("op 'selective_scan': backend 'cuda' takes a state size of at most 1024, not ", l.N));
   if (l.B * l.L == 0) return;
   l.x = const_rows_of(a.x);
   l.dt_raw = const_rows_of(a.dt_raw);
@@ -114,10 +115,12 @@ void routed_experts(Context& ctx, const ops::RoutedExpertsArgs& a) {
     }
     launch_expert_activation(rows_of(he), F, gated, stream(ctx));
     check_launch("routed_experts (activation)");
-    ops::linear(ctx, {.x = he.cols(0, F), .W = per_expert ? a.down[i] : a.w2.index(e), .y = ys.rows(b, b + n)});
+    ops::linear(
+        ctx,
+        {.x = he.cols(0, F), .W = per_expert ? a.down[i] : a.w2.index(e), .y = ys.rows(b, b + n)});
   }
-  launch_moe_combine(const_rows_of(ys), order_d.data<int64_t>() + P, const_rows_of(a.weights), k, rows_of(a.out),
-                     a.accumulate, stream(ctx));
+  launch_moe_combine(const_rows_of(ys), order_d.data<int64_t>() + P, const_rows_of(a.weights), k,
+                     rows_of(a.out), a.accumulate, stream(ctx));
   check_launch("routed_experts (combine)");
 }
 
@@ -136,7 +139,8 @@ AttentionLaunch attention_launch(Context& ctx, const ops::AttentionArgs& a, Tens
   l.v_cache = ops::elements<float>(a.v_cache);
   l.scale = a.scale;
   const Tensor past = a.past.to(Device::host());
-  for (int64_t b = 0; b < l.B; ++b) l.max_keys = std::max(l.max_keys, past.data<int64_t>()[b] + l.L);
+  for (int64_t b = 0; b < l.B; ++b)
+    l.max_keys = std::max(l.max_keys, past.data<int64_t>()[b] + l.L);
   keep[0] = past.to(ctx.device());
   l.past = keep[0].data<int64_t>();
   if (a.inv_freq.defined()) {
@@ -160,7 +164,8 @@ void attention(Context& ctx, const ops::AttentionArgs& a) {
   const AttentionLaunch l = attention_launch(ctx, a, keep);
   // The scores of one query sit in shared memory.
   if (l.max_keys > 48 * 1024)
-    throw Error(cat("op 'attention': backend 'cuda' attends to at most 49152 keys, not ", l.max_keys));
+    throw Error(
+        cat("op 'attention': backend 'cuda' attends to at most 49152 keys, not ", l.max_keys));
   launch_attention(l, stream(ctx));
   check_launch("attention");
 }

@@ -25,8 +25,8 @@ struct ScanOut {
 
 struct ChunkScanLaunch {
   int64_t B = 0, H = 0, L = 0, R = 1, N = 0, P = 0;
-  ScanView q, k, v;  // q, k: N entries; v: P entries
-  ScanOut o;         // P entries
+  ScanView q, k, v;          // q, k: N entries; v: P entries
+  ScanOut o;                 // P entries
   const float* D = nullptr;  // (H) or null
   // Prepared per (b, h, t), dense (B, H, L): a, w, wd (prepare_* below).
   const float *la = nullptr, *w = nullptr, *wd = nullptr;
@@ -46,11 +46,12 @@ int64_t chunk_scan_chunks(int64_t L, int64_t R);
 bool chunk_scan_fits(int64_t R, int64_t N, int64_t P);
 
 // la, w, wd of SSD from dt rows (B*L rows of H) and A (H).
-void launch_chunk_prepare_ssd(ConstRows dt, const float* A, int64_t B, int64_t L, float* la, float* w,
-                              float* wd, cudaStream_t s);
+void launch_chunk_prepare_ssd(ConstRows dt, const float* A, int64_t B, int64_t L, float* la,
+                              float* w, float* wd, cudaStream_t s);
 // la, w, wd and pend of Mamba-3 from dt, A, lam (B, H, L).
-void launch_chunk_prepare_mamba3(const float* dt, const float* A, const float* lam, int64_t B, int64_t H,
-                                 int64_t L, float* la, float* w, float* wd, float* pend, cudaStream_t s);
+void launch_chunk_prepare_mamba3(const float* dt, const float* A, const float* lam, int64_t B,
+                                 int64_t H, int64_t L, float* la, float* w, float* wd, float* pend,
+                                 cudaStream_t s);
 void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s);
 
 }  // namespace ssm::cuda

@@ -17,9 +17,12 @@ constexpr int M_MAX = static_cast<int>(kSkinnyRows);
 
 template <WeightType T>
 __device__ float widen(const void* w, int64_t i) {
-  if constexpr (T == WeightType::kF32) return static_cast<const float*>(w)[i];
-  else if constexpr (T == WeightType::kBF16) return __bfloat162float(static_cast<const __nv_bfloat16*>(w)[i]);
-  else return __half2float(static_cast<const __half*>(w)[i]);
+  if constexpr (T == WeightType::kF32)
+    return static_cast<const float*>(w)[i];
+  else if constexpr (T == WeightType::kBF16)
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(w)[i]);
+  else
+    return __half2float(static_cast<const __half*>(w)[i]);
 }
 
 // Values per 16-byte piece.
@@ -28,7 +31,8 @@ constexpr int kVec = T == WeightType::kF32 ? 4 : 8;
 
 template <WeightType T>
 __device__ void widen_piece(const void* row, int64_t k, float (&w)[kVec<T>]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const char*>(row) + k * (T == WeightType::kF32 ? 4 : 2));
+  const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const char*>(row) +
+                                                    k * (T == WeightType::kF32 ? 4 : 2));
   if constexpr (T == WeightType::kF32) {
     w[0] = __uint_as_float(raw.x), w[1] = __uint_as_float(raw.y), w[2] = __uint_as_float(raw.z),
     w[3] = __uint_as_float(raw.w);
@@ -36,7 +40,8 @@ __device__ void widen_piece(const void* row, int64_t k, float (&w)[kVec<T>]) {
     const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const unsigned short lo = static_cast<unsigned short>(words[i] & 0xffffu), hi = static_cast<unsigned short>(words[i] >> 16);
+      const unsigned short lo = static_cast<unsigned short>(words[i] & 0xffffu),
+                           hi = static_cast<unsigned short>(words[i] >> 16);
       if constexpr (T == WeightType::kBF16) {
         w[2 * i] = __uint_as_float(uint32_t{lo} << 16);
         w[2 * i + 1] = __uint_as_float(uint32_t{hi} << 16);
@@ -102,9 +107,12 @@ void launch_typed(const SkinnyLinear& a, cudaStream_t s) {
   const int64_t V = kVec<T>, elem = T == WeightType::kF32 ? 4 : 2;
   // 16-byte pieces need K, both row strides and both base addresses aligned.
   const bool vec = a.x.cols % V == 0 && (a.w_stride * elem) % 16 == 0 && a.x.stride % 4 == 0 &&
-                   reinterpret_cast<uintptr_t>(a.W) % 16 == 0 && reinterpret_cast<uintptr_t>(a.x.p) % 16 == 0;
-  if (vec) skinny_kernel<T, true><<<grid, kWarps * 32, 0, s>>>(a);
-  else skinny_kernel<T, false><<<grid, kWarps * 32, 0, s>>>(a);
+                   reinterpret_cast<uintptr_t>(a.W) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(a.x.p) % 16 == 0;
+  if (vec)
+    skinny_kernel<T, true><<<grid, kWarps * 32, 0, s>>>(a);
+  else
+    skinny_kernel<T, false><<<grid, kWarps * 32, 0, s>>>(a);
 }
 
 }  // namespace
@@ -112,9 +120,15 @@ void launch_typed(const SkinnyLinear& a, cudaStream_t s) {
 void launch_skinny_linear(const SkinnyLinear& a, cudaStream_t s) {
   if (a.y.rows * a.y.cols == 0) return;
   switch (a.type) {
-    case WeightType::kF32: launch_typed<WeightType::kF32>(a, s); break;
-    case WeightType::kBF16: launch_typed<WeightType::kBF16>(a, s); break;
-    case WeightType::kF16: launch_typed<WeightType::kF16>(a, s); break;
+    case WeightType::kF32:
+      launch_typed<WeightType::kF32>(a, s);
+      break;
+    case WeightType::kBF16:
+      launch_typed<WeightType::kBF16>(a, s);
+      break;
+    case WeightType::kF16:
+      launch_typed<WeightType::kF16>(a, s);
+      break;
   }
 }
 
