@@ -54,6 +54,10 @@ std::string Metrics::render(const MetricsSnapshot& now) const {
   gauge("ssm_requests_in_flight", "Completion requests accepted and not yet answered (--max-queue bounds it).",
         "gauge", now.in_flight);
   gauge("ssm_running_requests", "Requests in the running batch.", "gauge", now.running);
+  gauge("ssm_prefilling_requests", "Requests whose prompt is being prefilled, a chunk between two decode steps.",
+        "gauge", now.prefilling);
+  gauge("ssm_requests_cancelled_total", "Completions stopped early because their client disconnected.", "counter",
+        now.cancelled);
   gauge("ssm_sessions_in_memory", "Sessions whose state is held in memory.", "gauge", now.sessions_in_memory);
   gauge("ssm_sessions_on_disk", "Session state files in the sessions directory.", "gauge", now.sessions_on_disk);
   std::vector<double> sorted = recent_;
