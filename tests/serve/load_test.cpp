@@ -1,6 +1,8 @@
 // A bounded load: 32 concurrent clients x 20 greedy requests on 16 sessions
 // (two clients share each session, so their requests are serialised there in
-// an order the server picks). Every response must be complete; then the same
+// an order the server picks); half the clients stream (server-sent events),
+// which times the phases of a request: time to the first token, the decode
+// time per token after it, and the total. Every response must be complete; then the same
 // requests are replayed one at a time, per session in the order the server
 // served them (session_tokens tells it), on fresh sessions: each reply must
 // be the same, so batching changed nothing. The replay is also the
@@ -30,7 +32,42 @@ struct Served {
   int64_t session_tokens;
   std::vector<int64_t> ids;
   double seconds;
+  double first_token = -1;  // streamed: seconds to the first text event
 };
+
+// Whether an event so far carries text (not the empty text of the last one).
+bool has_text(const std::string& events) {
+  const std::string key = "\"text\":\"";
+  for (size_t at = events.find(key); at != std::string::npos; at = events.find(key, at + 1))
+    if (at + key.size() < events.size() && events[at + key.size()] != '"') return true;
+  return false;
+}
+
+// A streamed completion: its reply (the events' last document holds the
+// ids) and when the first event that carries text arrived.
+Reply post_streamed(httplib::Client& c, const json& body, double& first_token) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string events;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    events.append(data, n);
+    if (first_token < 0 && has_text(events))
+      first_token = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return true;
+  };
+  const auto r = c.send(req);
+  if (!r) return {0, nullptr, "no response: " + httplib::to_string(r.error())};
+  Reply out{r->status, nullptr, events};
+  if (r->status != 200) return out;
+  const auto docs = sse_events(events);
+  if (docs.size() < 2 || docs.back() != "[DONE]") return out;
+  out.body = docs[docs.size() - 2];
+  return out;
+}
 
 double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
@@ -66,9 +103,10 @@ TEST(ServeLoad, ConcurrentClientsOnSharedSessionsMatchOneAtATime) {
       for (int i = 0; i < kRequests; ++i) {
         Served s{c, i, cat("load-", c % kSessions), cat(" c", c, "r", i, ":"), 0, {}, 0};
         const auto t = std::chrono::steady_clock::now();
-        const json body = {{"prompt", s.prompt}, {"max_tokens", kMaxTokens}, {"temperature", 0},
-                           {"session", s.session}};
-        const Reply r = post(*http, "/v1/completions", body);
+        json body = {{"prompt", s.prompt}, {"max_tokens", kMaxTokens}, {"temperature", 0}, {"session", s.session}};
+        const bool streamed = c % 2 == 0;
+        if (streamed) body["stream"] = true;
+        const Reply r = streamed ? post_streamed(*http, body, s.first_token) : post(*http, "/v1/completions", body);
         if (r.status == 0) ++connection_failures;  // no HTTP response at all: must not happen
         s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
         if (r.status != 200 || !r.body.is_object()) {
@@ -86,9 +124,14 @@ TEST(ServeLoad, ConcurrentClientsOnSharedSessionsMatchOneAtATime) {
 
   EXPECT_EQ(connection_failures.load(), 0) << "requests that got no HTTP response";
   std::map<std::string, std::vector<Served>> by_session;
-  std::vector<double> latencies;
+  std::vector<double> latencies, first_token, per_token;
   for (const auto& v : per_client)
     for (const Served& s : v) {
+      if (s.client % 2 == 0) {
+        ASSERT_GT(s.first_token, 0) << "client " << s.client << " request " << s.index << ": no text event";
+        first_token.push_back(s.first_token);
+        per_token.push_back((s.seconds - s.first_token) / (kMaxTokens - 1));
+      }
       ASSERT_GT(s.session_tokens, 0) << "client " << s.client << " request " << s.index << ": status "
                                      << -s.session_tokens << " " << s.prompt;
       ASSERT_EQ(s.ids.size(), static_cast<size_t>(kMaxTokens)) << "incomplete response";
@@ -130,6 +173,11 @@ TEST(ServeLoad, ConcurrentClientsOnSharedSessionsMatchOneAtATime) {
     const size_t at = metrics.find("\n" + name + " ") + name.size() + 2;
     return metrics.substr(at, metrics.find('\n', at) - at);
   };
+  std::printf("phases (the %zu streamed requests): time to first token p50 %.1f ms p99 %.1f ms; "
+              "decode per token after it p50 %.2f ms p99 %.2f ms; total p50 %.1f ms p99 %.1f ms\n",
+              first_token.size(), 1e3 * percentile(first_token, 0.5), 1e3 * percentile(first_token, 0.99),
+              1e3 * percentile(per_token, 0.5), 1e3 * percentile(per_token, 0.99),
+              1e3 * percentile(latencies, 0.5), 1e3 * percentile(latencies, 0.99));
   std::printf("decode steps %s, rows decoded %s (both phases)\n", value("ssm_decode_steps_total").c_str(),
               value("ssm_decode_rows_total").c_str());
   ::testing::Test::RecordProperty("batched_tokens_per_s", std::to_string(tokens / concurrent_seconds));
