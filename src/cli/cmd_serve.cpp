@@ -47,6 +47,11 @@ int run_serve(ServeArgs& a) {
     throw UsageError(cat("--default-max-tokens ", a.default_max_tokens, " is above --max-tokens-limit ",
                          a.max_tokens_limit));
   Context ctx = make_context(a.compute);
+  // Sessions are state files, read and written from host states (as
+  // `generate --session`); the scheduler moves rows between them.
+  if (!ctx.device().is_host())
+    throw UsageError(cat("serve is not supported with --backend ", a.compute.backend,
+                         " yet: its sessions are saved from host states"));
   LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
   const auto tok = load_tokenizer_for_model(a.model);
   serve::ServerOptions opt;
