@@ -1,5 +1,5 @@
 // Clients that go away and a server that stops, on a real server:
-// - a non-streaming completion whose client closes its connection is
+// - a completion whose client closes its connection, streaming or not, is
 //   cancelled within moments (not run to max_tokens), and its session then
 //   holds exactly the prompt and the tokens generated until then;
 // - SIGTERM while clients hold idle keep-alive connections: the request in
@@ -60,14 +60,20 @@ int send_raw_post(int port, const std::string& path, const std::string& body) {
   return fd;
 }
 
-TEST(ServeDisconnect, NonStreamingRequestIsCancelledWhenItsClientLeaves) {
+// A long completion on session "gone" whose client closes its connection
+// after the first tokens (a streaming client after reading its first event).
+void client_leaves_mid_request(bool stream) {
   TempDir dir;
   ServeProcess server(default_model(), dir / "sessions");
   const std::vector<int64_t> prompt = {65, 110, 100, 32};
   constexpr int64_t kMax = 4000;
   const int fd = send_raw_post(server.port(), "/v1/completions",
                                json{{"prompt", prompt}, {"max_tokens", kMax}, {"temperature", 0},
-                                    {"session", "gone"}}.dump());
+                                    {"session", "gone"}, {"stream", stream}}.dump());
+  if (stream) {
+    char buf[256];
+    ASSERT_GT(::recv(fd, buf, sizeof(buf), 0), 0) << "no event came";
+  }
   ASSERT_TRUE(eventually([&] { return metric(server, "ssm_generated_tokens_total") >= 5; }, 60))
       << "the request never started decoding";
   ::close(fd);
@@ -75,7 +81,8 @@ TEST(ServeDisconnect, NonStreamingRequestIsCancelledWhenItsClientLeaves) {
   ASSERT_TRUE(eventually([&] { return metric(server, "ssm_requests_cancelled_total") == 1; }, 30))
       << "the request was not cancelled; generated " << metric(server, "ssm_generated_tokens_total");
   const double cancel_seconds = seconds_since(closed);
-  std::printf("cancelled %.3f s after the client closed its connection\n", cancel_seconds);
+  std::printf("%s: cancelled %.3f s after the client closed its connection\n", stream ? "streamed" : "not streamed",
+              cancel_seconds);
   EXPECT_LT(cancel_seconds, 2.0);
   ASSERT_TRUE(eventually([&] { return metric(server, "ssm_requests_in_flight") == 0; }, 10));
 
@@ -101,6 +108,10 @@ TEST(ServeDisconnect, NonStreamingRequestIsCancelledWhenItsClientLeaves) {
   EXPECT_EQ(completion_ids(more), generate_greedy(default_model(), all, 6));
   EXPECT_EQ(server.stop().code, 0);
 }
+
+TEST(ServeDisconnect, NonStreamingRequestIsCancelledWhenItsClientLeaves) { client_leaves_mid_request(false); }
+
+TEST(ServeDisconnect, StreamingRequestIsCancelledWhenItsClientLeaves) { client_leaves_mid_request(true); }
 
 TEST(ServeShutdown, SigtermWithIdleKeepAliveConnectionsExitsAfterTheRequestInFlight) {
   TempDir dir;

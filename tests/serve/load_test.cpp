@@ -7,7 +7,8 @@
 // served them (session_tokens tells it), on fresh sessions: each reply must
 // be the same, so batching changed nothing. The replay is also the
 // one-client-at-a-time baseline: aggregate tokens/s of both and p50/p99
-// latency are printed (recorded, never asserted: the machine is shared).
+// latency are printed; only that batching beat one at a time is asserted
+// (the machine is shared, so no figure is).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -121,6 +122,7 @@ TEST(ServeLoad, ConcurrentClientsOnSharedSessionsMatchOneAtATime) {
     });
   for (auto& t : clients) t.join();
   const double concurrent_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string metrics_batched = server.client()->Get("/metrics")->body;
 
   EXPECT_EQ(connection_failures.load(), 0) << "requests that got no HTTP response";
   std::map<std::string, std::vector<Served>> by_session;
@@ -169,17 +171,26 @@ TEST(ServeLoad, ConcurrentClientsOnSharedSessionsMatchOneAtATime) {
               kClients, kRequests, kSessions, kMaxTokens, tokens, concurrent_seconds, tokens / concurrent_seconds,
               1e3 * percentile(latencies, 0.5), 1e3 * percentile(latencies, 0.99), sequential_seconds,
               tokens / sequential_seconds, sequential_seconds / concurrent_seconds);
-  const auto value = [&](const std::string& name) {
-    const size_t at = metrics.find("\n" + name + " ") + name.size() + 2;
-    return metrics.substr(at, metrics.find('\n', at) - at);
+  const auto value = [&](const std::string& name, const std::string& m) {
+    const size_t at = m.find("\n" + name + " ") + name.size() + 2;
+    return m.substr(at, m.find('\n', at) - at);
   };
   std::printf("phases (the %zu streamed requests): time to first token p50 %.1f ms p99 %.1f ms; "
               "decode per token after it p50 %.2f ms p99 %.2f ms; total p50 %.1f ms p99 %.1f ms\n",
               first_token.size(), 1e3 * percentile(first_token, 0.5), 1e3 * percentile(first_token, 0.99),
               1e3 * percentile(per_token, 0.5), 1e3 * percentile(per_token, 0.99),
               1e3 * percentile(latencies, 0.5), 1e3 * percentile(latencies, 0.99));
-  std::printf("decode steps %s, rows decoded %s (both phases)\n", value("ssm_decode_steps_total").c_str(),
-              value("ssm_decode_rows_total").c_str());
+  const double steps = std::stod(value("ssm_decode_steps_total", metrics_batched)),
+               rows = std::stod(value("ssm_decode_rows_total", metrics_batched));
+  std::printf("batched phase: %.0f decode steps, %.0f rows decoded (mean batch %.2f); both phases: %s steps, %s rows\n",
+              steps, rows, rows / steps, value("ssm_decode_steps_total", metrics).c_str(),
+              value("ssm_decode_rows_total", metrics).c_str());
+  // Batching happened (more than one row per decode step on average) and
+  // paid: the batched phase served the same tokens faster than the replay
+  // one at a time (by 4x or more when measured; 1x is the bound asserted,
+  // as the machine is shared).
+  EXPECT_GT(rows / steps, 2.0) << "decode steps were hardly batched";
+  EXPECT_LT(concurrent_seconds, sequential_seconds) << "batched decode was not faster than one client at a time";
   ::testing::Test::RecordProperty("batched_tokens_per_s", std::to_string(tokens / concurrent_seconds));
   ::testing::Test::RecordProperty("sequential_tokens_per_s", std::to_string(tokens / sequential_seconds));
   EXPECT_EQ(server.stop().code, 0);
