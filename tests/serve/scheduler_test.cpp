@@ -6,6 +6,7 @@
 // was before the request.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <set>
 
 #include "serve/serve_helpers.h"
@@ -45,6 +46,23 @@ std::vector<int64_t> reference(LanguageModel& model, Context& ctx, SessionState&
   return gen.generate(s, {prompt}, cfg)[0].tokens;
 }
 
+// Holds the scheduler's thread in a token callback until opened, so that
+// the jobs submitted meanwhile are all queued before any of them decodes (on
+// a loaded machine the first could otherwise finish before the next one is
+// even submitted).
+struct Gate {
+  std::promise<void> open;
+  std::shared_future<void> opened = open.get_future().share();
+  std::shared_ptr<Job> job(SessionState& s) {
+    auto j = greedy_job(s, {1}, 1);
+    j->on_token = [f = opened](int64_t) {
+      f.wait();
+      return false;
+    };
+    return j;
+  }
+};
+
 class ServeScheduler : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ServeScheduler, LongPromptIsPrefilledInChunksBetweenDecodeSteps) {
@@ -63,11 +81,15 @@ TEST_P(ServeScheduler, LongPromptIsPrefilledInChunksBetweenDecodeSteps) {
   auto b = greedy_job(sb, big, 6);
   {
     Scheduler sched(model, ctx, 4, 8, /*prefill_chunk=*/16);
+    SessionState sg = make_session(model, 1);
+    Gate gate;
+    ASSERT_TRUE(sched.submit(gate.job(sg)));
     ASSERT_TRUE(sched.submit(a));
     ASSERT_TRUE(sched.submit(b));
+    gate.open.set_value();
     a->wait();
     b->wait();
-    EXPECT_EQ(sched.stats().prompt_tokens, static_cast<int64_t>(short_prompt.size() + big.size()));
+    EXPECT_EQ(sched.stats().prompt_tokens, static_cast<int64_t>(1 + short_prompt.size() + big.size()));
   }
   ASSERT_EQ(a->finish, Finish::kLength) << a->error;
   ASSERT_EQ(b->finish, Finish::kLength) << b->error;
@@ -112,8 +134,12 @@ TEST_P(ServeScheduler, CancelDuringPrefillLeavesTheSessionAsBefore) {
     }
     return false;
   };
+  SessionState sg = make_session(model, 1);
+  Gate gate;
+  ASSERT_TRUE(sched.submit(gate.job(sg)));
   ASSERT_TRUE(sched.submit(a));
   ASSERT_TRUE(sched.submit(cut));
+  gate.open.set_value();
   cut->wait();
   a->wait();
   ASSERT_GT(seen_at_cancel, before) << "the cancel never came during the prefill";
