@@ -85,6 +85,10 @@ void Server::complete(const httplib::Request& req, httplib::Response& res, bool 
     job.stop_tokens = stop_tokens_;
     Exchange* raw = ex.get();
     job.on_token = [this, raw](int64_t tok) {
+      if (!raw->first_token_seen) {
+        raw->first_token_seen = true;
+        metrics_.observe_first_token(std::chrono::duration<double>(Clock::now() - raw->arrived).count());
+      }
       if (std::find(stop_tokens_.begin(), stop_tokens_.end(), tok) != stop_tokens_.end()) return false;
       const std::lock_guard lock(raw->text_mutex);
       const bool stop = raw->text.push(tokenizer_.token_bytes(static_cast<int32_t>(tok)));

@@ -180,6 +180,13 @@ TEST(ServeLoad, ConcurrentClientsOnSharedSessionsMatchOneAtATime) {
               first_token.size(), 1e3 * percentile(first_token, 0.5), 1e3 * percentile(first_token, 0.99),
               1e3 * percentile(per_token, 0.5), 1e3 * percentile(per_token, 0.99),
               1e3 * percentile(latencies, 0.5), 1e3 * percentile(latencies, 0.99));
+  const auto quantile = [&](const std::string& name, const char* q) {
+    const std::string key = name + "{quantile=\"" + q + "\"} ";
+    const size_t at = metrics_batched.find(key) + key.size();
+    return 1e3 * std::stod(metrics_batched.substr(at, metrics_batched.find('\n', at) - at));
+  };
+  std::printf("server side (arrival to first token sampled, all requests of the batched phase): p50 %.1f ms p99 %.1f ms\n",
+              quantile("ssm_time_to_first_token_seconds", "0.5"), quantile("ssm_time_to_first_token_seconds", "0.99"));
   const double steps = std::stod(value("ssm_decode_steps_total", metrics_batched)),
                rows = std::stod(value("ssm_decode_rows_total", metrics_batched));
   std::printf("batched phase: %.0f decode steps, %.0f rows decoded (mean batch %.2f); both phases: %s steps, %s rows\n",
