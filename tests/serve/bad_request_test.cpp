@@ -136,7 +136,9 @@ TEST(ServeCli, BadFlagsAreUsageErrors) {
        {std::vector<std::string>{"serve", "--port", "-1"}, {"serve", "--port", "70000"}, {"serve", "--port", "x"},
         {"serve", "--max-batch", "0"}, {"serve", "--max-queue", "0"}, {"serve", "--api-key", ""},
         {"serve", "/no/such/model"}, {"serve", "--max-body", "1"},
-        {"serve", "--default-max-tokens", "10", "--max-tokens-limit", "5"}}) {
+        {"serve", "--default-max-tokens", "10", "--max-tokens-limit", "5"}, {"serve", "--prefill-chunk", "0"},
+        {"serve", "--prefill-chunk", "-5"}, {"serve", "--max-sessions-memory", "0"}, {"serve", "--sessions", ""},
+        {"serve", "--port", "1", "--port", "2"}}) {
     const CliRun r = run_ssm(args);
     EXPECT_EQ(r.code, 2) << args[1] << " " << (args.size() > 2 ? args[2] : "") << ": " << r.err;
     EXPECT_TRUE(contains(r.err, "ssm: error:")) << r.err;
