@@ -114,6 +114,9 @@ int run_train(TrainArgs& a) {
   if (out != src) copy_model_files(src, out, a.resume);
 
   Context ctx = make_context(a.compute);
+  // Weights, gradients and AdamW moments live on the backend's device;
+  // checkpoints are written from host copies (any device resumes them).
+  model.to_device(ctx.device());
   Trainer trainer(model, data.train, opt, ctx);
   if (a.resume) trainer.load_checkpoint(checkpoint);
   std::printf("training %s: %lld train / %lld held-out tokens, %lld steps of %lld x %lld x %lld%s%s\n",

@@ -49,7 +49,8 @@ Gradients::Gradients(LanguageModel& model, bool all) {
   model.for_each_param([&](const std::string& name, Param& p) {
     names_.push_back(name);
     params_.push_back(&p);
-    grads_.push_back(all || trains.count(&p) ? Tensor::zeros(DType::kF32, p.shape) : Tensor());
+    // Each gradient lives where its parameter does (the GPU after to_device).
+    grads_.push_back(all || trains.count(&p) ? Tensor::zeros(DType::kF32, p.shape, p.value.device()) : Tensor());
   });
 }
 

@@ -64,8 +64,9 @@ double clip_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grad
 AdamW::AdamW(std::vector<TrainableSlice> slices, AdamWOptions options)
     : slices_(std::move(slices)), opt_(options) {
   for (const TrainableSlice& s : slices_) {
-    m_.push_back(Tensor::zeros(DType::kF32, slice_shape(s)));
-    v_.push_back(Tensor::zeros(DType::kF32, slice_shape(s)));
+    // The moments live where the parameter does.
+    m_.push_back(Tensor::zeros(DType::kF32, slice_shape(s), s.param->value.device()));
+    v_.push_back(Tensor::zeros(DType::kF32, slice_shape(s), s.param->value.device()));
   }
 }
 
