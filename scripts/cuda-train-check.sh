@@ -47,9 +47,12 @@ if [ "${BENCH:-1}" != 0 ]; then
   for cfg in "$src"/bench/train_configs/*.json; do
     dir=/tmp/bench-$(basename "$cfg" .json)
     "$ssm" init --config "$cfg" --out "$dir" --force >> "$logs/bench.log" 2>&1 || { echo "init $cfg failed"; continue; }
-    for b in 8 1; do
-      timeout 200 "$ssm" bench "$dir" --train --backend cuda --batch "$b" -p 2048 ${BENCH_ARGS:-} \
-        2>&1 | tee -a "$logs/bench.log"
+    # One process per case: the peak memory counts from the process's start.
+    for prec in "" --bf16; do
+      for b in 8 1; do
+        timeout 200 "$ssm" bench "$dir" --train $prec --backend cuda --batch "$b" -p 2048 ${BENCH_ARGS:-} \
+          2>&1 | tee -a "$logs/bench.log"
+      done
     done
   done
 fi

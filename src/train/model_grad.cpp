@@ -46,17 +46,31 @@ void sub_block_backward(SequenceLayer& layer, const Param& norm_w, const Tensor&
 Gradients::Gradients(LanguageModel& model, bool all) {
   std::map<const Param*, bool> trains;
   for (const TrainableSlice& s : model.trainable_parameters()) trains[s.param] = true;
+  constexpr int64_t kAlign = 16;  // floats: 64 bytes, as every allocation
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  Device device = Device::host();
   model.for_each_param([&](const std::string& name, Param& p) {
     names_.push_back(name);
     params_.push_back(&p);
-    // Each gradient lives where its parameter does (the GPU after to_device).
-    grads_.push_back(all || trains.count(&p) ? Tensor::zeros(DType::kF32, p.shape, p.value.device()) : Tensor());
+    const bool wanted = all || trains.count(&p);
+    offsets.push_back(wanted ? total : -1);
+    if (wanted) {
+      const int64_t n = shape_numel(p.shape);
+      elements_ += n;
+      total += (n + kAlign - 1) / kAlign * kAlign;
+      device = p.value.device();  // the gradients live where the parameters do
+    }
   });
+  flat_ = Tensor::zeros(DType::kF32, {total}, device);
+  for (size_t i = 0; i < params_.size(); ++i)
+    grads_.push_back(offsets[i] < 0 ? Tensor()
+                                    : flat_.slice(0, offsets[i], offsets[i] + shape_numel(params_[i]->shape))
+                                          .reshape(params_[i]->shape));
 }
 
 void Gradients::zero(Context& ctx) {
-  for (Tensor& t : grads_)
-    if (t.numel()) ops::fill(ctx, t, 0.f);
+  if (flat_.numel()) ops::fill(ctx, flat_, 0.f);
 }
 
 Tensor& Gradients::of(const Param& p) {

@@ -26,11 +26,18 @@ class Gradients {
   // The gradient of a parameter (empty when it does not train).
   Tensor& of(const Param& p);
   bool wanted(const Param& p) { return of(p).numel() > 0; }
+  // One buffer that every gradient is a view of (64-byte aligned pieces,
+  // zeros between them), so that a device sums or scales them all at once.
+  const Tensor& flat() const { return flat_; }
+  // The elements of every gradient together (flat() without its padding).
+  int64_t elements() const { return elements_; }
 
  private:
   std::vector<std::string> names_;
   std::vector<Param*> params_;
   std::vector<Tensor> grads_;
+  Tensor flat_;
+  int64_t elements_ = 0;
 };
 
 // Next-token targets of ids (B, L): targets[b*L + t] = ids[b, t+1], -1 at t = L-1.

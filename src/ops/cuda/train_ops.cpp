@@ -10,6 +10,7 @@
 #include <numeric>
 #include <vector>
 
+#include "ops/cuda/gemm_f32.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch_train.h"
 #include "ops/cuda/runtime.h"
@@ -32,11 +33,7 @@ void sum_partials(Context& ctx, const float* partial, int64_t cols, float* dst) 
 void gemm(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc, const char* what) {
-  const float alpha = 1.f;
-  check(cublasSgemm(resources(ctx).blas, ta, tb, static_cast<int>(m), static_cast<int>(n),
-                    static_cast<int>(k), &alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
-                    &beta, C, static_cast<int>(ldc)),
-        what);
+  gemm_f32(resources(ctx), ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc, what);
 }
 
 void linear_backward(Context& ctx, const ops::LinearBackwardArgs& a) {
