@@ -56,4 +56,14 @@ if [ "${BENCH:-1}" != 0 ]; then
     done
   done
 fi
+if [ -n "${PROFILE:-}" ]; then  # kernel times of one 1 x 2048 training step (Nsight Compute)
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  dir=/tmp/bench-mamba2_130m
+  [ -d $dir ] || "$build/ssm" init --config "$src/bench/train_configs/mamba2_130m.json" --out $dir --force
+  timeout 300 "$ncu" --clock-control none --csv --page raw --metrics gpu__time_duration.sum \
+    --launch-skip "${PROFILE_SKIP:-0}" \
+    "$build/ssm" bench $dir --train --backend cuda --batch "${PROFILE_BATCH:-1}" -p 2048 --train-steps 1 \
+    > "$logs/profile.csv" 2> "$logs/profile.err"
+  python3 "$src/scripts/ncu-kernel-times.py" "$logs/profile.csv" 30 | tee "$logs/profile.txt"
+fi
 exit $tstatus

@@ -66,7 +66,9 @@ std::vector<double> run(LanguageModel& model, const std::vector<int32_t>& tokens
                         const TrainOptions& o, const std::string& backend, int64_t steps,
                         const fs::path& save = {}, const fs::path& resume = {}, bool bf16 = false) {
   Context ctx(backend, 2);
-  if (bf16) EXPECT_TRUE(ctx.resources()->set_bf16_compute(true));
+  if (bf16) {
+    EXPECT_TRUE(ctx.resources()->set_bf16_compute(true));
+  }
   model.to_device(ctx.device());
   Trainer t(model, tokens, o, ctx);
   if (!resume.empty()) t.load_checkpoint(resume);

@@ -33,7 +33,7 @@ namespace ssm::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr size_t kMaxSmem = 160 * 1024;
+constexpr size_t kMaxSmem = 200 * 1024;  // of the H200's 227 KiB per block
 
 struct Chunk {
   int64_t b, h, g, c, c0, row0;
@@ -66,42 +66,72 @@ __device__ void load_decay(const SsdScanBackwardLaunch& a, const Chunk& k, float
   __syncthreads();
 }
 
-// rows x cols of src (row stride ld, starting at row0) into dst (dense).
-__device__ void load_tile(float* dst, const float* src, int64_t ld, int rows, int64_t cols) {
+// rows x cols of src (row stride ld) into dst with row stride dld. The
+// tiles' rows are padded by one float (dld = cols + 1) so that threads
+// reading one column of successive rows hit different banks.
+__device__ void load_tile(float* dst, int64_t dld, const float* src, int64_t ld, int rows,
+                          int64_t cols) {
   for (int64_t i = threadIdx.x; i < rows * cols; i += blockDim.x) {
     const int64_t t = i / cols, j = i % cols;
-    dst[i] = src[t * ld + j];
+    dst[t * dld + j] = src[t * ld + j];
   }
+}
+
+// The chunk's inputs in shared memory: dt, cs, then padded tiles of x, dy
+// (Q x P) and B, C (Q x N).
+struct Tiles {
+  float *dt, *cs, *x, *dy, *B, *C;
+  int64_t lp, ln;  // padded row strides
+  __device__ float* end(int64_t Q) const { return C + Q * ln; }
+};
+
+__device__ Tiles load_chunk(const SsdScanBackwardLaunch& a, const Chunk& k, float* smem) {
+  const int64_t P = a.P, N = a.N, Q = a.Q;
+  Tiles s;
+  s.lp = P + 1;
+  s.ln = N + 1;
+  s.dt = smem;
+  s.cs = s.dt + Q;
+  s.x = s.cs + Q;
+  s.dy = s.x + Q * s.lp;
+  s.B = s.dy + Q * s.lp;
+  s.C = s.B + Q * s.ln;
+  load_decay(a, k, s.dt, s.cs);
+  load_tile(s.x, s.lp, a.x.p + k.row0 * a.x.stride + k.h * P, a.x.stride, k.len, P);
+  load_tile(s.dy, s.lp, a.dy.p + k.row0 * a.dy.stride + k.h * P, a.dy.stride, k.len, P);
+  load_tile(s.B, s.ln, a.Bm.p + k.row0 * a.Bm.stride + k.g * N, a.Bm.stride, k.len, N);
+  load_tile(s.C, s.ln, a.C.p + k.row0 * a.C.stride + k.g * N, a.C.stride, k.len, N);
+  return s;
+}
+
+size_t tiles_floats(int64_t P, int64_t N, int64_t Q) {
+  return 2 * Q + 2 * Q * (P + 1) + 2 * Q * (N + 1);
 }
 
 __global__ void chunk_sums_kernel(SsdScanBackwardLaunch a) {
   extern __shared__ float smem[];
   const Chunk k = chunk_of(a, blockIdx.x);
   const int64_t P = a.P, N = a.N, Q = a.Q;
-  float* sdt = smem;
-  float* scs = sdt + Q;
-  float* sx = scs + Q;
-  float* sdy = sx + Q * P;
-  float* sB = sdy + Q * P;
-  float* sC = sB + Q * N;
-  load_decay(a, k, sdt, scs);
-  load_tile(sx, a.x.p + k.row0 * a.x.stride + k.h * P, a.x.stride, k.len, P);
-  load_tile(sdy, a.dy.p + k.row0 * a.dy.stride + k.h * P, a.dy.stride, k.len, P);
-  load_tile(sB, a.Bm.p + k.row0 * a.Bm.stride + k.g * N, a.Bm.stride, k.len, N);
-  load_tile(sC, a.C.p + k.row0 * a.C.stride + k.g * N, a.C.stride, k.len, N);
+  const Tiles s = load_chunk(a, k, smem);
+  float* wsrc = s.end(Q);  // Q: exp(cs_last - cs_t) dt_t, a source's weight at the chunk's end
+  float* wout = wsrc + Q;  // Q: exp(cs_t), the chunk's start state's weight at output t
   __syncthreads();
-  const float last = scs[k.len - 1];
-  // Sources decay to the chunk's end; outputs see the state from its start.
+  const float last = s.cs[k.len - 1];
+  for (int t = threadIdx.x; t < k.len; t += blockDim.x) {
+    wsrc[t] = expf(last - s.cs[t]) * s.dt[t];
+    wout[t] = expf(s.cs[t]);
+  }
+  __syncthreads();
   const int64_t out = ((k.b * a.H + k.h) * ((a.L + Q - 1) / Q) + k.c) * P * N;
   for (int64_t i = threadIdx.x; i < P * N; i += blockDim.x) {
     const int64_t p = i / N, n = i % N;
-    float s = 0, d = 0;
+    double sum = 0, dsum = 0;
     for (int t = 0; t < k.len; ++t) {
-      s += expf(last - scs[t]) * sdt[t] * sx[t * P + p] * sB[t * N + n];
-      d += expf(scs[t]) * sdy[t * P + p] * sC[t * N + n];
+      sum += wsrc[t] * s.x[t * s.lp + p] * s.B[t * s.ln + n];
+      dsum += wout[t] * s.dy[t * s.lp + p] * s.C[t * s.ln + n];
     }
-    a.states[out + i] = s;
-    a.dstates[out + i] = d;
+    a.states[out + i] = static_cast<float>(sum);
+    a.dstates[out + i] = static_cast<float>(dsum);
   }
   if (threadIdx.x == 0) a.decay[out / (P * N)] = expf(last);
 }
@@ -115,16 +145,16 @@ __global__ void chunk_pass_kernel(SsdScanBackwardLaunch a) {
   float* S = a.states + bh * nc * PN + e;
   float* F = a.dstates + bh * nc * PN + e;
   const float* decay = a.decay + bh * nc;
-  float run = a.state0 ? a.state0[i] : 0.f;
+  double run = a.state0 ? a.state0[i] : 0.f;
   for (int64_t c = 0; c < nc; ++c) {
     const float own = S[c * PN];
-    S[c * PN] = run;
+    S[c * PN] = static_cast<float>(run);
     run = decay[c] * run + own;
   }
-  run = 0.f;
+  run = 0;
   for (int64_t c = nc - 1; c >= 0; --c) {
     const float own = F[c * PN];
-    F[c * PN] = run;
+    F[c * PN] = static_cast<float>(run);
     run = decay[c] * run + own;
   }
 }
@@ -133,31 +163,27 @@ __global__ void chunk_backward_kernel(SsdScanBackwardLaunch a) {
   extern __shared__ float smem[];
   const Chunk k = chunk_of(a, blockIdx.x);
   const int64_t P = a.P, N = a.N, Q = a.Q, H = a.H;
-  float* sdt = smem;
-  float* scs = sdt + Q;
-  float* sx = scs + Q;
-  float* sdy = sx + Q * P;
-  float* sB = sdy + Q * P;
-  float* sC = sB + Q * N;
-  float* M1 = sC + Q * N;    // (t', t): exp(cs_t' - cs_t) C_t'.B_t, t' >= t
-  float* M2 = M1 + Q * Q;    // (t', t): exp(cs_t' - cs_t) dy_t'.x_t, t' >= t
-  float* dSB = M2 + Q * Q;   // (t, p): (dS_t B_t)[p]
-  float* red = dSB + Q * P;  // kThreads: the dD reduction
-  load_decay(a, k, sdt, scs);
-  load_tile(sx, a.x.p + k.row0 * a.x.stride + k.h * P, a.x.stride, k.len, P);
-  load_tile(sdy, a.dy.p + k.row0 * a.dy.stride + k.h * P, a.dy.stride, k.len, P);
-  load_tile(sB, a.Bm.p + k.row0 * a.Bm.stride + k.g * N, a.Bm.stride, k.len, N);
-  load_tile(sC, a.C.p + k.row0 * a.C.stride + k.g * N, a.C.stride, k.len, N);
+  const Tiles s = load_chunk(a, k, smem);
+  float* M1 = s.end(Q);        // (t', t): exp(cs_t' - cs_t) C_t'.B_t, t' >= t
+  float* M2 = M1 + Q * Q;      // (t', t): exp(cs_t' - cs_t) dy_t'.x_t, t' >= t
+  float* dSB = M2 + Q * Q;     // (t, p): (dS_t B_t)[p]
+  float* Ft = dSB + Q * P;     // (n, p): F transposed, rows padded
+  float* red = Ft + N * s.lp;  // kThreads: the dD reduction
+  const int64_t nc = (a.L + Q - 1) / Q;
+  const int64_t base = ((k.b * H + k.h) * nc + k.c) * P * N;
+  const float* S0 = a.states + base;
+  const float* F = a.dstates + base;
+  for (int64_t i = threadIdx.x; i < P * N; i += blockDim.x) Ft[(i % N) * s.lp + i / N] = F[i];
   __syncthreads();
   const int len = k.len;
-  const float last = scs[len - 1];
+  const float last = s.cs[len - 1];
   for (int i = threadIdx.x; i < len * len; i += blockDim.x) {
     const int tp = i / len, t = i % len;
     float cb = 0, dx = 0;
     if (tp >= t) {
-      for (int64_t n = 0; n < N; ++n) cb += sC[tp * N + n] * sB[t * N + n];
-      for (int64_t p = 0; p < P; ++p) dx += sdy[tp * P + p] * sx[t * P + p];
-      const float e = expf(scs[tp] - scs[t]);
+      for (int64_t n = 0; n < N; ++n) cb += s.C[tp * s.ln + n] * s.B[t * s.ln + n];
+      for (int64_t p = 0; p < P; ++p) dx += s.dy[tp * s.lp + p] * s.x[t * s.lp + p];
+      const float e = expf(s.cs[tp] - s.cs[t]);
       cb *= e;
       dx *= e;
     }
@@ -165,51 +191,47 @@ __global__ void chunk_backward_kernel(SsdScanBackwardLaunch a) {
     M2[tp * Q + t] = dx;
   }
   __syncthreads();
-  const int64_t nc = (a.L + Q - 1) / Q;
-  const int64_t base = ((k.b * H + k.h) * nc + k.c) * P * N;
-  const float* S0 = a.states + base;
-  const float* F = a.dstates + base;
   const float Dh = a.D ? a.D[k.h] : 0.f;
   float dD = 0;
   for (int64_t i = threadIdx.x; i < len * P; i += blockDim.x) {
     const int t = static_cast<int>(i / P);
     const int64_t p = i % P;
-    float fb = 0;
-    for (int64_t n = 0; n < N; ++n) fb += F[p * N + n] * sB[t * N + n];
-    float acc = expf(last - scs[t]) * fb;
-    for (int tp = t; tp < len; ++tp) acc += M1[tp * Q + t] * sdy[tp * P + p];
-    dSB[t * P + p] = acc;
-    const float dyv = sdy[t * P + p];
-    a.dx.p[(k.row0 + t) * a.dx.stride + k.h * P + p] = sdt[t] * acc + Dh * dyv;
-    dD += dyv * sx[t * P + p];
+    double fb = 0;
+    for (int64_t n = 0; n < N; ++n) fb += Ft[n * s.lp + p] * s.B[t * s.ln + n];
+    double acc = expf(last - s.cs[t]) * fb;
+    for (int tp = t; tp < len; ++tp) acc += M1[tp * Q + t] * s.dy[tp * s.lp + p];
+    dSB[t * P + p] = static_cast<float>(acc);
+    const float dyv = s.dy[t * s.lp + p];
+    a.dx.p[(k.row0 + t) * a.dx.stride + k.h * P + p] = static_cast<float>(s.dt[t] * acc + Dh * dyv);
+    dD += dyv * s.x[t * s.lp + p];
   }
   red[threadIdx.x] = dD;
   __syncthreads();
   for (int t = threadIdx.x; t < len; t += blockDim.x) {
-    float acc = 0;
-    for (int64_t p = 0; p < P; ++p) acc += sx[t * P + p] * dSB[t * P + p];
-    a.ddt.p[(k.row0 + t) * a.ddt.stride + k.h] = acc;  // decay terms added by pass 5
+    double acc = 0;
+    for (int64_t p = 0; p < P; ++p) acc += s.x[t * s.lp + p] * dSB[t * P + p];
+    a.ddt.p[(k.row0 + t) * a.ddt.stride + k.h] = static_cast<float>(acc);  // decay terms: pass 5
   }
   if (threadIdx.x == 0) {
-    float s = 0;
-    for (int j = 0; j < static_cast<int>(blockDim.x); ++j) s += red[j];
+    float sum = 0;
+    for (int j = 0; j < static_cast<int>(blockDim.x); ++j) sum += red[j];
     // The chunk's decay is no longer needed (pass 2 used it): its slot holds dD's part.
-    a.decay[base / (P * N)] = s;
+    a.decay[base / (P * N)] = sum;
   }
   for (int64_t i = threadIdx.x; i < len * N; i += blockDim.x) {
     const int t = static_cast<int>(i / N);
     const int64_t n = i % N;
-    float fx = 0, sy = 0;
+    double fx = 0, sy = 0;
     for (int64_t p = 0; p < P; ++p) {
-      fx += F[p * N + n] * sx[t * P + p];
-      sy += S0[p * N + n] * sdy[t * P + p];
+      fx += Ft[n * s.lp + p] * s.x[t * s.lp + p];
+      sy += S0[p * N + n] * s.dy[t * s.lp + p];
     }
-    float db = expf(last - scs[t]) * fx, dc = expf(scs[t]) * sy;
-    for (int tp = t; tp < len; ++tp) db += M2[tp * Q + t] * sC[tp * N + n];
-    for (int s = 0; s <= t; ++s) dc += M2[t * Q + s] * sdt[s] * sB[s * N + n];
+    double db = expf(last - s.cs[t]) * fx, dc = expf(s.cs[t]) * sy;
+    for (int tp = t; tp < len; ++tp) db += M2[tp * Q + t] * s.C[tp * s.ln + n];
+    for (int u = 0; u <= t; ++u) dc += M2[t * Q + u] * s.dt[u] * s.B[u * s.ln + n];
     const int64_t o = ((k.row0 + t) * H + k.h) * N + n;
-    a.dBh[o] = sdt[t] * db;
-    a.dCh[o] = dc;
+    a.dBh[o] = static_cast<float>(s.dt[t] * db);
+    a.dCh[o] = static_cast<float>(dc);
   }
 }
 
@@ -280,10 +302,10 @@ __global__ void head_sums_kernel(SsdScanBackwardLaunch a) {
 }
 
 size_t sums_smem(int64_t P, int64_t N, int64_t Q) {
-  return sizeof(float) * (2 * Q + 2 * Q * P + 2 * Q * N);
+  return sizeof(float) * (tiles_floats(P, N, Q) + 2 * Q);
 }
 size_t backward_smem(int64_t P, int64_t N, int64_t Q) {
-  return sums_smem(P, N, Q) + sizeof(float) * (2 * Q * Q + Q * P + kThreads);
+  return sizeof(float) * (tiles_floats(P, N, Q) + 2 * Q * Q + Q * P + N * (P + 1) + kThreads);
 }
 
 unsigned blocks(int64_t n, int threads) {
