@@ -92,7 +92,9 @@ TrainOptions resumed_options(const TrainArgs& a, const fs::path& checkpoint) {
     if (a.cmd->count(flag) && s[key] != given[key])
       throw Error(cat(checkpoint.string(), ": was made with ", flag, " ", s[key].dump(),
                       "; resume with the checkpoint's options"));
-  return stored;
+  TrainOptions o = stored;
+  o.recompute = a.opt.recompute;  // not stored: it does not change the run
+  return o;
 }
 
 int run_train(TrainArgs& a) {
@@ -227,6 +229,9 @@ void setup_train(CLI::App& app, Action& action) {
       ->type_name("N")->capture_default_str()->check(count(0));
   cmd->add_option("--holdout", a.holdout, "fraction of the file held out for evaluation (0: none)")
       ->type_name("F")->capture_default_str()->check(real_number(0, 0.9));
+  cmd->add_flag("--recompute", a.opt.recompute,
+                "on a GPU, recompute each block's internals in the backward instead of keeping them "
+                "(less memory, the same results)");
   cmd->add_flag("--bf16", a.bf16,
                 "mixed precision (--backend cuda): products on bf16 tensor cores, weights, AdamW moments "
                 "and scan states in F32");

@@ -97,7 +97,7 @@ std::vector<int64_t> next_token_targets(const Tensor& ids, int64_t vocab_size) {
 }
 
 LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
-                            Context& ctx, std::vector<double>* position_loss) {
+                            Context& ctx, std::vector<double>* position_loss, bool keep_activations) {
   const ModelConfig& c = model.config();
   if (grads && (c.embedding_multiplier != 1.f || c.residual_multiplier != 1.f || c.logits_scaling != 1.f))
     throw Error(cat("a ", c.family, " model with embedding, residual or logit multipliers cannot be trained yet"));
@@ -123,6 +123,7 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
   const Tensor h = Tensor::empty(DType::kF32, {B, L, D}, device);
   model.embed(ids_on, h, ctx);
   BlockTape tape;
+  tape.keep_activations = keep_activations;
   model.run_blocks(h, nullptr, ctx, grads ? &tape : nullptr);
 
   const Tensor f = Tensor::empty(DType::kF32, {B, L, D}, device);

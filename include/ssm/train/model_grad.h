@@ -50,9 +50,12 @@ struct LossSum {
 };
 
 // Loss of the batch; with grads, adds scale * d(mean loss)/d(param) to them
-// (scale = 1 / micro-batches under gradient accumulation).
+// (scale = 1 / micro-batches under gradient accumulation). keep_activations:
+// each layer keeps its internals from the forward for its backward (memory
+// for speed; the same results) instead of recomputing them.
 LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
-                            Context& ctx, std::vector<double>* position_loss = nullptr);
+                            Context& ctx, std::vector<double>* position_loss = nullptr,
+                            bool keep_activations = false);
 
 // Forward only (no residuals kept), the same loss; position_loss (B*L) is
 // filled with each position's loss when given.

@@ -78,6 +78,12 @@ void launch_softmax_xent(Rows logits, int64_t V, const int64_t* targets, double 
 // *out = sum of v[0..n) in double, in order of a fixed tree.
 void launch_sum_doubles(const double* v, int64_t n, double* out, cudaStream_t s);
 
+// *out = the sum of squares of p[0..n) in double, over kSumBlocks blocks
+// (partial: kSumBlocks doubles of scratch), then their partial sums in order.
+inline constexpr int kSumBlocks = 264;
+void launch_sum_squares_dense(const float* p, int64_t n, double* partial, double* out,
+                              cudaStream_t s);
+
 // AdamW (ops/adamw.h) over n elements; the step in double.
 void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, double lr, double b1,
                   double b2, double eps, double wd, double bc1, double bc2, cudaStream_t s);

@@ -59,6 +59,21 @@ __global__ void sum_doubles_kernel(const double* v, int64_t n, double* out) {
   if (threadIdx.x == 0) *out = acc;
 }
 
+// Stage 1 of a wide sum of squares: block j sums elements j*per .. in
+// double into partial[j] (a fixed tree), so the result repeats exactly.
+__global__ void sum_squares_partial_kernel(const float* p, int64_t n, double* partial) {
+  __shared__ double scratch[kThreads];
+  const int64_t per = (n + gridDim.x - 1) / gridDim.x, i0 = blockIdx.x * per;
+  const int64_t i1 = i0 + per < n ? i0 + per : n;
+  double acc = 0;
+  for (int64_t i = i0 + threadIdx.x; i < i1; i += kThreads) {
+    const double v = p[i];
+    acc += v * v;
+  }
+  acc = block_reduce(acc, [](double a, double b) { return a + b; }, scratch);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, double lr,
                              double b1, double b2, double eps, double decay, double bc1,
                              double bc2) {
@@ -85,6 +100,11 @@ void launch_softmax_xent(Rows logits, int64_t V, const int64_t* targets, double 
 
 void launch_sum_doubles(const double* v, int64_t n, double* out, cudaStream_t s) {
   sum_doubles_kernel<<<1, kThreads, 0, s>>>(v, n, out);
+}
+
+void launch_sum_squares_dense(const float* p, int64_t n, double* partial, double* out, cudaStream_t s) {
+  sum_squares_partial_kernel<<<kSumBlocks, kThreads, 0, s>>>(p, n, partial);
+  sum_doubles_kernel<<<1, kThreads, 0, s>>>(partial, kSumBlocks, out);
 }
 
 void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, double lr, double b1,

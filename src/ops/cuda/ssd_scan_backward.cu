@@ -21,7 +21,7 @@
 //   2 chunk_pass      per (b, h, p, n), over chunks: S0 and F of each chunk
 //   3 chunk_backward  per chunk: dx, x^T dS B, dB^h, dC^h, dD's part
 //   4 decay_terms     per (row, h): g
-//   5 decay_cumsum    per (b, h), reverse in time: ddt, dA's part
+//   5 decay_cumsum    per (b, h), a reverse scan over time: ddt, dA's part
 //   6 group_sums      dB, dC: the heads of a group summed in order
 //   7 head_sums       dA, dD: batch rows and chunks summed in order
 // Every sum has a fixed order: results repeat bit for bit.
@@ -253,22 +253,45 @@ __global__ void decay_terms_kernel(SsdScanBackwardLaunch a) {
   if (lane == 0) a.g[w] = static_cast<float>(acc);
 }
 
-// Thread per (b, h), reverse in time; the running sums in double (they
-// run over the whole sequence).
+// Block per (b, h): the reverse cumulative sum over time, in double, as a
+// two-level scan: each thread sums its own run of steps, thread 0 turns the
+// run sums into suffix sums, then each thread walks its run backwards.
 __global__ void decay_cumsum_kernel(SsdScanBackwardLaunch a) {
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i >= a.B * a.H) return;
-  const int64_t b = i / a.H, h = i % a.H;
+  __shared__ double part[kThreads];
+  const int64_t b = blockIdx.x / a.H, h = blockIdx.x % a.H;
+  const int64_t per = (a.L + kThreads - 1) / kThreads, t0 = threadIdx.x * per;
+  const int64_t t1 = t0 + per < a.L ? t0 + per : a.L;
+  const float* g = a.g + b * a.L * a.H + h;
+  double own = 0;
+  for (int64_t t = t0; t < t1; ++t) own += g[t * a.H];
+  part[threadIdx.x] = own;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double after = 0;  // part[j] becomes the sum of the runs after run j
+    for (int j = kThreads - 1; j >= 0; --j) {
+      const double v = part[j];
+      part[j] = after;
+      after += v;
+    }
+  }
+  __syncthreads();
   const double A = a.A[h];
-  double G = 0, dA = 0;
-  for (int64_t t = a.L - 1; t >= 0; --t) {
+  double G = part[threadIdx.x], dA = 0;
+  for (int64_t t = t1 - 1; t >= t0; --t) {
     const int64_t row = b * a.L + t;
-    G += a.g[row * a.H + h];
+    G += g[t * a.H];
     float& ddt = a.ddt.p[row * a.ddt.stride + h];
     ddt = static_cast<float>(ddt + A * G);
     dA += a.dt.p[row * a.dt.stride + h] * G;
   }
-  a.sums[i] = static_cast<float>(dA);
+  __syncthreads();
+  part[threadIdx.x] = dA;
+  __syncthreads();
+  for (int o = kThreads / 2; o > 0; o /= 2) {
+    if (threadIdx.x < o) part[threadIdx.x] += part[threadIdx.x + o];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) a.sums[blockIdx.x] = static_cast<float>(part[0]);
 }
 
 // Thread per (row, g, n).
@@ -338,7 +361,7 @@ void launch_ssd_scan_backward(const SsdScanBackwardLaunch& a, cudaStream_t s) {
   chunk_pass_kernel<<<blocks(a.B * a.H * a.P * a.N, kThreads), kThreads, 0, s>>>(a);
   chunk_backward_kernel<<<chunks, kThreads, s3, s>>>(a);
   decay_terms_kernel<<<blocks(a.B * a.L * a.H * 32, kThreads), kThreads, 0, s>>>(a);
-  decay_cumsum_kernel<<<blocks(a.B * a.H, 64), 64, 0, s>>>(a);
+  decay_cumsum_kernel<<<static_cast<unsigned>(a.B * a.H), kThreads, 0, s>>>(a);
   const int64_t gb = (a.B * a.L * a.G * a.N + kThreads - 1) / kThreads;
   group_sums_kernel<<<static_cast<unsigned>(std::min<int64_t>(gb, 65535 * 16)), kThreads, 0, s>>>(
       a);

@@ -265,9 +265,28 @@ void adamw(Context& ctx, const ops::AdamWArgs& a) {
   check_launch("adamw");
 }
 
+// The gradient norm sums every gradient at once (optimizer.cpp): a dense
+// tensor is summed over many blocks; anything else goes to the one-block
+// kernel of elementwise.cpp, kept as `rows_sum_squares`.
+double (*rows_sum_squares)(Context&, const Tensor&) = nullptr;
+
+double sum_squares(Context& ctx, const Tensor& t) {
+  if (!t.is_dense() || t.numel() < (int64_t{1} << 20)) return rows_sum_squares(ctx, t);
+  Arena::Scope scope(ctx.arena());
+  Tensor out = ctx.arena().alloc(DType::kF64, {kSumBlocks + 1});
+  double* o = ops::elements<double>(out);
+  launch_sum_squares_dense(t.data<float>(), t.numel(), o + 1, o, stream(ctx));
+  check_launch("sum_squares");
+  double result = 0;
+  check(cudaMemcpy(&result, o, sizeof(double), cudaMemcpyDeviceToHost), "sum_squares (read back)");
+  return result;
+}
+
 }  // namespace
 
 void add_train_kernels(OpTable& t) {
+  rows_sum_squares = t.sum_squares;  // registered before (add_elementwise_kernels)
+  t.sum_squares = &sum_squares;
   t.linear_backward = &linear_backward;
   t.rms_norm_backward = &rms_norm_backward;
   t.gated_rms_norm_backward = &gated_rms_norm_backward;
