@@ -9,6 +9,7 @@
 
 #include "cli/bench_bounds.h"
 #include "cli/bench_report.h"
+#include "cli/bench_train.h"
 #include "cli/commands.h"
 #include "cli/interrupt.h"
 #include "ops/cpu/lowp_linear.h"
@@ -31,6 +32,8 @@ struct BenchArgs {
   std::vector<std::string> dtypes = {"f32"};
   ComputeOptions compute;
   bool json = false;
+  bool train = false, bf16 = false;  // --train: training steps (bench_train.h)
+  int train_steps = 5;
 };
 
 std::string architecture(const ModelConfig& c) {
@@ -99,6 +102,13 @@ void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& repo
 }
 
 int run_bench(BenchArgs& a) {
+  if (a.train) {
+    if (a.prompt < 2) throw UsageError("--train needs -p (the sequence length) of at least 2");
+    return run_train_bench({.model = a.model, .backend = a.compute.backend, .threads = a.threads.front(),
+                            .seq_len = a.prompt, .batches = a.batches, .steps = a.train_steps, .bf16 = a.bf16,
+                            .json = a.json});
+  }
+  if (a.bf16) throw UsageError("--bf16 goes with --train");
   check_args(a);
   BenchReport report{.model = a.model, .backend = a.compute.backend, .simd_target = cpu::lowp_target_name()};
   // The in_proj shape, from the model as loaded in F32 (shapes only).
@@ -154,6 +164,11 @@ void setup_bench(CLI::App& app, Action& action) {
       ->type_name("NAME")->capture_default_str()->check(one_of(backend_names()));
   add_max_memory_option(*cmd, a.compute);
   cmd->add_flag("--json", a.json, "print one JSON document");
+  cmd->add_flag("--train", a.train,
+                "time training steps (forward, backward, AdamW) of -p tokens per sequence instead");
+  cmd->add_option("--train-steps", a.train_steps, "with --train: timed steps (after one warm-up)")
+      ->type_name("N")->capture_default_str()->check(whole_number(1, 10000));
+  cmd->add_flag("--bf16", a.bf16, "with --train: products on bf16 tensor cores over F32 weights (cuda)");
   cmd->callback([&action] { action = [] { return run_bench(a); }; });
 }
 

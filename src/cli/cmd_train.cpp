@@ -27,6 +27,7 @@ struct TrainArgs {
   std::string model, data, out;
   TrainOptions opt;
   bool resume = false, in_place = false;
+  bool bf16 = false;  // products on bf16 tensor cores over the F32 weights
   int64_t checkpoint_every = 0, eval_every = 0, eval_tokens = 1 << 16, log_every = 10;
   int64_t stop_at = 0;  // stop (with a checkpoint) once this step is done; 0: run to the end
   double holdout = 0.05;
@@ -91,7 +92,9 @@ TrainOptions resumed_options(const TrainArgs& a, const fs::path& checkpoint) {
     if (a.cmd->count(flag) && s[key] != given[key])
       throw Error(cat(checkpoint.string(), ": was made with ", flag, " ", s[key].dump(),
                       "; resume with the checkpoint's options"));
-  return stored;
+  TrainOptions o = stored;
+  o.recompute = a.opt.recompute;  // not stored: it does not change the run
+  return o;
 }
 
 int run_train(TrainArgs& a) {
@@ -114,6 +117,11 @@ int run_train(TrainArgs& a) {
   if (out != src) copy_model_files(src, out, a.resume);
 
   Context ctx = make_context(a.compute);
+  if (a.bf16 && !(ctx.resources() && ctx.resources()->set_bf16_compute(true)))
+    throw UsageError(cat("--bf16: backend '", a.compute.backend, "' has no bf16 compute (use --backend cuda)"));
+  // Weights, gradients and AdamW moments live on the backend's device;
+  // checkpoints are written from host copies (any device resumes them).
+  model.to_device(ctx.device());
   Trainer trainer(model, data.train, opt, ctx);
   if (a.resume) trainer.load_checkpoint(checkpoint);
   std::printf("training %s: %lld train / %lld held-out tokens, %lld steps of %lld x %lld x %lld%s%s\n",
@@ -221,6 +229,12 @@ void setup_train(CLI::App& app, Action& action) {
       ->type_name("N")->capture_default_str()->check(count(0));
   cmd->add_option("--holdout", a.holdout, "fraction of the file held out for evaluation (0: none)")
       ->type_name("F")->capture_default_str()->check(real_number(0, 0.9));
+  cmd->add_flag("--recompute", a.opt.recompute,
+                "on a GPU, recompute each block's internals in the backward instead of keeping them "
+                "(less memory, the same results)");
+  cmd->add_flag("--bf16", a.bf16,
+                "mixed precision (--backend cuda): products on bf16 tensor cores, weights, AdamW moments "
+                "and scan states in F32");
   add_compute_options(*cmd, a.compute);
   cmd->callback([&action] { action = [] { return run_train(a); }; });
 }

@@ -46,16 +46,31 @@ void sub_block_backward(SequenceLayer& layer, const Param& norm_w, const Tensor&
 Gradients::Gradients(LanguageModel& model, bool all) {
   std::map<const Param*, bool> trains;
   for (const TrainableSlice& s : model.trainable_parameters()) trains[s.param] = true;
+  constexpr int64_t kAlign = 16;  // floats: 64 bytes, as every allocation
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  Device device = Device::host();
   model.for_each_param([&](const std::string& name, Param& p) {
     names_.push_back(name);
     params_.push_back(&p);
-    grads_.push_back(all || trains.count(&p) ? Tensor::zeros(DType::kF32, p.shape) : Tensor());
+    const bool wanted = all || trains.count(&p);
+    offsets.push_back(wanted ? total : -1);
+    if (wanted) {
+      const int64_t n = shape_numel(p.shape);
+      elements_ += n;
+      total += (n + kAlign - 1) / kAlign * kAlign;
+      device = p.value.device();  // the gradients live where the parameters do
+    }
   });
+  flat_ = Tensor::zeros(DType::kF32, {total}, device);
+  for (size_t i = 0; i < params_.size(); ++i)
+    grads_.push_back(offsets[i] < 0 ? Tensor()
+                                    : flat_.slice(0, offsets[i], offsets[i] + shape_numel(params_[i]->shape))
+                                          .reshape(params_[i]->shape));
 }
 
 void Gradients::zero(Context& ctx) {
-  for (Tensor& t : grads_)
-    if (t.numel()) ops::fill(ctx, t, 0.f);
+  if (flat_.numel()) ops::fill(ctx, flat_, 0.f);
 }
 
 Tensor& Gradients::of(const Param& p) {
@@ -82,7 +97,7 @@ std::vector<int64_t> next_token_targets(const Tensor& ids, int64_t vocab_size) {
 }
 
 LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
-                            Context& ctx, std::vector<double>* position_loss) {
+                            Context& ctx, std::vector<double>* position_loss, bool keep_activations) {
   const ModelConfig& c = model.config();
   if (grads && (c.embedding_multiplier != 1.f || c.residual_multiplier != 1.f || c.logits_scaling != 1.f))
     throw Error(cat("a ", c.family, " model with embedding, residual or logit multipliers cannot be trained yet"));
@@ -108,6 +123,7 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
   const Tensor h = Tensor::empty(DType::kF32, {B, L, D}, device);
   model.embed(ids_on, h, ctx);
   BlockTape tape;
+  tape.keep_activations = keep_activations;
   model.run_blocks(h, nullptr, ctx, grads ? &tape : nullptr);
 
   const Tensor f = Tensor::empty(DType::kF32, {B, L, D}, device);

@@ -46,7 +46,22 @@ Tensor slice_of(const TrainableSlice& s, const Tensor& t) {
   return t.reshape({t.numel()}).slice(0, off, off + n);
 }
 
+// On a device, when the slices are every gradient whole, the norm and the
+// clipping each take one op over the gradients' shared buffer: one read
+// back to the host per step instead of one per parameter. (The host keeps
+// the per-slice order its results were always computed in.)
+bool whole_on_device(const std::vector<TrainableSlice>& slices, Gradients& grads, Context& ctx) {
+  if (ctx.device() == Device::host() || grads.flat().device() != ctx.device()) return false;
+  int64_t n = 0;
+  for (const TrainableSlice& s : slices) {
+    if (s.row_begin != 0 || s.param->shape.empty() || s.row_end != s.param->shape[0]) return false;
+    n += shape_numel(s.param->shape);
+  }
+  return n == grads.elements();
+}
+
 double global_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grads, Context& ctx) {
+  if (whole_on_device(slices, grads, ctx)) return std::sqrt(ops::sum_squares(ctx, grads.flat()));
   double ss = 0;
   for (const TrainableSlice& s : slices) ss += ops::sum_squares(ctx, slice_of(s, grads.of(*s.param)));
   return std::sqrt(ss);
@@ -57,6 +72,10 @@ double clip_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grad
   const double norm = global_grad_norm(slices, grads, ctx);
   if (max_norm <= 0 || norm <= max_norm) return norm;
   const float scale = static_cast<float>(max_norm / (norm + 1e-6));
+  if (whole_on_device(slices, grads, ctx)) {
+    ops::scale(ctx, grads.flat(), scale);
+    return norm;
+  }
   for (const TrainableSlice& s : slices) ops::scale(ctx, slice_of(s, grads.of(*s.param)), scale);
   return norm;
 }
@@ -64,8 +83,9 @@ double clip_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grad
 AdamW::AdamW(std::vector<TrainableSlice> slices, AdamWOptions options)
     : slices_(std::move(slices)), opt_(options) {
   for (const TrainableSlice& s : slices_) {
-    m_.push_back(Tensor::zeros(DType::kF32, slice_shape(s)));
-    v_.push_back(Tensor::zeros(DType::kF32, slice_shape(s)));
+    // The moments live where the parameter does.
+    m_.push_back(Tensor::zeros(DType::kF32, slice_shape(s), s.param->value.device()));
+    v_.push_back(Tensor::zeros(DType::kF32, slice_shape(s), s.param->value.device()));
   }
 }
 

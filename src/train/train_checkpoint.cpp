@@ -34,6 +34,10 @@ uint64_t checksum(const NamedTensors& tensors) {
 
 std::string hex(uint64_t v) { return cat(std::hex, v); }
 
+// Files hold host bytes: a tensor on the GPU is copied back first, so a
+// checkpoint written on one device resumes on any other.
+Tensor on_host(const Tensor& t) { return t.device() == Device::host() ? t : t.to(Device::host()); }
+
 // Tensor names of a checkpoint, in the one order save and load agree on.
 std::vector<std::string> tensor_names(LanguageModel& model, const AdamW& opt) {
   std::vector<std::string> names;
@@ -62,18 +66,18 @@ void check_format(const SafetensorsFile& f) {
 
 void save_model_weights(LanguageModel& model, const std::filesystem::path& file) {
   NamedTensors tensors;
-  model.for_each_param([&](const std::string& name, Param& p) { tensors.emplace_back(name, p.value); });
+  model.for_each_param([&](const std::string& name, Param& p) { tensors.emplace_back(name, on_host(p.value)); });
   save_safetensors(file, tensors, {{"format", "pt"}});
 }
 
 void Trainer::save_checkpoint(const std::filesystem::path& dir) {
   save_model_weights(model_, dir / "model.safetensors");
   NamedTensors tensors;
-  model_.for_each_param([&](const std::string& name, Param& p) { tensors.emplace_back("param." + name, p.value); });
+  model_.for_each_param([&](const std::string& name, Param& p) { tensors.emplace_back("param." + name, on_host(p.value)); });
   const std::vector<std::string> names = tensor_names(model_, optimizer_);
   size_t k = tensors.size();
-  for (Tensor& m : optimizer_.first_moments()) tensors.emplace_back(names[k++], m);
-  for (Tensor& v : optimizer_.second_moments()) tensors.emplace_back(names[k++], v);
+  for (Tensor& m : optimizer_.first_moments()) tensors.emplace_back(names[k++], on_host(m));
+  for (Tensor& v : optimizer_.second_moments()) tensors.emplace_back(names[k++], on_host(v));
   const std::map<std::string, std::string> metadata = {
       {"format", kFormat},
       {"step", std::to_string(optimizer_.steps())},
@@ -141,8 +145,14 @@ void Trainer::load_checkpoint(const std::filesystem::path& file) {
     throw Error(cat(where, ": ", e.what()));
   }
 
-  for (size_t i = 0; i < tensors.size(); ++i)
-    std::memcpy(targets[i]->raw(), tensors[i].second.raw(), tensors[i].second.nbytes());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& src = tensors[i].second;
+    Tensor& dst = *targets[i];
+    if (dst.device() == Device::host())
+      std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    else  // a checkpoint resumed on the GPU
+      device_memory(dst.device()).copy_from_host(dst.device(), dst.raw(), src.raw(), src.nbytes());
+  }
   sampler_ = probe;
   optimizer_.set_steps(step);
 }

@@ -68,7 +68,8 @@ StepReport Trainer::step() {
   const double scale = 1.0 / static_cast<double>(options_.accumulation);
   for (int64_t k = 0; k < options_.accumulation; ++k) {
     const Tensor ids = sampler_.next();
-    r.loss += model_loss_and_grad(model_, ids, &grads_, scale, ctx_).mean() * scale;
+    const bool keep = ctx_.device() != Device::host() && !options_.recompute;
+    r.loss += model_loss_and_grad(model_, ids, &grads_, scale, ctx_, nullptr, keep).mean() * scale;
     r.tokens += ids.numel();
   }
   if (hook_) hook_(grads_);

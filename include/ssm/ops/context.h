@@ -34,6 +34,11 @@ class BackendResources {
   virtual void begin_record() {}
   virtual void end_record(uint64_t /*key*/) {}
   virtual void abandon_record() {}
+
+  // F32 products computed on bf16 tensor cores (inputs rounded to bf16, F32
+  // accumulation and results): mixed-precision training over F32 master
+  // weights. Returns false where the backend has no such mode.
+  virtual bool set_bf16_compute(bool /*on*/) { return false; }
 };
 
 class Context {

@@ -35,6 +35,9 @@ struct DeviceMemory {
   void (*copy_from_host)(Device device, void* dst, const void* host_src, size_t bytes) = nullptr;
   void (*copy_on_device)(Device device, void* dst, const void* src, size_t bytes) = nullptr;
   void (*fill_zero)(Device device, void* dst, size_t bytes) = nullptr;
+  // The most bytes tensors held at once so far, and the device's capacity
+  // (null where not tracked).
+  void (*usage)(Device device, uint64_t* peak_bytes, uint64_t* total_bytes) = nullptr;
 };
 
 // Installs the memory functions of a device type (once, before its first

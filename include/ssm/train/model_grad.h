@@ -26,11 +26,18 @@ class Gradients {
   // The gradient of a parameter (empty when it does not train).
   Tensor& of(const Param& p);
   bool wanted(const Param& p) { return of(p).numel() > 0; }
+  // One buffer that every gradient is a view of (64-byte aligned pieces,
+  // zeros between them), so that a device sums or scales them all at once.
+  const Tensor& flat() const { return flat_; }
+  // The elements of every gradient together (flat() without its padding).
+  int64_t elements() const { return elements_; }
 
  private:
   std::vector<std::string> names_;
   std::vector<Param*> params_;
   std::vector<Tensor> grads_;
+  Tensor flat_;
+  int64_t elements_ = 0;
 };
 
 // Next-token targets of ids (B, L): targets[b*L + t] = ids[b, t+1], -1 at t = L-1.
@@ -43,9 +50,12 @@ struct LossSum {
 };
 
 // Loss of the batch; with grads, adds scale * d(mean loss)/d(param) to them
-// (scale = 1 / micro-batches under gradient accumulation).
+// (scale = 1 / micro-batches under gradient accumulation). keep_activations:
+// each layer keeps its internals from the forward for its backward (memory
+// for speed; the same results) instead of recomputing them.
 LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
-                            Context& ctx, std::vector<double>* position_loss = nullptr);
+                            Context& ctx, std::vector<double>* position_loss = nullptr,
+                            bool keep_activations = false);
 
 // Forward only (no residuals kept), the same loss; position_loss (B*L) is
 // filled with each position's loss when given.

@@ -30,6 +30,10 @@ struct TrainOptions {
   double clip = 1.0;  // <= 0: no clipping
   uint64_t seed = 0;
   bool wsla = false;
+  // On a device, layers keep their internals for the backward unless this
+  // is set (then recomputed from each block's input: less memory, the same
+  // results). Not part of a checkpoint's options: it does not change the run.
+  bool recompute = false;
 
   // The options that shape the loss curve, for checkpoints.
   Json to_json() const;

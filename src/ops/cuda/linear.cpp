@@ -5,6 +5,7 @@
 //
 // Row-major y (M, N) = x (M, K) W (N, K)^T is, read column-major,
 // y^T = W^T x^T: one GEMM with W transposed, no copies of strided rows.
+#include "ops/cuda/gemm_f32.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch_linear.h"
 #include "ops/cuda/runtime.h"
@@ -38,9 +39,9 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
   const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
   switch (a.W.dtype()) {
     case DType::kF32:
-      check(cublasSgemm(r.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.W.data<float>(), k, x.p,
-                        static_cast<int>(x.stride), &beta, y.p, static_cast<int>(y.stride)),
-            "linear (cublasSgemm)");
+      // SGEMM, or the bf16 tensor cores when the context computes in bf16.
+      gemm_f32(r, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, a.W.data<float>(), k, x.p, x.stride, beta, y.p, y.stride,
+               "linear (cublasSgemm)");
       break;
     case DType::kBF16:
     case DType::kF16: {

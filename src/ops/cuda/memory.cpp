@@ -33,6 +33,7 @@ struct Cache {
   std::mutex mutex;
   std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by class
   std::unordered_map<void*, size_t> live;                      // block -> class
+  uint64_t live_bytes = 0, peak_bytes = 0;                     // of live blocks (size classes)
 
   void release_cached() {
     for (auto& [cls, blocks] : free_blocks)
@@ -55,6 +56,7 @@ void* allocate(Device, size_t bytes) {
     void* p = it->second.back();
     it->second.pop_back();
     c.live[p] = cls;
+    c.peak_bytes = std::max(c.peak_bytes, c.live_bytes += cls);
     return p;
   }
   void* p = nullptr;
@@ -67,6 +69,7 @@ void* allocate(Device, size_t bytes) {
     }
   }
   c.live[p] = cls;
+  c.peak_bytes = std::max(c.peak_bytes, c.live_bytes += cls);
   return p;
 }
 
@@ -77,6 +80,7 @@ void release(Device, void* p) {
   auto it = c.live.find(p);
   if (it == c.live.end()) return;
   c.free_blocks[it->second].push_back(p);
+  c.live_bytes -= it->second;
   c.live.erase(it);
 }
 
@@ -92,12 +96,22 @@ void copy_on_device(Device, void* dst, const void* src, size_t bytes) {
 void fill_zero(Device, void* dst, size_t bytes) {
   if (bytes) check(cudaMemset(dst, 0, bytes), "memset");
 }
+void usage(Device, uint64_t* peak_bytes, uint64_t* total_bytes) {
+  {
+    Cache& c = cache();
+    std::lock_guard lock(c.mutex);
+    *peak_bytes = c.peak_bytes;
+  }
+  size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "device memory size");
+  *total_bytes = total;
+}
 
 }  // namespace
 
 void register_memory() {
-  register_device_memory(DeviceType::kCuda, DeviceMemory{&allocate, &release, &copy_to_host,
-                                                         &copy_from_host, &copy_on_device, &fill_zero});
+  register_device_memory(DeviceType::kCuda, DeviceMemory{&allocate, &release, &copy_to_host, &copy_from_host,
+                                                         &copy_on_device, &fill_zero, &usage});
 }
 
 }  // namespace ssm::cuda

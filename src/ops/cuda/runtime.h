@@ -33,6 +33,10 @@ class CudaResources : public BackendResources {
   void begin_record() override;
   void end_record(uint64_t key) override;
   void abandon_record() override;
+  bool set_bf16_compute(bool on) override {
+    bf16_compute = on;
+    return true;
+  }
 
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
@@ -41,6 +45,7 @@ class CudaResources : public BackendResources {
   // GEMM, as the reference's kernels do) instead of splitting them into
   // exact pieces: set by SSM_CUDA_ROUND_ACTIVATIONS=1 (cuda_bench does).
   bool round_activations = false;
+  bool bf16_compute = false;  // F32 products on bf16 tensor cores (gemm_f32.h)
 
  private:
   void* blas_workspace_ = nullptr;  // fixed, so that recorded GEMMs allocate nothing

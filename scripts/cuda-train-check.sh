@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Training on the GPU, checked on a machine with an NVIDIA GPU and the CUDA
+# toolkit: builds the cuda backend, runs every `gpu` test (the op tests
+# against ref, forward and backward; golden gradients; CPU-vs-GPU training
+# and checkpoints across devices), then `ssm bench --train` on 130m-shaped
+# models unless BENCH=0.
+#   scripts/cuda-train-check.sh [SOURCE_DIR] [BUILD_DIR] [LOG_DIR]
+# DEPS_DIR: as scripts/cuda-check.sh (Debian packages the machine lacks).
+# TESTS: a ctest -R regex to run only some gpu tests.
+set -uo pipefail
+src=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+build=${2:-$src/build-cuda}
+logs=${3:-$build/logs}
+mkdir -p "$logs"
+
+if [ -n "${DEPS_DIR:-}" ]; then
+  root=/tmp/ssm-deps
+  mkdir -p $root
+  for f in "$DEPS_DIR"/*.deb; do dpkg -x "$f" $root; done
+  find $root -name '*.pc' -exec sed -i "s|=/usr|=$root/usr|g" {} +
+  lib=$root/usr/lib/x86_64-linux-gnu
+  export PKG_CONFIG_PATH=$lib/pkgconfig:$lib/openblas-pthread/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+  export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export CMAKE_PREFIX_PATH=$root/usr
+  export CPATH=$root/usr/include
+fi
+
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/device.log"
+{
+  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSM_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DSSM_BUILD_TESTS=ON -DSSM_BUILD_BENCH=OFF -DSSM_PYTHON=OFF &&
+  cmake --build "$build" -j"$(nproc)" --target test_ops_gpu test_model_gpu ssm_cli
+} > "$logs/build.log" 2>&1
+status=$?
+grep -E "error|warning" "$logs/build.log" | head -40
+[ $status -eq 0 ] || { echo "build failed ($status)"; tail -40 "$logs/build.log"; exit $status; }
+echo "build ok"
+
+ctest --test-dir "$build" -L gpu ${TESTS:+-R "$TESTS"} -j4 --output-on-failure > "$logs/test.log" 2>&1
+tstatus=$?
+grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Exception" "$logs/test.log" | head -80
+tail -3 "$logs/test.log"
+
+if [ "${BENCH:-1}" != 0 ]; then
+  ssm=$build/ssm
+  : > "$logs/bench.log"
+  for cfg in "$src"/bench/train_configs/*.json; do
+    dir=/tmp/bench-$(basename "$cfg" .json)
+    "$ssm" init --config "$cfg" --out "$dir" --force >> "$logs/bench.log" 2>&1 || { echo "init $cfg failed"; continue; }
+    # One process per case: the peak memory counts from the process's start.
+    for prec in "" --bf16; do
+      for b in 8 1; do
+        timeout 200 "$ssm" bench "$dir" --train $prec --backend cuda --batch "$b" -p 2048 ${BENCH_ARGS:-} \
+          2>&1 | tee -a "$logs/bench.log"
+      done
+    done
+  done
+fi
+if [ -n "${PROFILE:-}" ]; then  # kernel times of one 1 x 2048 training step (Nsight Compute)
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  dir=/tmp/bench-mamba2_130m
+  [ -d $dir ] || "$build/ssm" init --config "$src/bench/train_configs/mamba2_130m.json" --out $dir --force
+  timeout 300 "$ncu" --clock-control none --csv --page raw --metrics gpu__time_duration.sum \
+    --launch-skip "${PROFILE_SKIP:-0}" \
+    "$build/ssm" bench $dir --train --backend cuda --batch "${PROFILE_BATCH:-1}" -p 2048 --train-steps 1 \
+    > "$logs/profile.csv" 2> "$logs/profile.err"
+  python3 "$src/scripts/ncu-kernel-times.py" "$logs/profile.csv" 30 | tee "$logs/profile.txt"
+fi
+exit $tstatus

@@ -1,0 +1,91 @@
+// The launchers of the backward ops and the optimiser on the GPU, in plain
+// types (as launch.h). Every reduction runs in a fixed order, so results
+// repeat bit for bit between runs: parameter gradients are summed first into
+// per-block partial rows (`partial`, scratch the caller allocates), then over
+// those rows in order by launch_column_sums.
+#pragma once
+
+#include "ops/cuda/launch.h"
+
+namespace ssm::cuda {
+
+// Partial rows used by the two-stage reductions: a fixed count, so results
+// do not depend on the problem's row count splitting.
+inline constexpr int kPartialRows = 128;
+
+// dst[c] += sum over r of src[r, c], rows summed in order.
+void launch_column_sums(ConstRows src, float* dst, cudaStream_t s);
+
+// RMSNorm backward (ops/rms_norm.h); partial: kPartialRows x D (when dw).
+void launch_rms_norm_backward(ConstRows x, const float* w, float eps, ConstRows dout, Rows dx,
+                              bool accumulate_dx, float* partial, cudaStream_t s);
+// The gated grouped norm's backward; partial: kPartialRows x D (when w and dw).
+void launch_gated_rms_norm_backward(ConstRows y, ConstRows z, const float* w, int64_t group,
+                                    float eps, bool norm_before_gate, ConstRows dout, Rows dy,
+                                    Rows dz, float* partial, cudaStream_t s);
+
+// conv1d backward (zero starting state). dpre: B*L x C dense scratch;
+// partial: kPartialRows x C*(K+1) (dweight taps, then dbias), when wanted.
+struct Conv1dBackwardLaunch {
+  ConstRows in, dout;
+  const float* weight;
+  const float* bias;
+  Rows din;
+  float* dpre;
+  float* partial;
+  int64_t B, L, C, K;
+  bool silu;
+};
+void launch_conv1d_backward(const Conv1dBackwardLaunch& a, cudaStream_t s);
+
+// ssd_prepare backward: ddt_raw, then ddt_bias[h] += sum_r ddt_raw[r, h],
+// dA_log[h] += dA[h] A[h] (either pointer null: not wanted).
+void launch_ssd_prepare_backward(ConstRows dt_raw, const float* dt_bias, const float* A_log,
+                                 float dt_min, float dt_max, ConstRows ddt, const float* dA,
+                                 Rows ddt_raw, float* ddt_bias, float* dA_log, cudaStream_t s);
+
+// The SSD scan backward in the chunked form (ssd_scan_backward.cu).
+struct SsdScanBackwardLaunch {
+  int64_t B, L, H, P, N, G, Q;  // Q: steps per chunk
+  ConstRows x, Bm, C, dt, dy;
+  const float* A;
+  const float* D;       // or null
+  const float* state0;  // (B, H, P, N) or null
+  Rows dx, dB, dC, ddt;
+  float* dA;  // (H) accumulated
+  float* dD;  // (H) accumulated, or null
+  // Scratch (dense F32): chunk states and state gradients (B*H*chunks*P*N
+  // each), chunk decays (B*H*chunks), per-head dB and dC (B*L*H*N each),
+  // per-step decay gradients (B*L*H), per-(b, h) sums (2*B*H).
+  float *states, *dstates, *decay, *dBh, *dCh, *g, *sums;
+};
+// The scratch floats launch_ssd_scan_backward needs, and the chunk length.
+int64_t ssd_backward_chunk(int64_t P, int64_t N);
+int64_t ssd_backward_scratch(int64_t B, int64_t L, int64_t H, int64_t P, int64_t N, int64_t Q);
+void launch_ssd_scan_backward(const SsdScanBackwardLaunch& a, cudaStream_t s);
+
+// dtable[ids[order[i]]] += scale dout[order[i]] for the runs [seg[j],
+// seg[j+1]) of one id each (order sorted by id, rows in order within a run).
+void launch_embedding_backward(const int64_t* order, const int64_t* seg, const int64_t* seg_id,
+                               int64_t runs, ConstRows dout, float scale, float* dtable, int64_t D,
+                               cudaStream_t s);
+
+// Softmax cross-entropy of a block of logits rows (in place: logits become
+// grad_scale (softmax - onehot)); loss[r] written in double (0 without a
+// target).
+void launch_softmax_xent(Rows logits, int64_t V, const int64_t* targets, double grad_scale,
+                         double* loss, cudaStream_t s);
+// *out = sum of v[0..n) in double, in order of a fixed tree.
+void launch_sum_doubles(const double* v, int64_t n, double* out, cudaStream_t s);
+
+// *out = the sum of squares of p[0..n) in double, over kSumBlocks blocks
+// (partial: kSumBlocks doubles of scratch), then their partial sums in order.
+inline constexpr int kSumBlocks = 264;
+void launch_sum_squares_dense(const float* p, int64_t n, double* partial, double* out,
+                              cudaStream_t s);
+
+// AdamW (ops/adamw.h) over n elements; the step in double.
+void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, double lr, double b1,
+                  double b2, double eps, double wd, double bc1, double bc2, cudaStream_t s);
+
+}  // namespace ssm::cuda

@@ -1,0 +1,118 @@
+// The row-wise part of the fused head cross-entropy (the products are
+// cuBLAS calls in train_ops.cpp) and the AdamW update.
+#include "ops/cuda/launch_train.h"
+
+namespace ssm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Fixed-tree block reductions (the same on every thread).
+template <typename T, typename Op>
+__device__ T block_reduce(T v, Op op, T* scratch) {
+  scratch[threadIdx.x] = v;
+  __syncthreads();
+  for (int o = kThreads / 2; o > 0; o /= 2) {
+    if (threadIdx.x < o) scratch[threadIdx.x] = op(scratch[threadIdx.x], scratch[threadIdx.x + o]);
+    __syncthreads();
+  }
+  const T r = scratch[0];
+  __syncthreads();
+  return r;
+}
+
+// Block per row: log-sum-exp in double over the logits, then the row
+// becomes grad_scale (softmax - onehot(target)) (zeros without a target).
+__global__ void softmax_xent_kernel(Rows logits, int64_t V, const int64_t* targets,
+                                    double grad_scale, double* loss) {
+  __shared__ double scratch[kThreads];
+  const int64_t r = blockIdx.x;
+  float* row = logits.p + r * logits.stride;
+  const int64_t target = targets[r];
+  if (target < 0) {
+    for (int64_t v = threadIdx.x; v < V; v += kThreads) row[v] = 0.f;
+    if (threadIdx.x == 0) loss[r] = 0;
+    return;
+  }
+  double mx = -INFINITY;
+  for (int64_t v = threadIdx.x; v < V; v += kThreads) mx = fmax(mx, static_cast<double>(row[v]));
+  mx = block_reduce(
+      mx, [](double a, double b) { return fmax(a, b); }, scratch);
+  double sum = 0;
+  for (int64_t v = threadIdx.x; v < V; v += kThreads) sum += exp(static_cast<double>(row[v]) - mx);
+  sum = block_reduce(
+      sum, [](double a, double b) { return a + b; }, scratch);
+  const double lse = mx + log(sum);
+  if (threadIdx.x == 0) loss[r] = lse - static_cast<double>(row[target]);
+  __syncthreads();  // the target's logit is read before the row is overwritten
+  for (int64_t v = threadIdx.x; v < V; v += kThreads)
+    row[v] = static_cast<float>(
+        grad_scale * (exp(static_cast<double>(row[v]) - lse) - (v == target ? 1.0 : 0.0)));
+}
+
+__global__ void sum_doubles_kernel(const double* v, int64_t n, double* out) {
+  __shared__ double scratch[kThreads];
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) acc += v[i];
+  acc = block_reduce(
+      acc, [](double a, double b) { return a + b; }, scratch);
+  if (threadIdx.x == 0) *out = acc;
+}
+
+// Stage 1 of a wide sum of squares: block j sums elements j*per .. in
+// double into partial[j] (a fixed tree), so the result repeats exactly.
+__global__ void sum_squares_partial_kernel(const float* p, int64_t n, double* partial) {
+  __shared__ double scratch[kThreads];
+  const int64_t per = (n + gridDim.x - 1) / gridDim.x, i0 = blockIdx.x * per;
+  const int64_t i1 = i0 + per < n ? i0 + per : n;
+  double acc = 0;
+  for (int64_t i = i0 + threadIdx.x; i < i1; i += kThreads) {
+    const double v = p[i];
+    acc += v * v;
+  }
+  acc = block_reduce(acc, [](double a, double b) { return a + b; }, scratch);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, double lr,
+                             double b1, double b2, double eps, double decay, double bc1,
+                             double bc2) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const double gi = g[i];
+    const float mi = static_cast<float>(b1 * m[i] + (1.0 - b1) * gi);
+    const float vi = static_cast<float>(b2 * v[i] + (1.0 - b2) * gi * gi);
+    m[i] = mi;
+    v[i] = vi;
+    const double update = (mi / bc1) / (sqrt(vi / bc2) + eps);
+    p[i] = static_cast<float>(p[i] * decay - lr * update);
+  }
+}
+
+}  // namespace
+
+void launch_softmax_xent(Rows logits, int64_t V, const int64_t* targets, double grad_scale,
+                         double* loss, cudaStream_t s) {
+  if (logits.rows == 0) return;
+  softmax_xent_kernel<<<static_cast<unsigned>(logits.rows), kThreads, 0, s>>>(logits, V, targets,
+                                                                              grad_scale, loss);
+}
+
+void launch_sum_doubles(const double* v, int64_t n, double* out, cudaStream_t s) {
+  sum_doubles_kernel<<<1, kThreads, 0, s>>>(v, n, out);
+}
+
+void launch_sum_squares_dense(const float* p, int64_t n, double* partial, double* out, cudaStream_t s) {
+  sum_squares_partial_kernel<<<kSumBlocks, kThreads, 0, s>>>(p, n, partial);
+  sum_doubles_kernel<<<1, kThreads, 0, s>>>(partial, kSumBlocks, out);
+}
+
+void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, double lr, double b1,
+                  double b2, double eps, double wd, double bc1, double bc2, cudaStream_t s) {
+  if (n == 0) return;
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  adamw_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), kThreads, 0, s>>>(
+      p, g, m, v, n, lr, b1, b2, eps, 1.0 - lr * wd, bc1, bc2);
+}
+
+}  // namespace ssm::cuda
