@@ -72,7 +72,9 @@ int run_serve(ServeArgs& a) {
   opt.limits.default_max_tokens = a.default_max_tokens;
   serve::Server server(model, ctx, *tok, model_fingerprint(model, ctx), opt);
   const int port = server.bind();
-  std::fprintf(stderr, "ssm serve: listening on http://%s:%d (model %s, sessions in %s)\n", a.host.c_str(), port,
+  // An IPv6 address goes in brackets in a URL.
+  const std::string url_host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
+  std::fprintf(stderr, "ssm serve: listening on http://%s:%d (model %s, sessions in %s)\n", url_host.c_str(), port,
                opt.model_name.c_str(), a.sessions.c_str());
   std::fflush(stderr);
   // A signal may land on any thread (OpenBLAS starts its own before main),

@@ -67,9 +67,12 @@ std::string peer_of(int fd) {
   return address_text(a);
 }
 
+std::string peer_key(const std::string& addr, int port) {
+  return addr.substr(0, addr.find('%')) + ":" + std::to_string(port);
+}
+
 int find_connection_socket(const std::string& peer_addr, int peer_port, int local_port) {
-  const std::string peer = peer_addr + ":" + std::to_string(peer_port);
-  // httplib reports an IPv4 peer of a dual-stack socket as ::ffff:a.b.c.d.
+  const std::string peer = peer_key(peer_addr, peer_port);
   for (const int fd : socket_descriptors())
     if (local_port_of(fd) == local_port && peer_of(fd) == peer) return fd;
   return -1;

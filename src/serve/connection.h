@@ -23,6 +23,9 @@ std::vector<std::pair<int, std::string>> connection_sockets(int local_port);
 
 // "ADDR:PORT" of a socket's peer, "" if it has none.
 std::string peer_of(int fd);
+// "ADDR:PORT" as peer_of writes it, from the address and port httplib gives
+// a handler (without the "%interface" of a link-local IPv6 address).
+std::string peer_key(const std::string& addr, int port);
 
 // True when the client has closed its side of the connection (or reset it):
 // the socket reads as end of file, hung up or in error. Data waiting to be

@@ -103,7 +103,7 @@ void Server::stop() {
 }
 
 void Server::mark_busy(const httplib::Request& req, bool busy) {
-  const std::string peer = cat(req.remote_addr, ":", req.remote_port);
+  const std::string peer = peer_key(req.remote_addr, req.remote_port);
   const std::lock_guard lock(busy_mutex_);
   if (busy) {
     ++busy_[peer];

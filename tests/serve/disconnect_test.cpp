@@ -4,7 +4,8 @@
 //   holds exactly the prompt and the tokens generated until then;
 // - SIGTERM while clients hold idle keep-alive connections: the request in
 //   flight is answered and saved, and the server exits at once after it,
-//   without waiting for the idle connections' keep-alive timeout (30 s).
+//   without waiting for the idle connections' keep-alive timeout (30 s);
+// - the same disconnect seen on IPv6 loopback, whose URL is bracketed.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -163,6 +164,52 @@ TEST(ServeShutdown, SigtermWithOnlyIdleConnectionsExitsAtOnce) {
   // The idle clients find their connection closed, not a hung server.
   const auto late = idle[0]->Get("/health");
   EXPECT_TRUE(!late || late->status == 503);
+}
+
+}  // namespace
+}  // namespace ssm::testing
+
+namespace ssm::testing {
+namespace {
+
+// On IPv6 loopback: the printed URL brackets the address, and a client that
+// leaves a non-streaming request is found (by its IPv6 peer address) and
+// cancelled too.
+TEST(ServeIpv6, UrlIsBracketedAndDisconnectsAreSeen) {
+  TempDir dir;
+  CliProcess process({"serve", default_model(), "--host", "::1", "--port", "0", "--sessions",
+                      (dir / "sessions").string(), "--threads", "1"});
+  const std::regex listening(R"(listening on http://\[::1\]:(\d+))");
+  std::smatch m;
+  std::string err;
+  ASSERT_TRUE(eventually([&] { return (err = process.err(), std::regex_search(err, m, listening)) || process.exited(); },
+                         60));
+  if (contains(err, "cannot listen")) GTEST_SKIP() << "no IPv6 loopback here: " << err;
+  ASSERT_TRUE(std::regex_search(err, m, listening)) << err;
+  const int port = std::stoi(m[1]);
+  httplib::Client c("::1", port);
+  const auto metric6 = [&](const std::string& name) -> int64_t {
+    const auto r = c.Get("/metrics");
+    if (!r) return -1;
+    const size_t at = r->body.find("\n" + name + " ");
+    return at == std::string::npos ? -1 : std::stoll(r->body.substr(at + name.size() + 2));
+  };
+  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(static_cast<uint16_t>(port));
+  a.sin6_addr = in6addr_loopback;
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const std::string body = json{{"prompt", "And"}, {"max_tokens", 4000}, {"temperature", 0}}.dump();
+  const std::string req = cat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n",
+                              "Content-Length: ", body.size(), "\r\n\r\n", body);
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  ASSERT_TRUE(eventually([&] { return metric6("ssm_generated_tokens_total") >= 5; }, 60));
+  ::close(fd);
+  EXPECT_TRUE(eventually([&] { return metric6("ssm_requests_cancelled_total") == 1; }, 10));
+  EXPECT_LT(metric6("ssm_generated_tokens_total"), 4000);
+  process.signal(SIGTERM);
+  EXPECT_EQ(process.wait().code, 0);
 }
 
 }  // namespace
