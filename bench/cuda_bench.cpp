@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -146,9 +147,15 @@ void measure(const char* label, const std::string& layer, bool mimo, double peak
 }  // namespace ssm
 
 int main(int argc, char** argv) {
+  // BF16 projections with the activations rounded to BF16, as the
+  // reference's kernels run them (the backend's default splits them into
+  // exact pieces: three GEMMs instead of one). SSM_CUDA_ROUND_ACTIVATIONS=0
+  // measures that default.
+  setenv("SSM_CUDA_ROUND_ACTIVATIONS", "1", /*overwrite=*/0);
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
-    // One Mamba-2 prefill (8 x 2048) and 3 decode steps at batch 1, for a profiler.
+    // One Mamba-2 prefill (8 x 2048) and 3 decode steps at batch 1, then one
+    // Mamba-3 SISO prefill, for a profiler.
     using namespace ssm;
     LanguageModel model(parse_model_config(parse_json(config_json("Mamba2", false), "profile"), "profile"));
     initialize_model(model, 1);
@@ -158,12 +165,18 @@ int main(int argc, char** argv) {
     ModelState state = model.make_state(1);
     const int64_t tok = 1;
     for (int i = 0; i < 3; ++i) model.step(&tok, state, ctx);
+    // And one Mamba-3 SISO prefill (8 x 2048).
+    LanguageModel m3(parse_model_config(parse_json(config_json("Mamba3", false), "profile"), "profile"));
+    initialize_model(m3, 1);
+    to_bf16_on_device(m3, ctx.device());
+    m3.forward(random_ids(8, 2048, m3.config().vocab_size), nullptr, ctx, true);
     cudaDeviceSynchronize();
     return 0;
   }
   const double peak = ssm::measure_bf16_flops(), hbm = ssm::measure_hbm_bandwidth();
   std::printf("device bounds: bf16 %.0f TFLOP/s (cuBLAS 8192^3), HBM %.0f GB/s (device copy, read + write)\n",
               peak / 1e12, hbm / 1e9);
+  std::printf("SSM_CUDA_ROUND_ACTIVATIONS=%s\n", std::getenv("SSM_CUDA_ROUND_ACTIVATIONS"));
   try {
     ssm::measure("mamba2", "Mamba2", false, peak, hbm, quick);
     ssm::measure("mamba3-siso", "Mamba3", false, peak, hbm, quick);

@@ -6,11 +6,20 @@
 //   rms_norm and the causal conv1d over a 512-token prompt and one decode step.
 // The scans (SSD, Mamba-3) run inside prefill_bench and decode_bench, whose
 // model-level cases exercise them with their real layouts.
-//   build/bench/kernels_bench --benchmark_filter=Linear
+// The bounds, measured in the same run so that a loaded machine shows in
+// both: BM_BoundSgemm (OpenBLAS SGEMM on the in_proj shape, split by rows
+// over the same threads: the FLOP/s the M = 512 cases compare with) and
+// BM_BoundRead (a streaming read of 512 MiB: the weight bytes/s the decode
+// cases compare with; the decode matrices themselves fit in L3, so these
+// cases can pass it).
+//   build/bench/kernels_bench --benchmark_filter='Linear|Bound'
+
 #include <benchmark/benchmark.h>
+#include <cblas.h>
 
 #include <cstdlib>
 #include <random>
+#include <vector>
 
 #include "ssm/ops/conv1d.h"
 #include "ssm/ops/linear.h"
@@ -46,17 +55,65 @@ void BM_Linear(benchmark::State& state) {
     benchmark::DoNotOptimize(y.raw());
   }
   const double weight_bytes = static_cast<double>(W.nbytes());
-  state.counters["weight bytes/s"] = benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weight bytes/s"] =
+      benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(M * N * K),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+                                                benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(dtype_name(dtype)));
 }
 BENCHMARK(BM_Linear)
     ->ArgNames({"dtype", "M", "N", "K"})
     ->ArgsProduct({{0, 1, 2, 3}, {1, 8, 512}, {3352}, {768}})
-    ->ArgsProduct({{0, 1, 3}, {1}, {768}, {1536}})
+    ->ArgsProduct({{0, 1, 3}, {1, 8}, {768}, {1536}})
+    ->ArgsProduct({{0, 1, 3}, {32}, {3352}, {768}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+
+void BM_BoundSgemm(benchmark::State& state) {
+  const int64_t M = 512, N = 3352, K = 768;
+  const int threads = bench_threads();
+  openblas_set_num_threads(1);
+  std::vector<float> A(M * K, 0.5f), B(N * K, 0.25f), C(M * N);
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    pool.parallel_for(threads, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t m0 = M * t / threads, m1 = M * (t + 1) / threads;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m1 - m0), N, K,
+                    1.f, A.data() + m0 * K, K, B.data(), K, 0.f, C.data() + m0 * N, N);
+      }
+    });
+    benchmark::DoNotOptimize(C.data());
+  }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_BoundSgemm)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_BoundRead(benchmark::State& state) {
+  const int64_t n = int64_t{128} << 20;  // floats: 512 MiB
+  const int threads = bench_threads();
+  std::vector<float> a(n, 1.f);
+  ThreadPool pool(threads);
+  const int64_t blocks = int64_t{threads} * 8;
+  std::vector<float> partial(blocks);
+  for (auto _ : state) {
+    pool.parallel_for(blocks, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        float s[16] = {};
+        for (int64_t k = n * i / blocks; k + 16 <= n * (i + 1) / blocks; k += 16)
+          for (int j = 0; j < 16; ++j) s[j] += a[k + j];
+        float t = 0;
+        for (float v : s) t += v;
+        partial[i] = t;
+      }
+    });
+    benchmark::DoNotOptimize(partial.data());
+  }
+  state.counters["bytes/s"] =
+      benchmark::Counter(4.0 * n, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_BoundRead)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Args: rows.
 void BM_RmsNorm(benchmark::State& state) {
@@ -68,7 +125,8 @@ void BM_RmsNorm(benchmark::State& state) {
     ops::rms_norm(ctx, {.x = x, .w = w, .out = out});
     benchmark::DoNotOptimize(out.raw());
   }
-  state.counters["bytes/s"] = benchmark::Counter(2.0 * 4 * rows * D, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bytes/s"] =
+      benchmark::Counter(2.0 * 4 * rows * D, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_RmsNorm)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -83,7 +141,8 @@ void BM_Conv1d(benchmark::State& state) {
     ops::conv1d(ctx, {.in = in, .weight = w, .bias = bias, .state = conv_state, .out = out});
     benchmark::DoNotOptimize(out.raw());
   }
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(L), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(L), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Conv1d)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
 

@@ -29,7 +29,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$logs/device.log"
 {
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSM_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DSSM_BUILD_BENCH=ON &&
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DSSM_BUILD_BENCH=ON -DSSM_PYTHON=OFF &&
   cmake --build "$build" -j"$(nproc)" --target ssm_ops test_ops_gpu test_model_gpu cuda_bench ssm_cli
 } > "$logs/build.log" 2>&1
 status=$?

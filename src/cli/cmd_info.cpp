@@ -70,7 +70,11 @@ OrderedJson info_json(const std::string& dir, const ComputeOptions& compute) {
   LanguageModel model = LanguageModel::load(dir, load_options(compute));
   const ModelConfig& c = model.config();
   std::vector<std::string> layers;
-  for (int64_t i = 0; i < c.n_layer; ++i) layers.push_back(mixer_name(c.mixer_kind(i)));
+  // Falcon-H1's layers run attention beside Mamba-2; Zamba2's hybrid layers
+  // run a shared attention block before theirs.
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    layers.push_back(cat(c.shared_use(i) >= 0 ? "shared_attention+" : "", mixer_name(c.mixer_kind(i)),
+                         c.parallel_attention ? "+attention" : ""));
   // Each layer's MLP sub-block (Jamba mixes mixtures of experts and plain MLPs).
   std::vector<std::string> mlps;
   for (int64_t i = 0; i < c.n_layer; ++i) {

@@ -24,7 +24,9 @@ int run_init(const InitArgs& a) {
   const fs::path out(a.out);
   if (fs::exists(out / "model.safetensors") && !a.force)
     throw Error(cat(out.string(), ": already holds model.safetensors (use --force to overwrite)"));
-  fs::create_directories(out);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) throw Error(cat(out.string(), ": cannot create directory: ", ec.message()));
   initialize_model(model, a.seed);
   write_file_atomically(out / "config.json", [&](FileWriter& w) { w.write(text); });
   save_model_weights(model, out / "model.safetensors");

@@ -31,7 +31,7 @@ void on_stop_signal(int sig) {
 struct ServeArgs {
   std::string model, host = "127.0.0.1", sessions = "ssm-sessions", api_key, model_name;
   int port = 8080;
-  int64_t max_sessions_memory = 64, max_batch = 16, max_queue = 64;
+  int64_t max_sessions_memory = 64, max_batch = 16, max_queue = 64, prefill_chunk = 256;
   int64_t max_prompt_tokens = 8192, max_tokens_limit = 4096, default_max_tokens = 16;
   uint64_t max_body = 1 << 20;
   ComputeOptions compute;
@@ -47,6 +47,11 @@ int run_serve(ServeArgs& a) {
     throw UsageError(cat("--default-max-tokens ", a.default_max_tokens, " is above --max-tokens-limit ",
                          a.max_tokens_limit));
   Context ctx = make_context(a.compute);
+  // Sessions are state files, read and written from host states (as
+  // `generate --session`); the scheduler moves rows between them.
+  if (!ctx.device().is_host())
+    throw UsageError(cat("serve is not supported with --backend ", a.compute.backend,
+                         " yet: its sessions are saved from host states"));
   LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
   const auto tok = load_tokenizer_for_model(a.model);
   serve::ServerOptions opt;
@@ -56,6 +61,7 @@ int run_serve(ServeArgs& a) {
   opt.max_sessions_memory = static_cast<size_t>(a.max_sessions_memory);
   opt.max_batch = a.max_batch;
   opt.max_queue = a.max_queue;
+  opt.prefill_chunk = a.prefill_chunk;
   opt.max_body_bytes = static_cast<size_t>(a.max_body);
   opt.api_key = a.api_key;
   opt.model_name = a.model_name.empty() ? std::filesystem::path(a.model).lexically_normal().filename().string()
@@ -113,6 +119,9 @@ void setup_serve(CLI::App& app, Action& action) {
       ->type_name("N")->capture_default_str()->check(whole_number(1, 1024));
   cmd->add_option("--max-queue", a.max_queue, "completion requests in flight (waiting or running) beyond which 429 is answered")
       ->type_name("N")->capture_default_str()->check(whole_number(1, 4096));
+  cmd->add_option("--prefill-chunk", a.prefill_chunk,
+                  "prompt tokens prefilled between two decode steps of the batch (a long prompt is split)")
+      ->type_name("N")->capture_default_str()->check(whole_number(1, int64_t{1} << 24));
   cmd->add_option("--max-body", a.max_body, "largest request body in bytes (413 beyond)")
       ->type_name("BYTES")->capture_default_str()->check(whole_number(64, int64_t{1} << 32));
   cmd->add_option("--max-prompt-tokens", a.max_prompt_tokens, "longest prompt, in tokens")

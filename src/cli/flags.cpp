@@ -120,6 +120,7 @@ CLI::Validator input_file(bool allow_stdin) {
   return CLI::Validator(
       [allow_stdin](std::string& text) -> std::string {
         if (allow_stdin && text == "-") return "";
+        if (text.empty()) return "the path is empty";
         std::error_code ec;
         const fs::file_status st = fs::status(text, ec);
         if (!fs::exists(st)) return cat(text, ": no such file");
@@ -133,6 +134,7 @@ CLI::Validator input_file(bool allow_stdin) {
 CLI::Validator model_directory() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
+        if (text.empty()) return "the path is empty";
         std::error_code ec;
         const fs::file_status st = fs::status(text, ec);
         if (!fs::exists(st)) return cat(text, ": no such directory");
@@ -155,12 +157,17 @@ CLI::Validator model_or_tokenizer() {
 }
 
 CLI::Validator output_file() {
-  return throwing_check([](const std::string& text) { check_writable_file_path(text); });
+  return throwing_check([](const std::string& text) {
+    // An empty path would otherwise pass as "a file in the current directory".
+    if (text.empty()) throw UsageError("the path is empty");
+    check_writable_file_path(text);
+  });
 }
 
 CLI::Validator output_directory() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
+        if (text.empty()) return "the path is empty";
         std::error_code ec;
         fs::path p = fs::absolute(text, ec);
         if (fs::exists(p, ec) && !fs::is_directory(p, ec)) return cat(text, ": is a file, not a directory");

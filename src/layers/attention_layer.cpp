@@ -123,6 +123,7 @@ void AttentionLayer::forward(const Tensor& x, Tensor& y, LayerState* state, Cont
   // [q | k | v] = u in_proj^T + bias
   const Tensor qkv = work({B, L, hd * (H + 2 * Hkv)});
   project_qkv(x, qkv, ctx);
+  if (c.key_multiplier != 1.f) ops::scale(ctx, qkv.cols(H * hd, (H + Hkv) * hd), c.key_multiplier);
   const ops::AttentionArgs args{.heads = H, .kv_heads = Hkv, .qkv = qkv, .inv_freq = inv_freq(ctx),
                                 .k_cache = st->k, .v_cache = st->v, .past = st->lengths,
                                 .scale = scale_, .out = work({B, L, H * hd})};

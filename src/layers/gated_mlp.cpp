@@ -1,5 +1,6 @@
 #include "ssm/layers/gated_mlp.h"
 
+#include "ssm/ops/elementwise.h"
 #include "ssm/ops/linear.h"
 #include "ssm/ops/rms_norm.h"
 
@@ -41,10 +42,12 @@ void GatedMlp::forward(const Tensor& x, Tensor& y, LayerState*, Context& ctx,
   } else {
     ops::linear(ctx, {.x = x, .W = value(fc1_), .y = h});
   }
+  if (gate_multiplier_ != 1.f) ops::scale(ctx, h.cols(hidden_, 2 * hidden_), gate_multiplier_);
   // a * SiLU(gate): the gate without a norm; over `a` in place while inferring.
   const Tensor gated = keep ? work(narrow) : h.cols(0, hidden_);
   ops::gated_rms_norm(ctx, {.y = h.cols(0, hidden_), .z = h.cols(hidden_, 2 * hidden_), .out = gated});
   ops::linear(ctx, {.x = gated, .W = value(fc2_), .y = y});
+  if (down_multiplier_ != 1.f) ops::scale(ctx, y, down_multiplier_);
   if (keep) {
     auto a = std::make_unique<MlpActivations>();
     a->h = h, a->gated = gated;

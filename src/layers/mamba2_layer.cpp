@@ -2,6 +2,7 @@
 
 #include "layers/mamba2_parts.h"
 #include "ssm/ops/conv1d.h"
+#include "ssm/ops/elementwise.h"
 #include "ssm/ops/linear.h"
 #include "ssm/ops/rms_norm.h"
 #include "ssm/ops/ssd.h"
@@ -53,7 +54,11 @@ void Mamba2Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
 
   // [z | xBC | dt] = u in_proj^T
   const Tensor zxbcdt = work({B, L, c.d_in_proj()});
-  ops::linear(ctx, {.x = x, .W = value(in_proj_), .bias = value(in_bias_), .y = zxbcdt});
+  if (c.has_multipliers()) {
+    project_with_multipliers(x, zxbcdt, ctx);
+  } else {
+    ops::linear(ctx, {.x = x, .W = value(in_proj_), .bias = value(in_bias_), .y = zxbcdt});
+  }
 
   // xBC = SiLU(conv(xBC) + bias)
   const Tensor xbc = work({B, L, s.conv_dim});
@@ -84,6 +89,26 @@ void Mamba2Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
     a->zxbcdt = zxbcdt, a->xbc = xbc, a->dt = dt, a->A = A, a->ys = ys, a->yn = yn;
     *keep = std::move(a);
   }
+}
+
+void Mamba2Layer::project_with_multipliers(const Tensor& x, const Tensor& zxbcdt, Context& ctx) {
+  const auto& c = cfg_;
+  const Mamba2Split s(c);
+  Arena::Scope scope(ctx.arena());
+  // in_proj(x * m_in): the scaled input is a copy, x is shared with others.
+  Tensor u = x;
+  if (c.in_multiplier != 1.f) {
+    u = ctx.arena().alloc(DType::kF32, x.shape());
+    ops::copy(ctx, u, x);
+    ops::scale(ctx, u, c.in_multiplier);
+  }
+  ops::linear(ctx, {.x = u, .W = value(in_proj_), .bias = value(in_bias_), .y = zxbcdt});
+  // Then each block of the output times its factor: z, x, B, C, dt.
+  const int64_t edges[6] = {0, s.d_inner, 2 * s.d_inner, 2 * s.d_inner + s.GN, 2 * s.d_inner + 2 * s.GN,
+                            c.d_in_proj()};
+  for (int part = 0; part < 5; ++part)
+    if (c.part_multipliers[part] != 1.f)
+      ops::scale(ctx, zxbcdt.cols(edges[part], edges[part + 1]), c.part_multipliers[part]);
 }
 
 std::vector<TrainableSlice> Mamba2Layer::trainable_parameters() {

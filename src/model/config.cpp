@@ -236,7 +236,14 @@ MixerKind ModelConfig::mixer_kind(int64_t layer) const {
 
 std::string ModelConfig::embedding_name() const { return names.embedding; }
 
-std::string ModelConfig::layer_prefix(int64_t layer) const { return cat(names.layers, layer, "."); }
+std::string ModelConfig::layer_prefix(int64_t layer) const {
+  return cat(names.layers, layer, ".", shared_use(layer) >= 0 ? "mamba_decoder." : "");
+}
+
+int64_t ModelConfig::shared_use(int64_t layer) const {
+  const auto it = std::find(shared_block_layers.begin(), shared_block_layers.end(), layer);
+  return it == shared_block_layers.end() ? -1 : it - shared_block_layers.begin();
+}
 
 std::string ModelConfig::mixer_prefix(int64_t layer) const {
   return layer_prefix(layer) + (mixer_kind(layer) == MixerKind::kAttention ? names.attention : names.ssm);
@@ -257,6 +264,10 @@ ModelConfig parse_model_config(const Json& j, const std::string& source) {
     m = config_detail::parse_hf_nemotron_h(j, source);
   } else if (model_type == "jamba") {
     m = config_detail::parse_hf_jamba(j, source);
+  } else if (model_type == "falcon_h1") {
+    m = config_detail::parse_hf_falcon_h1(j, source);
+  } else if (model_type == "zamba2") {
+    m = config_detail::parse_hf_zamba2(j, source);
   } else {
     const bool hf = j.contains("hidden_size") || model_type == "mamba2";
     m = hf ? parse_hugging_face(j, source) : parse_state_spaces(j, source);

@@ -25,4 +25,12 @@ ModelConfig parse_hf_nemotron_h(const Json& j, const std::string& source);
 // layers, a softmax-routed mixture of experts every few layers.
 ModelConfig parse_hf_jamba(const Json& j, const std::string& source);
 
+// FalconH1ForCausalLM: Mamba-2 and attention side by side in every layer,
+// a SwiGLU MLP, muP multipliers throughout.
+ModelConfig parse_hf_falcon_h1(const Json& j, const std::string& source);
+
+// Zamba2ForCausalLM: Mamba-2 layers; "hybrid" ones first run a shared
+// attention/MLP block over [h | embeddings] with their own adapters.
+ModelConfig parse_hf_zamba2(const Json& j, const std::string& source);
+
 }  // namespace ssm::config_detail

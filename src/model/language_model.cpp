@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ssm/core/log.h"
+#include "ssm/layers/attention_layer.h"
 
 namespace ssm {
 
@@ -13,11 +14,16 @@ LanguageModel::LanguageModel(ModelConfig config) : config_(std::move(config)) {
   embedding_ = Param{config_.embedding_name(), {config_.padded_vocab(), D}, ParamRole::kWeight, {}};
   norm_f_ = Param{config_.names.final_norm, {D}, ParamRole::kNoDecay, {}};
   lm_head_ = Param{"lm_head.weight", {config_.padded_vocab(), D}, ParamRole::kWeight, {}};
+  for (int64_t b = 0; b < config_.shared_blocks; ++b)
+    shared_blocks_.push_back(std::make_unique<SharedAttentionBlock>(config_.shared_block));
   for (int64_t i = 0; i < config_.n_layer; ++i) {
     auto block = std::make_unique<Block>();
+    if (const int64_t use = config_.shared_use(i); use >= 0)
+      block->shared = std::make_unique<SharedBlockUse>(*shared_blocks_.at(use % config_.shared_blocks), use);
     const std::string prefix = config_.layer_prefix(i);
     block->norm = Param{prefix + config_.names.mixer_norm, {D}, ParamRole::kNoDecay, {}};
     block->mixer = make_mixer(config_, i);
+    if (config_.parallel_attention) block->parallel = std::make_unique<AttentionLayer>(config_.attention);
     block->mlp = make_mlp(config_, i);
     if (block->mlp) block->norm2 = Param{prefix + config_.names.mlp_norm, {D}, ParamRole::kNoDecay, {}};
     blocks_.push_back(std::move(block));
@@ -38,8 +44,21 @@ void LanguageModel::for_each_param(const std::function<void(const std::string&, 
   for (int64_t i = 0; i < config_.n_layer; ++i) {
     Block& b = *blocks_[i];
     const std::string prefix = config_.layer_prefix(i), mixer = config_.mixer_prefix(i);
+    if (b.shared) {
+      // A shared block's weights, its adapter lists included, are stored
+      // once, at its first use's layer; each use's linear at its own.
+      const int64_t use = config_.shared_use(i);
+      const std::string layer = cat(config_.names.layers, i, ".");
+      const std::string home = cat(config_.names.layers, config_.shared_block_layers[use % config_.shared_blocks], ".");
+      if (use < config_.shared_blocks)
+        for (Param& p : shared_blocks_[use]->parameters()) fn(home + "shared_transformer." + p.name, p);
+      for (Param& p : b.shared->parameters())
+        fn((p.name.rfind("shared_transformer.", 0) == 0 ? home : layer) + p.name, p);
+    }
     fn(b.norm.name, b.norm);
     for (Param& p : b.mixer->parameters()) fn(mixer + p.name, p);
+    if (b.parallel)
+      for (Param& p : b.parallel->parameters()) fn(prefix + config_.names.attention + p.name, p);
     if (b.mlp) {
       fn(b.norm2.name, b.norm2);
       for (Param& p : b.mlp->parameters()) fn(prefix + config_.names.mlp + p.name, p);
@@ -112,6 +131,7 @@ LanguageModel LanguageModel::load(const std::filesystem::path& model_dir, const 
 void LanguageModel::set_wsla(bool on) {
   for (auto& b : blocks_) {
     b->mixer->set_wsla(on);
+    if (b->parallel) b->parallel->set_wsla(on);
     if (b->mlp) b->mlp->set_wsla(on);
   }
 }

@@ -36,7 +36,9 @@ std::unique_ptr<SequenceLayer> make_mlp(const ModelConfig& config, int64_t layer
     return std::make_unique<SparseMoe>(config.sparse_moe);
   if (!config.has_mlp()) return nullptr;
   if (config.moe_mlp) return std::make_unique<MoeMlp>(config.moe);
-  return std::make_unique<GatedMlp>(config.d_model, config.mlp_hidden(), config.hf_mlp);
+  auto mlp = std::make_unique<GatedMlp>(config.d_model, config.mlp_hidden(), config.hf_mlp);
+  mlp->set_multipliers(config.mlp_gate_multiplier, config.mlp_down_multiplier);
+  return mlp;
 }
 
 }  // namespace ssm

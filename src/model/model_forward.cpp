@@ -77,9 +77,45 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
     if (tape) tape->activations.push_back(std::move(kept));
     ops::add(ctx, h, out, config_.residual_multiplier);
   };
+  // Falcon-H1: h += m_ssm * mamba(n) + m_out * attention(m_in * n), n = RMSNorm(h).
+  auto parallel_block = [&](Block& b, LayerState* mixer_state, LayerState* attention_state) {
+    SSM_CHECK(!tape, "a layer with parallel attention has no backward");
+    ops::rms_norm(ctx, {.x = h, .w = b.norm.value, .eps = eps, .out = normed});
+    b.mixer->forward(normed, out, mixer_state, ctx);
+    ops::add(ctx, h, out, config_.ssm_out_multiplier);
+    if (config_.attention_in_multiplier != 1.f) ops::scale(ctx, normed, config_.attention_in_multiplier);
+    b.parallel->forward(normed, out, attention_state, ctx);
+    ops::add(ctx, h, out, config_.attention_out_multiplier);
+  };
+  // Zamba2: the shared blocks read [h | embeddings]; the embeddings are h now.
+  Tensor joined;
+  if (!config_.shared_block_layers.empty()) {
+    SSM_CHECK(!tape, "a model with shared attention blocks has no backward");
+    Shape wide = h.shape();
+    wide.back() *= 2;
+    joined = ctx.arena().alloc(DType::kF32, wide);
+    ops::copy(ctx, joined.cols(config_.d_model, 2 * config_.d_model), h);
+  }
+  // h += mamba(RMSNorm(h + shared(h, embeddings)))
+  auto shared_block = [&](Block& b, LayerState* mixer_state, LayerState* cache) {
+    ops::copy(ctx, joined.cols(0, config_.d_model), h);
+    b.shared->forward(joined, out, cache, ctx);
+    ops::add(ctx, out, h);
+    ops::rms_norm(ctx, {.x = out, .w = b.norm.value, .eps = eps, .out = normed});
+    b.mixer->forward(normed, out, mixer_state, ctx);
+    ops::add(ctx, h, out, config_.residual_multiplier);
+  };
+  size_t slot = 0;  // the next layer state (see ModelState)
+  auto next_state = [&]() -> LayerState* { return state ? state->layers.at(slot++).get() : nullptr; };
   for (int64_t i = 0; i < config_.n_layer; ++i) {
     Block& b = *blocks_[i];
-    sub_block(*b.mixer, b.norm, state ? state->layers[i].get() : nullptr);
+    LayerState* mixer_state = next_state();
+    if (b.parallel)
+      parallel_block(b, mixer_state, next_state());
+    else if (b.shared)
+      shared_block(b, mixer_state, next_state());
+    else
+      sub_block(*b.mixer, b.norm, mixer_state);
     if (trace) {
       trace->mixer_in.push_back(normed.clone());
       trace->mixer_out.push_back(out.clone());

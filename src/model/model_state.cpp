@@ -24,7 +24,11 @@ ModelState LanguageModel::make_state(int64_t batch) const {
   s.batch = batch;
   // States live where the weights do.
   const Device device = embedding_.value.defined() ? embedding_.value.device() : Device::host();
-  for (const auto& b : blocks_) s.layers.push_back(b->mixer->make_state(batch, device));
+  for (const auto& b : blocks_) {
+    s.layers.push_back(b->mixer->make_state(batch, device));
+    if (b->parallel) s.layers.push_back(b->parallel->make_state(batch, device));
+    if (b->shared) s.layers.push_back(b->shared->make_state(batch, device));
+  }
   return s;
 }
 

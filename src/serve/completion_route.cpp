@@ -1,6 +1,7 @@
 // POST /v1/completions and /v1/chat/completions: parse, lease the session,
 // run the job on the scheduler, answer at once or as server-sent events,
-// and save the session before the last byte goes out.
+// and save the session before the last byte goes out. A client that
+// disconnects cancels its job, streaming or not.
 #include <httplib.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include "ssm/core/error.h"
 #include "ssm/serve/api_error.h"
 #include "ssm/serve/server.h"
+#include "serve/connection.h"
 #include "serve/exchange.h"
 
 namespace ssm::serve {
@@ -83,6 +85,10 @@ void Server::complete(const httplib::Request& req, httplib::Response& res, bool 
     job.stop_tokens = stop_tokens_;
     Exchange* raw = ex.get();
     job.on_token = [this, raw](int64_t tok) {
+      if (!raw->first_token_seen) {
+        raw->first_token_seen = true;
+        metrics_.observe_first_token(std::chrono::duration<double>(Clock::now() - raw->arrived).count());
+      }
       if (std::find(stop_tokens_.begin(), stop_tokens_.end(), tok) != stop_tokens_.end()) return false;
       const std::lock_guard lock(raw->text_mutex);
       const bool stop = raw->text.push(tokenizer_.token_bytes(static_cast<int32_t>(tok)));
@@ -101,7 +107,12 @@ void Server::complete(const httplib::Request& req, httplib::Response& res, bool 
       metrics_.count_request(route, 200);
       return;
     }
-    job.wait();
+    // The client may leave while its job runs: its socket, polled between
+    // decode steps, tells (cpp-httplib 0.11 has no call for it). Cancelled,
+    // the job stops at its next token and the session keeps what it reached.
+    const int fd = find_connection_socket(req.remote_addr, req.remote_port, req.local_port);
+    while (!job.wait_for(std::chrono::milliseconds(10)))
+      if (fd >= 0 && !job.cancelled.load() && peer_closed(fd)) job.cancelled = true;
     waiting_.fetch_sub(1);
     counted_waiting = false;
     if (job.finish == Finish::kError) throw ApiError(500, cat("generation failed: ", job.error), "", "server_error");

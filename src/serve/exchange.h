@@ -34,6 +34,7 @@ struct Server::Exchange {
   std::condition_variable text_changed;
   TextStream text{{}};
   std::chrono::steady_clock::time_point arrived;
+  bool first_token_seen = false;  // the scheduler's thread only
   bool submitted = false;  // the scheduler has the job: it must finish before the state goes
   bool saved = false;
   std::string save_error;

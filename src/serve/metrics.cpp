@@ -19,16 +19,28 @@ void Metrics::count_request(const std::string& route, int status) {
   requests_.emplace_back(key, 1);
 }
 
-void Metrics::observe_latency(double seconds) {
+void Metrics::observe(Summary& s, double seconds) {
   const std::lock_guard lock(mutex_);
-  if (recent_.size() < kLatencyWindow) {
-    recent_.push_back(seconds);
+  if (s.recent.size() < kLatencyWindow) {
+    s.recent.push_back(seconds);
   } else {
-    recent_[next_] = seconds;
-    next_ = (next_ + 1) % kLatencyWindow;
+    s.recent[s.next] = seconds;
+    s.next = (s.next + 1) % kLatencyWindow;
   }
-  latency_sum_ += seconds;
-  ++latency_count_;
+  s.sum += seconds;
+  ++s.count;
+}
+
+void Metrics::render_summary(std::ostream& o, const char* name, const char* help, const Summary& s) {
+  std::vector<double> sorted = s.recent;
+  std::sort(sorted.begin(), sorted.end());
+  o << "# HELP " << name << " " << help << " (quantiles over the last " << kLatencyWindow << ").\n# TYPE " << name
+    << " summary\n";
+  for (const double q : {0.5, 0.9, 0.99}) {
+    const double v = sorted.empty() ? 0 : sorted[std::min(sorted.size() - 1, static_cast<size_t>(q * sorted.size()))];
+    o << name << "{quantile=\"" << q << "\"} " << v << "\n";
+  }
+  o << name << "_sum " << s.sum << "\n" << name << "_count " << s.count << "\n";
 }
 
 std::string Metrics::render(const MetricsSnapshot& now) const {
@@ -54,18 +66,14 @@ std::string Metrics::render(const MetricsSnapshot& now) const {
   gauge("ssm_requests_in_flight", "Completion requests accepted and not yet answered (--max-queue bounds it).",
         "gauge", now.in_flight);
   gauge("ssm_running_requests", "Requests in the running batch.", "gauge", now.running);
+  gauge("ssm_prefilling_requests", "Requests whose prompt is being prefilled, a chunk between two decode steps.",
+        "gauge", now.prefilling);
+  gauge("ssm_requests_cancelled_total", "Completions stopped early because their client disconnected.", "counter",
+        now.cancelled);
   gauge("ssm_sessions_in_memory", "Sessions whose state is held in memory.", "gauge", now.sessions_in_memory);
   gauge("ssm_sessions_on_disk", "Session state files in the sessions directory.", "gauge", now.sessions_on_disk);
-  std::vector<double> sorted = recent_;
-  std::sort(sorted.begin(), sorted.end());
-  o << "# HELP ssm_request_latency_seconds Completion latency, arrival to last byte (quantiles over the last "
-    << kLatencyWindow << ").\n# TYPE ssm_request_latency_seconds summary\n";
-  for (const double q : {0.5, 0.9, 0.99}) {
-    const double v = sorted.empty() ? 0 : sorted[std::min(sorted.size() - 1, static_cast<size_t>(q * sorted.size()))];
-    o << "ssm_request_latency_seconds{quantile=\"" << q << "\"} " << v << "\n";
-  }
-  o << "ssm_request_latency_seconds_sum " << latency_sum_ << "\nssm_request_latency_seconds_count " << latency_count_
-    << "\n";
+  render_summary(o, "ssm_request_latency_seconds", "Completion latency, arrival to last byte", latency_);
+  render_summary(o, "ssm_time_to_first_token_seconds", "Completion arrival to its first token sampled", first_token_);
   return o.str();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "ssm/core/error.h"
 
@@ -28,6 +29,11 @@ void Job::wait() {
   cv_.wait(lock, [&] { return done_; });
 }
 
+bool Job::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return cv_.wait_for(lock, timeout, [&] { return done_; });
+}
+
 bool Job::done() const {
   const std::lock_guard lock(mutex_);
   return done_;
@@ -39,7 +45,8 @@ void Job::complete() {
   cv_.notify_all();
 }
 
-// A job in the batch: its sampler, history and next-token logits.
+// A job joining the batch (its prompt being prefilled) or in it: its
+// sampler, history and next-token logits.
 struct Scheduler::Running {
   std::shared_ptr<Job> job;
   Sampler sampler;
@@ -48,11 +55,19 @@ struct Scheduler::Running {
   int64_t row = -1;              // its row of the batch state, -1: its state is in the session
   bool finished = false;
   Clock::time_point submitted;
+  // The prefill: the pending token and the prompt, and how many of them the
+  // state holds. A prefill of several chunks keeps the state from before
+  // the request, to go back to if the request is cancelled half-way.
+  std::vector<int64_t> feed;
+  size_t fed = 0;
+  bool prefilled = false;
+  std::optional<ModelState> before;
+  int64_t before_consumed = 0, before_pending = -1;
 };
 
-Scheduler::Scheduler(LanguageModel& model, Context& ctx, int64_t max_batch, int64_t max_queue)
+Scheduler::Scheduler(LanguageModel& model, Context& ctx, int64_t max_batch, int64_t max_queue, int64_t prefill_chunk)
     : model_(model), ctx_(ctx), max_batch_(std::max<int64_t>(max_batch, 1)),
-      max_queue_(std::max<int64_t>(max_queue, 1)) {
+      max_queue_(std::max<int64_t>(max_queue, 1)), prefill_chunk_(std::max<int64_t>(prefill_chunk, 1)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -88,9 +103,9 @@ ModelState& Scheduler::batch_state(int64_t rows) {
   return it->second;
 }
 
-void Scheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
+void Scheduler::admit(std::vector<std::unique_ptr<Running>>& joining, size_t running) {
   const int64_t V = model_.config().vocab_size;
-  while (static_cast<int64_t>(running.size()) < max_batch_) {
+  while (static_cast<int64_t>(running + joining.size()) < max_batch_) {
     std::shared_ptr<Job> job;
     {
       const std::lock_guard lock(mutex_);
@@ -109,29 +124,94 @@ void Scheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
       if (s.pending[0] >= 0) seq.push_back(s.pending[0]);
       seq.insert(seq.end(), job->prompt.begin(), job->prompt.end());
       if (seq.empty()) throw Error("the request has no token to start from");
-      Tensor ids = Tensor::empty(DType::kI64, {1, static_cast<int64_t>(seq.size())});
-      std::copy(seq.begin(), seq.end(), ids.data<int64_t>());
-      const Tensor logits = model_.forward(ids, &s.model, ctx_, true);
-      s.consumed[0] += static_cast<int64_t>(seq.size());
-      s.model.position = s.consumed[0];
-      s.pending[0] = -1;
-      auto r = std::make_unique<Running>(Running{job, Sampler(V, job->sampling, job->seed), s.recent[0],
-                                                 std::vector<float>(logits.data<float>(), logits.data<float>() + V)});
+      auto r = std::make_unique<Running>(
+          Running{job, Sampler(V, job->sampling, job->seed), s.recent[0], std::vector<float>(static_cast<size_t>(V))});
       r->history.insert(r->history.end(), job->prompt.begin(), job->prompt.end());
       r->submitted = Clock::now() - std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(job->queued_seconds));
-      {
-        const std::lock_guard lock(mutex_);
-        stats_.prompt_tokens += static_cast<int64_t>(seq.size());
-      }
-      if (job->max_tokens == 0) r->finished = true;
-      running.push_back(std::move(r));
+      r->feed = std::move(seq);
+      joining.push_back(std::move(r));
     } catch (const std::exception& e) {
       job->error = e.what();
       job->finish = Finish::kError;
       job->complete();
     }
   }
+}
+
+void Scheduler::prefill(std::vector<std::unique_ptr<Running>>& joining, std::vector<std::unique_ptr<Running>>& running) {
+  const int64_t V = model_.config().vocab_size;
+  int64_t budget = prefill_chunk_;
+  for (auto it = joining.begin(); it != joining.end() && budget > 0;) {
+    Running& r = **it;
+    Job& job = *r.job;
+    SessionState& s = *job.session;
+    const auto restore = [&] {
+      if (!r.before) return;
+      copy_state_row(s.model, 0, *r.before, 0, ctx_);
+      s.consumed[0] = r.before_consumed;
+      s.pending[0] = r.before_pending;
+      s.model.position = s.consumed[0];
+    };
+    if (job.cancelled.load()) {  // between two chunks: the session goes back to before the request
+      restore();
+      job.finish = Finish::kCancelled;
+      finish(r);
+      it = joining.erase(it);
+      continue;
+    }
+    const int64_t left = static_cast<int64_t>(r.feed.size() - r.fed);
+    const int64_t n = std::min(left, budget);
+    try {
+      if (r.fed == 0 && n < left) {
+        r.before = model_.make_state(1);
+        copy_state_row(*r.before, 0, s.model, 0, ctx_);
+        r.before_consumed = s.consumed[0];
+        r.before_pending = s.pending[0];
+      }
+      Tensor ids = Tensor::empty(DType::kI64, {1, n});
+      std::copy_n(r.feed.begin() + static_cast<std::ptrdiff_t>(r.fed), n, ids.data<int64_t>());
+      const Tensor logits = model_.forward(ids, &s.model, ctx_, true);
+      s.consumed[0] += n;
+      s.model.position = s.consumed[0];
+      s.pending[0] = -1;
+      r.fed += static_cast<size_t>(n);
+      budget -= n;
+      {
+        const std::lock_guard lock(mutex_);
+        stats_.prompt_tokens += n;
+      }
+      if (r.fed < r.feed.size()) {
+        ++it;
+        continue;
+      }
+      std::copy_n(logits.data<float>(), V, r.logits.data());
+    } catch (const std::exception& e) {
+      restore();
+      job.error = e.what();
+      job.finish = Finish::kError;
+      job.complete();
+      it = joining.erase(it);
+      continue;
+    }
+    r.before.reset();
+    r.prefilled = true;
+    if (job.max_tokens == 0) r.finished = true;
+    running.push_back(std::move(*it));
+    it = joining.erase(it);
+  }
+}
+
+void Scheduler::finish(Running& r) {
+  if (r.row >= 0) copy_state_row(r.job->session->model, 0, batch_state(current_rows_), r.row, ctx_);
+  const size_t keep = std::min<size_t>(r.history.size(), kSessionHistory);
+  if (r.prefilled)  // a job cancelled during its prefill leaves its session's history alone
+    r.job->session->recent[0].assign(r.history.end() - static_cast<std::ptrdiff_t>(keep), r.history.end());
+  if (r.job->finish == Finish::kCancelled) {
+    const std::lock_guard lock(mutex_);
+    ++stats_.cancelled;
+  }
+  r.job->complete();
 }
 
 void Scheduler::rebatch(std::vector<std::unique_ptr<Running>>& running) {
@@ -202,10 +282,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Running>>& running) {
       ++it;
       continue;
     }
-    if (r.row >= 0) copy_state_row(r.job->session->model, 0, batch_state(current_rows_), r.row, ctx_);
-    const size_t keep = std::min<size_t>(r.history.size(), kSessionHistory);
-    r.job->session->recent[0].assign(r.history.end() - static_cast<std::ptrdiff_t>(keep), r.history.end());
-    r.job->complete();
+    finish(r);
     it = running.erase(it);
   }
   if (running.empty()) return;
@@ -229,25 +306,29 @@ void Scheduler::step(std::vector<std::unique_ptr<Running>>& running) {
 }
 
 void Scheduler::loop() {
-  std::vector<std::unique_ptr<Running>> running;
+  std::vector<std::unique_ptr<Running>> running, joining;
   for (;;) {
     {
       std::unique_lock lock(mutex_);
       stats_.running = static_cast<int64_t>(running.size());
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running.empty(); });
-      if (stopping_ && queue_.empty() && running.empty()) return;
+      stats_.prefilling = static_cast<int64_t>(joining.size());
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running.empty() || !joining.empty(); });
+      if (stopping_ && queue_.empty() && running.empty() && joining.empty()) return;
     }
     try {
-      admit(running);
+      admit(joining, running.size());
+      prefill(joining, running);
       step(running);
     } catch (const std::exception& e) {
       // An engine failure fails the jobs in flight, never the server.
-      for (auto& r : running) {
-        r->job->error = e.what();
-        r->job->finish = Finish::kError;
-        r->job->complete();
-      }
+      for (auto* list : {&running, &joining})
+        for (auto& r : *list) {
+          r->job->error = e.what();
+          r->job->finish = Finish::kError;
+          r->job->complete();
+        }
       running.clear();
+      joining.clear();
       current_rows_ = 0;
     }
   }

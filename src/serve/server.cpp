@@ -3,9 +3,13 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <chrono>
+#include <thread>
 
 #include "ssm/core/error.h"
+#include "serve/connection.h"
 #include "ssm/serve/api_error.h"
 
 namespace ssm::serve {
@@ -42,7 +46,7 @@ Server::Server(LanguageModel& model, Context& ctx, const Tokenizer& tokenizer, s
     : model_(model), tokenizer_(tokenizer), options_(std::move(options)),
       stop_tokens_(end_of_text(model, tokenizer)),
       store_(options_.sessions_dir, options_.max_sessions_memory, model, std::move(fingerprint)),
-      scheduler_(model, ctx, options_.max_batch, options_.max_queue),
+      scheduler_(model, ctx, options_.max_batch, options_.max_queue, options_.prefill_chunk),
       http_(std::make_unique<httplib::Server>()) {
   options_.limits.vocab_size = model.config().vocab_size;
   routes();
@@ -71,12 +75,56 @@ int Server::bind() {
   // net.core.somaxconn.
   if (listening == INVALID_SOCKET || ::listen(listening, SOMAXCONN) != 0)
     throw Error(cat("cannot widen the listen backlog on ", options_.host, ":", port));
+  port_ = port;
+  serving_ = true;
   return port;
 }
 
-void Server::run() { http_->listen_after_bind(); }
+void Server::run() {
+  if (!stopping_) http_->listen_after_bind();
+  serving_ = false;
+}
 
-void Server::stop() { http_->stop(); }
+void Server::stop() {
+  stopping_ = true;
+  // httplib's stop() closes the listening socket; a connection then ends
+  // after its current request. But one that waits idle for its next request
+  // would hold its thread, and run(), until the keep-alive timeout: those
+  // are closed here, until run() returns.
+  bool stopped = false;
+  while (serving_) {
+    if (!stopped && http_->is_running()) {
+      http_->stop();
+      stopped = true;
+    }
+    if (stopped) close_idle_connections();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void Server::mark_busy(const httplib::Request& req, bool busy) {
+  const std::string peer = cat(req.remote_addr, ":", req.remote_port);
+  const std::lock_guard lock(busy_mutex_);
+  if (busy) {
+    ++busy_[peer];
+  } else {
+    busy_.erase(peer);
+  }
+}
+
+void Server::close_idle_connections() {
+  // Idle: no request of it between routing and the end of its response, and
+  // no byte of a next request received. (A request whose first bytes arrive
+  // just as it is closed sees the connection close, as with any server that
+  // closes an idle keep-alive connection; HTTP clients retry those.)
+  for (const auto& [fd, peer] : connection_sockets(port_)) {
+    {
+      const std::lock_guard lock(busy_mutex_);
+      if (busy_.count(peer) != 0) continue;
+    }
+    if (unread_bytes(fd) == 0 && peer_of(fd) == peer) ::shutdown(fd, SHUT_RDWR);
+  }
+}
 
 MetricsSnapshot Server::snapshot() {
   const SchedulerStats s = scheduler_.stats();
@@ -90,6 +138,8 @@ MetricsSnapshot Server::snapshot() {
   m.generated_tokens = s.generated_tokens;
   m.decode_steps = s.steps;
   m.batched_rows = s.batched_rows;
+  m.prefilling = s.prefilling;
+  m.cancelled = s.cancelled;
   return m;
 }
 
@@ -101,7 +151,17 @@ void Server::routes() {
   h.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   h.set_payload_max_length(options_.max_body_bytes);
   h.set_keep_alive_timeout(30);
+  // The logger runs once a response has been written: the connection is
+  // idle again from then on.
+  h.set_logger([this](const httplib::Request& req, const httplib::Response&) { mark_busy(req, false); });
   h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    mark_busy(req, true);
+    if (stopping_) {
+      res.set_header("Connection", "close");
+      send_json(res, 503, error_body(503, "the server is shutting down", "", "server_error", "shutting_down"));
+      metrics_.count_request(req.path, 503);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + options_.api_key)
       return httplib::Server::HandlerResponse::Unhandled;

@@ -26,7 +26,8 @@ using testing::run_ssm;
 const std::vector<std::string> kFamilies = {"models/mamba1_hf", "models/falcon_mamba_hf",
                                             "models/bamba_hf", "models/nemotron_h_hf",
                                             "models/granite_hybrid_hf",
-                                            "models/nemotron_h_moe_hf", "models/jamba_hf"};
+                                            "models/nemotron_h_moe_hf", "models/jamba_hf",
+                                            "models/falcon_h1_hf", "models/zamba2_hf"};
 
 nlohmann::json config_of(const std::string& c) {
   std::ifstream in(golden_dir(c) + "/config.json");
@@ -40,6 +41,12 @@ std::vector<std::string> expected_layers(const nlohmann::json& cfg) {
                                          : cfg["num_hidden_layers"].get<int64_t>();
   std::vector<std::string> out;
   if (type == "mamba" || type == "falcon_mamba") return std::vector<std::string>(n, "mamba1");
+  if (type == "falcon_h1") return std::vector<std::string>(n, "mamba2+attention");
+  if (type == "zamba2") {
+    for (const auto& t : cfg["layers_block_type"])
+      out.push_back(t == "hybrid" ? "shared_attention+mamba2" : "mamba2");
+    return out;
+  }
   if (type == "jamba") {
     out.assign(n, "mamba1");
     for (int64_t i = cfg["attn_layer_offset"]; i < n; i += cfg["attn_layer_period"].get<int64_t>())
@@ -144,6 +151,20 @@ TEST(HfFamiliesCli, BadConfigsNameTheFileAndTheKey) {
       {"models/jamba_hf", "num_key_value_heads", "num_key_value_heads", [](auto& j) { j["num_key_value_heads"] = 3; }},
       {"models/jamba_hf", "hidden_act", "hidden_act", [](auto& j) { j["hidden_act"] = "gelu"; }},
       {"models/jamba_hf", "mamba_d_state", "mamba_d_state", [](auto& j) { j["mamba_d_state"] = true; }},
+      {"models/falcon_h1_hf", "ssm_multipliers", "ssm_multipliers must be a list of 5 numbers",
+       [](auto& j) { j["ssm_multipliers"] = {1.0, 2.0}; }},
+      {"models/falcon_h1_hf", "mlp_multipliers", "mlp_multipliers", [](auto& j) { j["mlp_multipliers"] = "big"; }},
+      {"models/falcon_h1_hf", "lm_head_multiplier", "lm_head_multiplier must be positive",
+       [](auto& j) { j["lm_head_multiplier"] = 0.0; }},
+      {"models/falcon_h1_hf", "mamba_n_heads", "mamba_n_heads", [](auto& j) { j["mamba_n_heads"] = 5; }},
+      {"models/falcon_h1_hf", "projectors_bias", "projectors_bias", [](auto& j) { j["projectors_bias"] = true; }},
+      {"models/zamba2_hf", "layers_block_type", "unknown layer type 'conv'",
+       [](auto& j) { j["layers_block_type"][1] = "conv"; }},
+      {"models/zamba2_hf", "layers_block_type", "layers_block_type must list num_hidden_layers (5)",
+       [](auto& j) { j["num_hidden_layers"] = 5; }},
+      {"models/zamba2_hf", "hidden_act", "hidden_act", [](auto& j) { j["hidden_act"] = "silu"; }},
+      {"models/zamba2_hf", "n_mamba_heads", "n_mamba_heads", [](auto& j) { j["n_mamba_heads"] = 7; }},
+      {"models/zamba2_hf", "attention_head_dim", "attention_head_dim", [](auto& j) { j["attention_head_dim"] = 16; }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.family + " " + c.key);

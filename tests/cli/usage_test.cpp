@@ -22,8 +22,8 @@ using testing::contains;
 using testing::golden_dir;
 using testing::run_ssm;
 
-const std::vector<std::string> kCommands = {"bench", "convert", "generate", "grad",     "help", "info",
-                                            "init",  "logits",  "score",    "tokenize", "train"};
+const std::vector<std::string> kCommands = {"bench", "convert", "generate", "grad",  "help",     "info",
+                                            "init",  "logits",  "score",    "serve", "tokenize", "train"};
 
 // One line on stderr, the project's prefix, exit 2, nothing on stdout.
 void expect_usage_error(const std::vector<std::string>& args, const std::string& names) {
@@ -180,7 +180,7 @@ TEST(CliUsage, OneThreadsDefaultForEveryComputingCommand) {
       ++computing;
       EXPECT_TRUE(contains(line, "(default: all cores, " + expected + ")")) << cmd << ": " << line;
     }
-  EXPECT_EQ(computing, 6);  // bench (a list), generate, grad, logits, score, train
+  EXPECT_EQ(computing, 7);  // bench (a list), generate, grad, logits, score, serve, train
 }
 
 TEST(CliUsage, ShortAliasesAreTheLongFlags) {

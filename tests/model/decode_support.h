@@ -22,7 +22,8 @@ inline const std::vector<std::string>& hf_family_cases() {
   static const std::vector<std::string> cases = {"models/mamba1_hf", "models/falcon_mamba_hf",
                                                  "models/bamba_hf", "models/nemotron_h_hf",
                                                  "models/granite_hybrid_hf",
-                                            "models/nemotron_h_moe_hf", "models/jamba_hf"};
+                                            "models/nemotron_h_moe_hf", "models/jamba_hf",
+                                                 "models/falcon_h1_hf", "models/zamba2_hf"};
   return cases;
 }
 

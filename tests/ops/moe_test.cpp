@@ -53,9 +53,11 @@ TEST_P(MoeTest, RoutersMatchRef) {
       if (router != ops::Router::kSoftmaxTopk) {
         Context ctx(GetParam(), 1);
         const Tensor idx = Tensor::empty(DType::kI64, {T, k});
-        const Tensor w = Tensor::zeros(DType::kF32, {T, k});
-        ops::moe_route(ctx, {.router = router, .k = k, .logits = logits, .bias = biased ? bias : Tensor(),
-                             .scale = 1.f, .idx = idx, .weights = w});
+        const Tensor w_on = on(ctx, Tensor::zeros(DType::kF32, {T, k}));
+        ops::moe_route(ctx, {.router = router, .k = k, .logits = on(ctx, logits),
+                             .bias = biased ? on(ctx, bias) : Tensor(), .scale = 1.f, .idx = idx,
+                             .weights = w_on});
+        const Tensor w = testing::host(w_on);
         for (int64_t t = 0; t < T; ++t) {
           double s = 0;
           for (int64_t j = 0; j < k; ++j) s += w.data<float>()[t * k + j];

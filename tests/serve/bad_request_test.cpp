@@ -58,6 +58,33 @@ std::vector<BadCase> bad_cases() {
       {"fork without id", "POST", "/v1/sessions/nobody/fork", "{}", 400, "'id'"},
       {"fork of unknown session", "POST", "/v1/sessions/nobody/fork", R"({"id":"b"})", 404, "no session"},
       {"unknown route", "GET", "/v1/nothing", "", 404, "no route"},
+      {"GET on a POST route", "GET", "/v1/completions", "", 404, "no route GET"},
+      {"empty body", "POST", "/v1/completions", "", 400, "invalid JSON"},
+      {"body not UTF-8", "POST", "/v1/completions", "{\"prompt\":\"\xff\"}", 400, "invalid JSON"},
+      {"max_tokens a fraction", "POST", "/v1/completions", R"({"prompt":"a","max_tokens":1.5})", 400,
+       "expected an integer"},
+      {"max_tokens beyond int64", "POST", "/v1/completions", R"({"prompt":"a","max_tokens":99999999999999999999999})",
+       400, "expected an integer"},
+      {"temperature a string", "POST", "/v1/completions", R"({"prompt":"a","temperature":"hot"})", 400,
+       "expected a number"},
+      {"temperature negative", "POST", "/v1/completions", R"({"prompt":"a","temperature":-0.5})", 400, "out of range"},
+      {"token id a fraction", "POST", "/v1/completions", R"({"prompt":[1.5]})", 400, "not a token id"},
+      {"prompt null", "POST", "/v1/completions", R"({"prompt":null})", 400, "expected a string or an array"},
+      {"five stop strings", "POST", "/v1/completions", R"({"prompt":"a","stop":["a","b","c","d","e"]})", 400,
+       "at most 4"},
+      {"empty stop string", "POST", "/v1/completions", R"({"prompt":"a","stop":""})", 400, "is empty"},
+      {"session id empty", "POST", "/v1/completions", R"({"prompt":"a","session":""})", 400, "1 to 128 characters"},
+      {"session id of 129 characters", "POST", "/v1/completions",
+       "{\"prompt\":\"a\",\"session\":\"" + std::string(129, 's') + "\"}", 400, "1 to 128 characters"},
+      {"session id with a slash", "POST", "/v1/completions", R"({"prompt":"a","session":"a/b"})", 400,
+       "only letters, digits"},
+      {"chat messages empty", "POST", "/v1/chat/completions", R"({"messages":[]})", 400, "the array is empty"},
+      {"chat message without role", "POST", "/v1/chat/completions", R"({"messages":[{"content":"a"}]})", 400,
+       "role"},
+      {"fork to a bad id", "POST", "/v1/sessions/nobody/fork", R"({"id":"../x"})", 400, "only letters, digits"},
+      {"fork with an unknown field", "POST", "/v1/sessions/nobody/fork", R"({"id":"x","y":1})", 400,
+       "unknown field"},
+      {"delete of unknown session", "DELETE", "/v1/sessions/nobody", "", 404, "no session"},
   };
 }
 
@@ -67,7 +94,10 @@ TEST(ServeBadRequests, EachGetsItsStatusAndOpenAIError) {
   auto c = server.client();
   std::printf("| request | status | error.message |\n|---|---|---|\n");
   for (const BadCase& k : bad_cases()) {
-    const auto res = std::string(k.method) == "GET" ? c->Get(k.path) : c->Post(k.path, k.body, "application/json");
+    const std::string method = k.method;
+    const auto res = method == "GET"      ? c->Get(k.path)
+                     : method == "DELETE" ? c->Delete(k.path)
+                                          : c->Post(k.path, k.body, "application/json");
     ASSERT_TRUE(res) << k.what << ": no response (the server died?)";
     const json body = json::parse(res->body, nullptr, false);
     EXPECT_EQ(res->status, k.status) << k.what << ": " << res->body;
@@ -106,7 +136,9 @@ TEST(ServeCli, BadFlagsAreUsageErrors) {
        {std::vector<std::string>{"serve", "--port", "-1"}, {"serve", "--port", "70000"}, {"serve", "--port", "x"},
         {"serve", "--max-batch", "0"}, {"serve", "--max-queue", "0"}, {"serve", "--api-key", ""},
         {"serve", "/no/such/model"}, {"serve", "--max-body", "1"},
-        {"serve", "--default-max-tokens", "10", "--max-tokens-limit", "5"}}) {
+        {"serve", "--default-max-tokens", "10", "--max-tokens-limit", "5"}, {"serve", "--prefill-chunk", "0"},
+        {"serve", "--prefill-chunk", "-5"}, {"serve", "--max-sessions-memory", "0"}, {"serve", "--sessions", ""},
+        {"serve", "--port", "1", "--port", "2"}}) {
     const CliRun r = run_ssm(args);
     EXPECT_EQ(r.code, 2) << args[1] << " " << (args.size() > 2 ? args[2] : "") << ": " << r.err;
     EXPECT_TRUE(contains(r.err, "ssm: error:")) << r.err;

@@ -147,6 +147,9 @@ TEST(Serve, StreamChatAndSessionRoutes) {
   EXPECT_TRUE(contains(metrics, "ssm_requests_total{route=\"/v1/completions\",status=\"200\"}")) << metrics;
   EXPECT_TRUE(contains(metrics, "ssm_sessions_on_disk 1")) << metrics;
   EXPECT_TRUE(contains(metrics, "ssm_request_latency_seconds{quantile=\"0.99\"}")) << metrics;
+  // Seven completions above, each sampled a first token.
+  EXPECT_TRUE(contains(metrics, "\nssm_time_to_first_token_seconds_count 7\n")) << metrics;
+  EXPECT_TRUE(contains(metrics, "ssm_time_to_first_token_seconds{quantile=\"0.5\"}")) << metrics;
   EXPECT_EQ(server.stop().code, 0);
 }
 

@@ -24,11 +24,14 @@ class Mamba2Layer : public SequenceLayer {
                std::unique_ptr<LayerActivations>* keep = nullptr) override;
   void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
                 std::vector<Tensor>& grads, Context& ctx) override;
-  bool can_train() const override { return true; }
+  // Falcon-H1's multipliers have no backward yet.
+  bool can_train() const override { return !cfg_.has_multipliers(); }
   std::vector<TrainableSlice> trainable_parameters() override;
   const Mamba2Config& config() const { return cfg_; }
 
  private:
+  // zxbcdt = in_proj(x * in_multiplier), each block times its multiplier.
+  void project_with_multipliers(const Tensor& x, const Tensor& zxbcdt, Context& ctx);
   Mamba2Config cfg_;
   // Parameters by role, fixed once the list is built (null when absent).
   Param *in_proj_, *in_bias_, *conv_, *conv_bias_, *dt_bias_, *A_log_, *D_, *norm_, *out_proj_,

@@ -1,6 +1,7 @@
 // Hyper-parameters of each mixer kind, with the reference defaults.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 
@@ -22,10 +23,22 @@ struct Mamba2Config {
   double dt_limit_lo = 0.0, dt_limit_hi = std::numeric_limits<double>::infinity();
   double A_init_lo = 1.0, A_init_hi = 16.0;
   float norm_eps = 1e-5f;
+  // Falcon-H1: an inner width of its own (mamba_d_ssm; 0: expand * d_model),
+  // and its muP multipliers: the input times in_multiplier before in_proj,
+  // then in_proj's output blocks z, x, B, C and dt each times its own factor.
+  int64_t d_ssm = 0;
+  float in_multiplier = 1.f;
+  std::array<float, 5> part_multipliers = {1.f, 1.f, 1.f, 1.f, 1.f};
 
-  int64_t d_inner() const { return expand * d_model; }
+  int64_t d_inner() const { return d_ssm > 0 ? d_ssm : expand * d_model; }
   int64_t nheads() const { return d_inner() / headdim; }
   int64_t conv_dim() const { return d_inner() + 2 * ngroups * d_state; }
+  bool has_multipliers() const {
+    if (in_multiplier != 1.f) return true;
+    for (float m : part_multipliers)
+      if (m != 1.f) return true;
+    return false;
+  }
   int64_t d_in_proj() const { return 2 * d_inner() + 2 * ngroups * d_state + nheads(); }
 };
 
@@ -97,9 +110,24 @@ struct AttentionConfig {
   bool out_proj_bias = true;
   bool causal = true;
   double softmax_scale = 0.0;  // 0 means 1/sqrt(head_dim)
+  // Falcon-H1: the keys times this factor after their projection.
+  float key_multiplier = 1.f;
   // HF's layout: q_proj, k_proj, v_proj, o_proj (biases: qkv_proj_bias,
   // out_proj_bias) instead of one in_proj and out_proj.
   bool split_projections = false;
+};
+
+// Zamba2's shared transformer block: RMSNorm of the concatenated input
+// [h | embeddings] (2 * d_model), attention over it (head_dim channels per
+// head, output d_model), RMSNorm, a GELU-gated MLP (gate_up_proj, first half
+// the gate), each projection with a low-rank adapter per use.
+struct SharedBlockConfig {
+  int64_t d_model = 0;        // D; the block reads 2D channels
+  AttentionConfig attention;  // over 2D input channels
+  int64_t mlp_hidden = 0;     // F
+  int64_t adapter_rank = 0;   // r
+  bool attention_adapters = false;  // q, k and v adapters (MLP adapters always)
+  float norm_eps = 1e-5f;
 };
 
 }  // namespace ssm

@@ -68,6 +68,22 @@ struct ModelConfig {
   float embedding_multiplier = 1.f, residual_multiplier = 1.f, logits_scaling = 1.f;
   // HF MLPs: exactly this hidden width (no rounding) and gate/up/down_proj.
   bool hf_mlp = false;
+  // Falcon-H1: attention beside the Mamba-2 mixer in every layer, on the same
+  // normed input times attention_in_multiplier; the residual stream gains
+  // ssm_out_multiplier * mamba + attention_out_multiplier * attention. Its
+  // MLPs take SiLU(gate * mlp_gate_multiplier) and scale their output by
+  // mlp_down_multiplier.
+  bool parallel_attention = false;
+  float attention_in_multiplier = 1.f, attention_out_multiplier = 1.f, ssm_out_multiplier = 1.f;
+  float mlp_gate_multiplier = 1.f, mlp_down_multiplier = 1.f;
+  // Zamba2: the layers that first run a shared attention block (use u of
+  // shared_block_layers runs block u % shared_blocks with its own adapters,
+  // linear and KV cache) and add its output to the Mamba-2 mixer's input:
+  // h += mamba(RMSNorm(h + shared(h, embeddings))). Their own norm and
+  // mixer are under "mamba_decoder.".
+  std::vector<int64_t> shared_block_layers;
+  int64_t shared_blocks = 0;
+  SharedBlockConfig shared_block;
   Json source;  // the config.json as read, written back unchanged by convert
 
   int64_t padded_vocab() const {
@@ -79,7 +95,10 @@ struct ModelConfig {
   // d_intermediate rounded up to a multiple of 128 (SPEC §5).
   int64_t mlp_hidden() const { return hf_mlp ? d_intermediate : (d_intermediate + 127) / 128 * 128; }
   std::string embedding_name() const;
+  // Layer i's norm and mixer names start with this (HF's decoder layer).
   std::string layer_prefix(int64_t layer) const;
+  // Where use u of a shared block is (-1: layer i runs none).
+  int64_t shared_use(int64_t layer) const;
   // The prefix of layer i's mixer parameters, by its kind.
   std::string mixer_prefix(int64_t layer) const;
 };

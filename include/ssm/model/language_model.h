@@ -11,6 +11,7 @@
 
 #include "ssm/io/checkpoint.h"
 #include "ssm/layers/sequence_layer.h"
+#include "ssm/layers/shared_attention_block.h"
 #include "ssm/model/config.h"
 #include "ssm/model/memory_budget.h"
 #include "ssm/ops/context.h"
@@ -20,7 +21,10 @@ namespace ssm {
 // Per-layer recurrent state of a batch of sequences.
 struct ModelState {
   int64_t batch = 0;
-  std::vector<std::unique_ptr<LayerState>> layers;  // null for stateless layers
+  // In block order, each block's mixer state, then that of its parallel
+  // attention (Falcon-H1) or shared block use (Zamba2, its KV cache) where
+  // it has one; null for stateless layers.
+  std::vector<std::unique_ptr<LayerState>> layers;
   int64_t position = 0;  // tokens consumed so far
 };
 
@@ -47,6 +51,11 @@ class LanguageModel {
   struct Block {
     Param norm;
     std::unique_ptr<SequenceLayer> mixer;
+    // Falcon-H1: attention on the same normed input, its output summed with
+    // the mixer's (parallel_attention in the config).
+    std::unique_ptr<SequenceLayer> parallel;
+    // Zamba2: a use of a shared block, run before the mixer (see ModelConfig).
+    std::unique_ptr<SequenceLayer> shared;
     Param norm2;
     std::unique_ptr<SequenceLayer> mlp;  // null without d_intermediate
   };
@@ -123,6 +132,7 @@ class LanguageModel {
   // The decode step's ops: embedding of ids (B) to the logits buffer.
   void step_body(const Tensor& ids, ModelState& state, Context& ctx);
   ModelConfig config_;
+  std::vector<std::unique_ptr<SharedAttentionBlock>> shared_blocks_;  // Zamba2
   Param embedding_;
   Param norm_f_;
   Param lm_head_;  // used only when embeddings are untied

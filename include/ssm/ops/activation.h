@@ -1,5 +1,8 @@
 // Pointwise activations of MLPs that are not gated by SiLU, in place:
 //   relu_squared:  t = max(t, 0)^2        (Nemotron-H's relu2)
+//   gelu_product:  t = GELU(gate) * t     (Zamba2's gated MLP), with the
+//                  exact GELU(v) = v * (1 + erf(v / sqrt 2)) / 2, not the
+//                  tanh approximation
 #pragma once
 
 #include "ssm/ops/context.h"
@@ -9,5 +12,8 @@ namespace ssm::ops {
 
 // t: F32 with rows, overwritten.
 void relu_squared(Context& ctx, const Tensor& t);
+// gate and t: F32 with rows, the same shape; t overwritten, gate read only
+// (they may be column blocks of the same rows, not overlapping).
+void gelu_product(Context& ctx, const Tensor& gate, const Tensor& t);
 
 }  // namespace ssm::ops

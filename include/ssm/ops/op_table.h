@@ -58,6 +58,7 @@ struct OpTable {
   void (*fill)(Context& ctx, const Tensor& dst, float value) = nullptr;
   void (*scale)(Context& ctx, const Tensor& t, float alpha) = nullptr;
   void (*relu_squared)(Context& ctx, const Tensor& t) = nullptr;
+  void (*gelu_product)(Context& ctx, const Tensor& gate, const Tensor& t) = nullptr;
   double (*sum_squares)(Context& ctx, const Tensor& t) = nullptr;
 };
 

@@ -6,7 +6,9 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "ssm/model/language_model.h"
@@ -31,6 +33,7 @@ struct ServerOptions {
   size_t max_sessions_memory = 64;
   int64_t max_batch = 16;
   int64_t max_queue = 64;         // requests waiting (for a session or a batch row) before 429
+  int64_t prefill_chunk = 256;    // prompt tokens prefilled between two decode steps
   size_t max_body_bytes = 1 << 20;
   std::string api_key;            // empty: no authentication
   std::string model_name;         // what /v1/models lists and responses name
@@ -51,7 +54,10 @@ class Server {
   // Serves until stop(); requests in flight finish (and save their sessions)
   // before it returns.
   void run();
-  // From any thread (a signal watcher).
+  // From any thread (a signal watcher): takes no new connection, answers a
+  // request that comes on a kept-alive connection afterwards with 503,
+  // closes the connections that wait idle between requests, and returns
+  // once run() has returned (every request in flight answered).
   void stop();
 
  private:
@@ -60,6 +66,10 @@ class Server {
   void complete(const httplib::Request& req, httplib::Response& res, bool chat);
   void stream(std::shared_ptr<Exchange> ex, httplib::Response& res);
   MetricsSnapshot snapshot();
+  // Connections between a request's routing and the end of its response,
+  // by "peer_addr:peer_port": the ones stop() must not close.
+  void mark_busy(const httplib::Request& req, bool busy);
+  void close_idle_connections();
 
   LanguageModel& model_;
   const Tokenizer& tokenizer_;
@@ -71,6 +81,10 @@ class Server {
   std::atomic<int64_t> waiting_{0};  // requests accepted, not yet in the batch
   std::atomic<int64_t> next_id_{0};
   std::unique_ptr<httplib::Server> http_;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false}, serving_{false};
+  std::mutex busy_mutex_;
+  std::map<std::string, int> busy_;
 };
 
 }  // namespace ssm::serve

@@ -1,5 +1,6 @@
 // Pointwise activations, parallel over rows once a tensor pays for threads.
 #include <algorithm>
+#include <cmath>
 
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/parallel.h"
@@ -22,8 +23,24 @@ void relu_squared(Context& ctx, const Tensor& t) {
   });
 }
 
+void gelu_product(Context& ctx, const Tensor& gate, const Tensor& t) {
+  const ops::Rows<float> g(gate), rows(t);
+  const int64_t cols = t.cols();
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  parallel_items(ctx.pool(), t.rows(), cols, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* gr = g[r];
+      float* v = rows[r];
+      for (int64_t c = 0; c < cols; ++c) v[c] *= 0.5f * gr[c] * (1.f + std::erf(gr[c] * kInvSqrt2));
+    }
+  });
+}
+
 }  // namespace
 
-void add_activation_kernels(OpTable& t) { t.relu_squared = &relu_squared; }
+void add_activation_kernels(OpTable& t) {
+  t.relu_squared = &relu_squared;
+  t.gelu_product = &gelu_product;
+}
 
 }  // namespace ssm::cpu

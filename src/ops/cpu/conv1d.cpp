@@ -8,14 +8,18 @@
 #include <algorithm>
 
 #include "ops/cpu/kernels.h"
-#include "ops/tensor_data.h"
 #include "ops/scalar_math.h"
+#include "ops/tensor_data.h"
 
 namespace ssm::cpu {
 namespace {
 
 using ops::elements;
 using ops::elements_or_null;
+
+// The vectorised prefill loop takes kernels of fewer than kMaxTaps taps
+// (its buffer holds the taps and one row of sums).
+constexpr int64_t kMaxTaps = 8;
 
 void conv1d_prefill(Context& ctx, const ops::Conv1dArgs& a) {
   const int64_t B = a.in.dim(0), L = a.in.dim(1), C = a.in.dim(2), K = a.weight.dim(2);
@@ -39,7 +43,10 @@ void conv1d_prefill(Context& ctx, const ops::Conv1dArgs& a) {
         if (t >= 0) return in[t * ld_in + c];
         return st ? st[(t + K - 1) * C + c] : 0.f;
       };
-      for (int64_t t = 0; t < L; ++t) {
+      // The first K - 1 steps read the carried state: one channel at a time
+      // (all steps for kernels longer than the vectorised loop takes).
+      const int64_t head = K < kMaxTaps ? std::min(L, K - 1) : L;
+      for (int64_t t = 0; t < head; ++t) {
         float* o = out + (b * L + t) * ld_out;
         for (int64_t c = c0; c < c1; ++c) {
           const float* wc = weight + c * K;
@@ -47,6 +54,27 @@ void conv1d_prefill(Context& ctx, const ops::Conv1dArgs& a) {
           for (int64_t k = 0; k < K; ++k) acc += wc[k] * input(t - K + 1 + k, c);
           o[c] = a.silu ? ops::silu(acc) : acc;
         }
+      }
+      // The rest read the input only: the taps transposed once per block so
+      // that the loop over channels is contiguous and vectorises. The taps
+      // are added in the same order (oldest first) as above and in the step.
+      const int64_t nc = c1 - c0;
+      float taps[kMaxTaps * kBlock];
+      float* acc = taps + K * kBlock;  // kBlock sums after the K tap rows
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t c = 0; c < nc; ++c) taps[k * kBlock + c] = weight[(c0 + c) * K + k];
+      for (int64_t t = head; t < L; ++t) {
+        for (int64_t c = 0; c < nc; ++c) acc[c] = bias ? bias[c0 + c] : 0.f;
+        for (int64_t k = 0; k < K; ++k) {
+          const float* x = in + (t - K + 1 + k) * ld_in + c0;
+          const float* w = taps + k * kBlock;
+          for (int64_t c = 0; c < nc; ++c) acc[c] += w[c] * x[c];
+        }
+        float* o = out + (b * L + t) * ld_out + c0;
+        if (a.silu)
+          for (int64_t c = 0; c < nc; ++c) o[c] = ops::silu(acc[c]);
+        else
+          for (int64_t c = 0; c < nc; ++c) o[c] = acc[c];
       }
       if (!st) continue;
       // New state = the last K-1 inputs of (old state, then this sequence).

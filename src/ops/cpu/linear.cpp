@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "ops/cpu/blas.h"
-#include "ops/cpu/lowp_linear.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/lowp_linear.h"
+#include "ops/cpu/x86_kernels.h"
 #include "ops/tensor_data.h"
 
 namespace ssm::cpu {
@@ -18,10 +19,12 @@ namespace {
 using ops::elements;
 using ops::elements_or_null;
 
-// linear() with at most this many rows takes the matrix-vector path; a block
-// of W of about kGemvBlockBytes is reused from L2 for every row.
+// linear() with at most this many rows takes the matrix-vector path.
 constexpr int64_t kGemvMaxRows = 8;
-constexpr int64_t kGemvBlockBytes = 256 << 10;
+// Tiles of outputs per sgemm call of the F32 path above it (kGemmCols a
+// multiple of 16: two threads never write one cache line of an output row).
+constexpr int64_t kGemmRows = 256;
+constexpr int64_t kGemmCols = 128;
 
 // out[0, n) = bias (+ out when accumulating), ready for a product with beta 1;
 // returns that beta (0 when out starts from nothing).
@@ -38,10 +41,13 @@ float start_output(float* out, const float* bias, int64_t n, bool accumulate) {
 // so two threads never write one cache line of an output row.
 constexpr int64_t kLowpGemvRows = 64;
 constexpr int64_t kLowpGemmRows = 128;
+// The BF16 product's tasks: a multiple of its tile's 6 rows and of 16.
+constexpr int64_t kBf16GemmRows = 96;
 
 LowpWeights lowp_rows(const Tensor& W, int64_t n0) {
   LowpWeights w{.dtype = W.dtype(), .data = nullptr, .K = W.dim(1)};
-  w.data = static_cast<const char*>(W.raw()) + static_cast<size_t>(n0 * w.K) * dtype_size(W.dtype());
+  w.data =
+      static_cast<const char*>(W.raw()) + static_cast<size_t>(n0 * w.K) * dtype_size(W.dtype());
   if (W.dtype() == DType::kQ8) {
     const Tensor& s = W.scales();
     w.scale_stride = s.stride(0);
@@ -59,12 +65,60 @@ void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
   const float* x = a.x.data<float>();
   const float* bias = elements_or_null<float>(a.bias);
   float* y = elements<float>(a.y);
+  if (M <= kGemvMaxRows && t == DType::kQ8 && cpu_has_avx512_vnni()) {
+    // The activations quantised once per call (arena workspace: nothing is
+    // allocated once a call of this size has run), then VNNI byte products.
+    const Tensor work = ctx.arena().alloc(DType::kF32, {(q8_workspace_bytes(M, K) + 3) / 4});
+    const Q8Activations xq = quantize_q8_rows(x, ldx, M, K, elements<float>(work));
+    ctx.pool().parallel_for((N + kLowpGemvRows - 1) / kLowpGemvRows, [&](int64_t b0, int64_t b1) {
+      const int64_t n0 = b0 * kLowpGemvRows, n1 = std::min(N, b1 * kLowpGemvRows);
+      const LowpWeights w = lowp_rows(a.W, n0);
+      q8_gemv_vnni(xq, {.W = static_cast<const int8_t*>(w.data),
+                        .K = K,
+                        .wscale = w.scales,
+                        .wscale_stride = w.scale_stride,
+                        .n = n1 - n0,
+                        .bias = bias ? bias + n0 : nullptr,
+                        .accumulate = a.accumulate,
+                        .y = y + n0,
+                        .ldy = ldy});
+    });
+    return;
+  }
   if (M <= kGemvMaxRows) {
     ctx.pool().parallel_for((N + kLowpGemvRows - 1) / kLowpGemvRows, [&](int64_t b0, int64_t b1) {
       const int64_t n0 = b0 * kLowpGemvRows, n1 = std::min(N, b1 * kLowpGemvRows);
-      lowp_gemv({.W = lowp_rows(a.W, n0), .n = n1 - n0, .x = x, .ldx = ldx, .M = M,
-                 .bias = bias ? bias + n0 : nullptr, .accumulate = a.accumulate,
-                 .y = y + n0, .ldy = ldy});
+      lowp_gemv({.W = lowp_rows(a.W, n0),
+                 .n = n1 - n0,
+                 .x = x,
+                 .ldx = ldx,
+                 .M = M,
+                 .bias = bias ? bias + n0 : nullptr,
+                 .accumulate = a.accumulate,
+                 .y = y + n0,
+                 .ldy = ldy});
+    });
+    return;
+  }
+  if (t == DType::kBF16 && cpu_has_avx512_bf16()) {
+    // Prefill with BF16 dot products: the activations rounded to BF16 and
+    // packed once per call (in parallel, arena workspace), the weights read
+    // as stored.
+    const Tensor work = ctx.arena().alloc(DType::kF32, {(bf16_pack_bytes(M, K) + 3) / 4});
+    void* packed = elements<float>(work);
+    const int64_t blocks = bf16_row_blocks(M);
+    ctx.pool().parallel_for(
+        blocks, [&](int64_t b0, int64_t b1) { pack_bf16_rows(x, ldx, M, K, packed, b0, b1); });
+    const Bf16PackedRows xp = pack_bf16_rows(x, ldx, M, K, packed, 0, 0);
+    const auto* W = static_cast<const uint16_t*>(a.W.raw());
+    ctx.pool().parallel_for((N + kBf16GemmRows - 1) / kBf16GemmRows, [&](int64_t b0, int64_t b1) {
+      const int64_t n0 = b0 * kBf16GemmRows, n1 = std::min(N, b1 * kBf16GemmRows);
+      bf16_gemm_avx512(xp, {.W = W + n0 * K,
+                            .n = n1 - n0,
+                            .bias = bias ? bias + n0 : nullptr,
+                            .accumulate = a.accumulate,
+                            .y = y + n0,
+                            .ldy = ldy});
     });
     return;
   }
@@ -96,21 +150,22 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
   ThreadPool& pool = ctx.pool();
   if (M <= kGemvMaxRows) {
     // Decoding: a few rows against a large W. sgemm would repack all of W
-    // per call (its cost at M = 1 is mostly that copy); matrix-vector
-    // products over blocks of W that stay in L2 read it from memory once.
-    // Each output is one sgemv over all of K whatever the split, so results
-    // do not depend on the thread count or on the other rows of the batch.
-    const int64_t bn = std::max<int64_t>(
-        16, std::min<int64_t>(256, (kGemvBlockBytes / 4) / std::max<int64_t>(K, 1)));
-    pool.parallel_for((N + bn - 1) / bn, [&](int64_t b0, int64_t b1) {
-      for (int64_t blk = b0; blk < b1; ++blk) {
-        const int64_t n0 = blk * bn, n = std::min(N, n0 + bn) - n0;
-        for (int64_t m = 0; m < M; ++m) {
-          float* out = y + m * ldy + n0;
-          const float beta = start_output(out, bias ? bias + n0 : nullptr, n, a.accumulate);
-          gemv(n, K, 1.f, W + n0 * K, K, x + m * ldx, beta, out);
-        }
-      }
+    // per call (its cost at M = 1 is mostly that copy), and sgemv per row
+    // would read W once per row; the matrix-vector kernel of lowp_linear.h
+    // reads each vector of W once for all rows. Each output is the same
+    // sum over K whatever the split and the other rows of the batch, so
+    // results do not depend on the thread count or on the batch.
+    pool.parallel_for((N + kLowpGemvRows - 1) / kLowpGemvRows, [&](int64_t b0, int64_t b1) {
+      const int64_t n0 = b0 * kLowpGemvRows, n1 = std::min(N, b1 * kLowpGemvRows);
+      lowp_gemv({.W = {.dtype = DType::kF32, .data = W + n0 * K, .K = K},
+                 .n = n1 - n0,
+                 .x = x,
+                 .ldx = ldx,
+                 .M = M,
+                 .bias = bias ? bias + n0 : nullptr,
+                 .accumulate = a.accumulate,
+                 .y = y + n0,
+                 .ldy = ldy});
     });
     return;
   }
@@ -121,15 +176,22 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
     gemm(false, true, m1 - m0, n1 - n0, K, 1.f, x + m0 * ldx, ldx, W + n0 * K, K, beta,
          y + m0 * ldy + n0, ldy);
   };
-  const int64_t threads = pool.size();
-  if (M >= 4 * threads || N < 64 * threads) {
-    // Row blocks of 16 keep each BLAS call efficient and the split fair.
-    pool.parallel_for((M + 15) / 16,
-                      [&](int64_t b0, int64_t b1) { block(b0 * 16, std::min(M, b1 * 16), 0, N); });
-  } else {
-    pool.parallel_for((N + 63) / 64,
-                      [&](int64_t b0, int64_t b1) { block(0, M, b0 * 64, std::min(N, b1 * 64)); });
-  }
+  // Fixed tiles of kGemmRows x kGemmCols outputs, each one sgemm call whose
+  // shape does not depend on the thread count (so neither do the results).
+  // A tile packs its block of W once for all its rows: tall tiles keep
+  // OpenBLAS's repacking of W to once per kGemmRows rows of x (row blocks of
+  // 16 repacked all of W 32 times for a 512-token prompt), and a column
+  // block's tiles are neighbours in the task order, so one thread mostly
+  // runs them one after another with that block still in cache.
+  const int64_t row_blocks = (M + kGemmRows - 1) / kGemmRows;
+  const int64_t col_blocks = (N + kGemmCols - 1) / kGemmCols;
+  pool.parallel_for(row_blocks * col_blocks, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t rb = t % row_blocks, cb = t / row_blocks;
+      block(rb * kGemmRows, std::min(M, (rb + 1) * kGemmRows), cb * kGemmCols,
+            std::min(N, (cb + 1) * kGemmCols));
+    }
+  });
 }
 
 // dx = dy W, dW += dy^T x, dbias += column sums of dy, split over the pool

@@ -5,12 +5,13 @@
 // arithmetic stays F32 (the 16-bit products are exact in F32).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/lowp_linear.cpp"
+#include "ops/cpu/lowp_linear.h"
+
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <algorithm>
 
-#include "ops/cpu/lowp_linear.h"
 #include "ssm/tensor/convert.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -22,7 +23,9 @@ using DF = hn::ScalableTag<float>;
 // Lanes of F32 from element k of a row (k + Lanes(df) <= K).
 template <DType kType>
 HWY_INLINE hn::Vec<DF> load_widened(DF df, const void* row, int64_t k) {
-  if constexpr (kType == DType::kBF16) {
+  if constexpr (kType == DType::kF32) {
+    return hn::LoadU(df, static_cast<const float*>(row) + k);
+  } else if constexpr (kType == DType::kBF16) {
     const hn::Rebind<hwy::bfloat16_t, DF> dn;
     return hn::PromoteTo(df, hn::LoadU(dn, static_cast<const hwy::bfloat16_t*>(row) + k));
   } else if constexpr (kType == DType::kF16) {
@@ -39,7 +42,9 @@ HWY_INLINE hn::Vec<DF> load_widened(DF df, const void* row, int64_t k) {
 template <DType kType>
 HWY_INLINE float scalar_widened(const void* row, int64_t k) {
   float f;
-  if constexpr (kType == DType::kBF16) {
+  if constexpr (kType == DType::kF32) {
+    f = static_cast<const float*>(row)[k];
+  } else if constexpr (kType == DType::kBF16) {
     bf16_to_f32(static_cast<const uint16_t*>(row) + k, &f, 1);
   } else if constexpr (kType == DType::kF16) {
     f16_to_f32(static_cast<const uint16_t*>(row) + k, &f, 1);
@@ -51,13 +56,9 @@ HWY_INLINE float scalar_widened(const void* row, int64_t k) {
 
 template <DType kType>
 HWY_INLINE const void* row_at(const LowpWeights& W, int64_t j) {
-  const size_t bytes = kType == DType::kQ8 ? 1 : 2;
+  const size_t bytes = kType == DType::kQ8 ? 1 : kType == DType::kF32 ? 4 : 2;
   return static_cast<const char*>(W.data) + static_cast<size_t>(j * W.K) * bytes;
 }
-
-// Rows of x handled together: their accumulators stay in registers while one
-// vector of weights is widened once for all of them.
-constexpr int64_t kRowGroup = 4;
 
 HWY_INLINE void store_output(const LowpGemvJob& job, int64_t m, int64_t j, float scale, float sum) {
   float& out = job.y[m * job.ldy + j];
@@ -104,49 +105,89 @@ void gemv1_typed(const LowpGemvJob& job) {
   for (; j < job.n; ++j) {
     const void* row = row_at<kType>(job.W, j);
     auto a = hn::Zero(df);
-    for (int64_t k = 0; k < K_vec; k += L) a = hn::MulAdd(load_widened<kType>(df, row, k), hn::LoadU(df, x + k), a);
+    for (int64_t k = 0; k < K_vec; k += L)
+      a = hn::MulAdd(load_widened<kType>(df, row, k), hn::LoadU(df, x + k), a);
     float sum = hn::GetLane(hn::SumOfLanes(df, a));
     for (int64_t k = K_vec; k < K; ++k) sum += scalar_widened<kType>(row, k) * x[k];
     store_output(job, 0, j, row_scale<kType>(job.W, j), sum);
   }
 }
 
-template <DType kType>
-void gemv_typed(const LowpGemvJob& job) {
-  if (job.M == 1) return gemv1_typed<kType>(job);
+// R weight rows against G rows of x (2 to 8 rows: batched decoding): R x G
+// sums in registers, each weight vector widened once for the G rows of x and
+// each vector of x loaded once for the R weight rows. Every sum is formed
+// as gemv1_typed forms it (one vector of sums over K in order, reduced, then
+// the tail), so a row's result does not depend on the batch it is in.
+template <DType kType, int R, int G>
+HWY_INLINE void gemv_tile(const LowpGemvJob& job, int64_t j0, int64_t m0) {
   const DF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df)), K = job.W.K;
   const int64_t K_vec = K - K % L;
-  for (int64_t j = 0; j < job.n; ++j) {
-    const void* row = row_at<kType>(job.W, j);
-    const float scale = row_scale<kType>(job.W, j);
-    for (int64_t m0 = 0; m0 < job.M; m0 += kRowGroup) {
-      const int64_t g = std::min<int64_t>(kRowGroup, job.M - m0);
-      const float* x = job.x + m0 * job.ldx;
-      auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-      for (int64_t k = 0; k < K_vec; k += L) {
-        const auto w = load_widened<kType>(df, row, k);
-        a0 = hn::MulAdd(w, hn::LoadU(df, x + k), a0);
-        if (g > 1) a1 = hn::MulAdd(w, hn::LoadU(df, x + job.ldx + k), a1);
-        if (g > 2) a2 = hn::MulAdd(w, hn::LoadU(df, x + 2 * job.ldx + k), a2);
-        if (g > 3) a3 = hn::MulAdd(w, hn::LoadU(df, x + 3 * job.ldx + k), a3);
-      }
-      float sums[kRowGroup] = {hn::GetLane(hn::SumOfLanes(df, a0)), hn::GetLane(hn::SumOfLanes(df, a1)),
-                               hn::GetLane(hn::SumOfLanes(df, a2)), hn::GetLane(hn::SumOfLanes(df, a3))};
-      for (int64_t k = K_vec; k < K; ++k) {
-        const float w = scalar_widened<kType>(row, k);
-        for (int64_t r = 0; r < g; ++r) sums[r] += w * x[r * job.ldx + k];
-      }
-      for (int64_t r = 0; r < g; ++r) store_output(job, m0 + r, j, scale, sums[r]);
+  const void* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = row_at<kType>(job.W, j0 + r);
+  const float* xs[G];
+  for (int g = 0; g < G; ++g) xs[g] = job.x + (m0 + g) * job.ldx;
+  hn::Vec<DF> acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = hn::Zero(df);
+  for (int64_t k = 0; k < K_vec; k += L) {
+    hn::Vec<DF> w[R];
+    for (int r = 0; r < R; ++r) w[r] = load_widened<kType>(df, rows[r], k);
+    for (int g = 0; g < G; ++g) {
+      const auto xv = hn::LoadU(df, xs[g] + k);
+      for (int r = 0; r < R; ++r) acc[r][g] = hn::MulAdd(w[r], xv, acc[r][g]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const float scale = row_scale<kType>(job.W, j0 + r);
+    for (int g = 0; g < G; ++g) {
+      float sum = hn::GetLane(hn::SumOfLanes(df, acc[r][g]));
+      for (int64_t k = K_vec; k < K; ++k) sum += scalar_widened<kType>(rows[r], k) * xs[g][k];
+      store_output(job, m0 + g, j0 + r, scale, sum);
     }
   }
 }
 
+// Rows of x per tile: 4 where there are 32 vector registers (16 sums, 4
+// weight vectors), 2 otherwise.
+constexpr int kTileX = HWY_MAX_BYTES >= 64 ? 4 : 2;
+
+template <DType kType, int R>
+HWY_INLINE void gemv_rows(const LowpGemvJob& job, int64_t j0) {
+  int64_t m0 = 0;
+  for (; m0 + kTileX <= job.M; m0 += kTileX) gemv_tile<kType, R, kTileX>(job, j0, m0);
+  switch (job.M - m0) {
+    case 1:
+      return gemv_tile<kType, R, 1>(job, j0, m0);
+    case 2:
+      if constexpr (kTileX > 2) return gemv_tile<kType, R, 2>(job, j0, m0);
+      break;
+    case 3:
+      if constexpr (kTileX > 3) return gemv_tile<kType, R, 3>(job, j0, m0);
+      break;
+    default:
+      break;
+  }
+}
+
+template <DType kType>
+void gemv_typed(const LowpGemvJob& job) {
+  if (job.M == 1) return gemv1_typed<kType>(job);
+  int64_t j = 0;
+  for (; j + 4 <= job.n; j += 4) gemv_rows<kType, 4>(job, j);
+  for (; j < job.n; ++j) gemv_rows<kType, 1>(job, j);
+}
+
 void Gemv(const LowpGemvJob& job) {
   switch (job.W.dtype) {
-    case DType::kBF16: return gemv_typed<DType::kBF16>(job);
-    case DType::kF16: return gemv_typed<DType::kF16>(job);
-    default: return gemv_typed<DType::kQ8>(job);
+    case DType::kF32:
+      return gemv_typed<DType::kF32>(job);
+    case DType::kBF16:
+      return gemv_typed<DType::kBF16>(job);
+    case DType::kF16:
+      return gemv_typed<DType::kF16>(job);
+    default:
+      return gemv_typed<DType::kQ8>(job);
   }
 }
 
@@ -167,9 +208,12 @@ void widen_typed(const LowpWeights& W, int64_t n, float* out) {
 
 void Widen(const LowpWeights& W, int64_t n, float* out) {
   switch (W.dtype) {
-    case DType::kBF16: return widen_typed<DType::kBF16>(W, n, out);
-    case DType::kF16: return widen_typed<DType::kF16>(W, n, out);
-    default: return widen_typed<DType::kQ8>(W, n, out);
+    case DType::kBF16:
+      return widen_typed<DType::kBF16>(W, n, out);
+    case DType::kF16:
+      return widen_typed<DType::kF16>(W, n, out);
+    default:
+      return widen_typed<DType::kQ8>(W, n, out);
   }
 }
 
@@ -183,7 +227,9 @@ HWY_EXPORT(Gemv);
 HWY_EXPORT(Widen);
 
 void lowp_gemv(const LowpGemvJob& job) { HWY_DYNAMIC_DISPATCH(Gemv)(job); }
-void lowp_widen_rows(const LowpWeights& W, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(Widen)(W, n, out); }
+void lowp_widen_rows(const LowpWeights& W, int64_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(Widen)(W, n, out);
+}
 
 const char* lowp_target_name() {
   // Targets are bits, better ones lower: the dispatch takes the lowest bit

@@ -10,11 +10,12 @@
 
 namespace ssm::cpu {
 
-// n rows of a (rows, K) weight matrix in a 16- or 8-bit dtype.
+// n rows of a (rows, K) weight matrix in a 16- or 8-bit dtype (or F32: the
+// matrix-vector kernel serves F32 decoding too).
 struct LowpWeights {
-  DType dtype = DType::kBF16;  // kF16, kBF16 or kQ8
-  const void* data = nullptr;  // row 0 of the rows addressed
-  int64_t K = 0;               // elements per row, also the row stride
+  DType dtype = DType::kBF16;     // kF16, kBF16 or kQ8; lowp_gemv also kF32
+  const void* data = nullptr;     // row 0 of the rows addressed
+  int64_t K = 0;                  // elements per row, also the row stride
   const float* scales = nullptr;  // kQ8: scale of row j at scales[j * scale_stride]
   int64_t scale_stride = 1;
 };

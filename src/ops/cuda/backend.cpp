@@ -16,6 +16,7 @@ class CudaBackend : public Backend {
     cuda::add_elementwise_kernels(table_);
     cuda::add_mixer_kernels(table_);
     cuda::add_mamba3_kernels(table_);
+    cuda::add_hybrid_kernels(table_);
     cuda::add_train_kernels(table_);
   }
   std::string_view name() const override { return "cuda"; }

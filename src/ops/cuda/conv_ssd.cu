@@ -18,7 +18,10 @@ __device__ float silu(float z) { return z / (1.f + expf(-z)); }
 __global__ void conv1d_kernel(Conv1dLaunch a) {
   for (int64_t row = blockIdx.y; row < a.B * a.L; row += gridDim.y)
   for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < a.C; c += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = row % a.L, b = row / a.L;
+    // 32-bit division (rows < 2^31): 64-bit division is a long emulated
+    // sequence that dominated this memory-bound kernel.
+    const int32_t rows32 = static_cast<int32_t>(row), L32 = static_cast<int32_t>(a.L);
+    const int64_t t = rows32 % L32, b = rows32 / L32;
     float acc = a.bias ? a.bias[c] : 0.f;
     for (int64_t k = 0; k < a.K; ++k) {
       const int64_t s = t - a.K + 1 + k;
@@ -42,6 +45,26 @@ __global__ void conv1d_state_kernel(Conv1dLaunch a) {
     next[s] = t >= 0 ? a.in.p[(b * a.L + t) * a.in.stride + c] : a.state[(b * W + t + W) * a.C + c];
   }
   for (int64_t s = 0; s < W; ++s) a.state[(b * W + s) * a.C + c] = next[s];
+}
+
+// A decode step (L = 1, with a state): thread per (b, c), the output from
+// the state's K-1 inputs and the new one, then the state shifted by one; one
+// launch instead of two.
+__global__ void conv1d_step_kernel(Conv1dLaunch a) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= a.B * a.C) return;
+  const int64_t b = i / a.C, c = i % a.C, W = a.K - 1;
+  float* st = a.state + b * W * a.C + c;  // st[s * C], s < W
+  const float in = a.in.p[b * a.in.stride + c];
+  float acc = a.bias ? a.bias[c] : 0.f;
+  for (int64_t k = 0; k < W; ++k) {
+    const float v = st[k * a.C];
+    acc += a.weight[c * a.K + k] * v;
+    if (k > 0) st[(k - 1) * a.C] = v;
+  }
+  acc += a.weight[c * a.K + W] * in;
+  if (W > 0) st[(W - 1) * a.C] = in;
+  a.out.p[b * a.out.stride + c] = a.silu ? silu(acc) : acc;
 }
 
 __device__ float softplus(float x) { return x > 20.f ? x : (x < -20.f ? expf(x) : log1pf(expf(x))); }
@@ -152,6 +175,10 @@ int blocks_for(int64_t n) {
 
 void launch_conv1d(const Conv1dLaunch& a, cudaStream_t s) {
   if (a.B * a.L * a.C == 0) return;
+  if (a.L == 1 && a.state) {
+    conv1d_step_kernel<<<blocks_for(a.B * a.C), kThreads, 0, s>>>(a);
+    return;
+  }
   const int64_t x = (a.C + kThreads - 1) / kThreads, rows = a.B * a.L;
   const dim3 grid(static_cast<unsigned>(x > 64 ? 64 : x), static_cast<unsigned>(rows > 65535 ? 65535 : rows));
   conv1d_kernel<<<grid, kThreads, 0, s>>>(a);

@@ -81,12 +81,28 @@ __global__ void sum_squares_kernel(ConstRows t, double* out) {
   if (threadIdx.x == 0) *out = part[0];
 }
 
-__global__ void to_bf16_kernel(ConstRows x, __nv_bfloat16* dst) {
-  FOR_EACH_ELEMENT(x.rows, x.cols) dst[r * x.cols + c] = __float2bfloat16_rn(x.p[r * x.stride + c]);
+// Piece i (at dst + i rows cols) = what pieces 0..i-1 left of x, rounded to
+// nearest even: x = sum of the pieces to 8 (bf16) or 11 (f16) bits each.
+__global__ void to_bf16_kernel(ConstRows x, __nv_bfloat16* dst, int pieces) {
+  FOR_EACH_ELEMENT(x.rows, x.cols) {
+    float rest = x.p[r * x.stride + c];
+    for (int i = 0; i < pieces; ++i) {
+      const __nv_bfloat16 v = __float2bfloat16_rn(rest);
+      dst[(i * x.rows + r) * x.cols + c] = v;
+      rest -= __bfloat162float(v);
+    }
+  }
 }
 
-__global__ void to_f16_kernel(ConstRows x, __half* dst) {
-  FOR_EACH_ELEMENT(x.rows, x.cols) dst[r * x.cols + c] = __float2half_rn(x.p[r * x.stride + c]);
+__global__ void to_f16_kernel(ConstRows x, __half* dst, int pieces) {
+  FOR_EACH_ELEMENT(x.rows, x.cols) {
+    float rest = x.p[r * x.stride + c];
+    for (int i = 0; i < pieces; ++i) {
+      const __half v = __float2half_rn(rest);
+      dst[(i * x.rows + r) * x.cols + c] = v;
+      rest -= __half2float(v);
+    }
+  }
 }
 
 }  // namespace
@@ -124,10 +140,10 @@ void launch_copy(const StridedCopy& c, cudaStream_t s) {
 void launch_sum_squares(ConstRows t, double* out, cudaStream_t s) {
   sum_squares_kernel<<<1, kThreads, 0, s>>>(t, out);
 }
-void launch_to_16bit(ConstRows x, void* dst, bool bf16, cudaStream_t s) {
+void launch_to_16bit(ConstRows x, void* dst, bool bf16, int pieces, cudaStream_t s) {
   const dim3 b = grid_for(x.rows, x.cols);
-  if (bf16) to_bf16_kernel<<<b, kThreads, 0, s>>>(x, static_cast<__nv_bfloat16*>(dst));
-  else to_f16_kernel<<<b, kThreads, 0, s>>>(x, static_cast<__half*>(dst));
+  if (bf16) to_bf16_kernel<<<b, kThreads, 0, s>>>(x, static_cast<__nv_bfloat16*>(dst), pieces);
+  else to_f16_kernel<<<b, kThreads, 0, s>>>(x, static_cast<__half*>(dst), pieces);
 }
 
 }  // namespace ssm::cuda

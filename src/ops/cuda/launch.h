@@ -42,8 +42,9 @@ void launch_copy(const StridedCopy& c, cudaStream_t s);
 void launch_sum_squares(ConstRows t, double* out, cudaStream_t s);
 // y[r, :] += bias.
 void launch_add_bias(Rows y, const float* bias, cudaStream_t s);
-// dst (dense rows x cols, 16-bit: bf16 when bf16 else f16) = x rounded to nearest even.
-void launch_to_16bit(ConstRows x, void* dst, bool bf16, cudaStream_t s);
+// `pieces` dense rows x cols 16-bit matrices (bf16 when bf16, else f16): the
+// first x rounded to nearest even, each next one the rounded remainder.
+void launch_to_16bit(ConstRows x, void* dst, bool bf16, int pieces, cudaStream_t s);
 
 void launch_embedding(const void* ids, bool ids_i64, const float* table, Rows out, float scale,
                       cudaStream_t s);

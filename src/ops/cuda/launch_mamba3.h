@@ -39,6 +39,8 @@ struct Mamba3ScanLaunch {
 // takes N and R whose one step fits in 48 KiB.
 int64_t mamba3_scan_step_bytes(int64_t R, int64_t N);
 void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s);
+// k_prev, v_prev <- the k and v of step L-1 (after a scan; nothing without a state).
+void launch_mamba3_last_step(const Mamba3ScanLaunch& a, cudaStream_t s);
 
 struct Mamba3OutputLaunch {
   int64_t B = 0, L = 0, H = 0, R = 1, P = 0;

@@ -1,11 +1,13 @@
-// The projections through cuBLAS: F32 weights in full F32 (SGEMM), BF16 and
-// F16 weights on the tensor cores (the activations rounded to the weights'
-// type in a workspace, products accumulated in F32). Q8 is refused by name.
+// Few rows (M <= 8: decode steps) through linear_skinny.cu, exact in F32
+// for every weight type. More through cuBLAS: F32 weights in full F32 (SGEMM), BF16 and
+// F16 weights on the tensor cores (the activations split into 16-bit pieces
+// in a workspace, products accumulated in F32). Q8 is refused by name.
 //
 // Row-major y (M, N) = x (M, K) W (N, K)^T is, read column-major,
 // y^T = W^T x^T: one GEMM with W transposed, no copies of strided rows.
 #include "ops/cuda/gemm_f32.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch_linear.h"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/views.h"
 
@@ -18,6 +20,21 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
   CudaResources& r = resources(ctx);
   const ConstRows x = const_rows_of(a.x);
   const Rows y = rows_of(a.y);
+  // Few rows (decode steps): one pass over W at full width (linear_skinny.cu).
+  const DType wt = a.W.dtype();
+  if (M <= kSkinnyRows && (wt == DType::kF32 || wt == DType::kBF16 || wt == DType::kF16)) {
+    SkinnyLinear l;
+    l.x = x;
+    l.W = a.W.raw();
+    l.w_stride = N > 1 ? a.W.row_stride() : K;
+    l.type = wt == DType::kF32 ? WeightType::kF32 : (wt == DType::kBF16 ? WeightType::kBF16 : WeightType::kF16);
+    l.bias = a.bias.defined() ? a.bias.data<float>() : nullptr;
+    l.y = y;
+    l.accumulate = a.accumulate;
+    launch_skinny_linear(l, r.stream);
+    check_launch("linear (few rows)");
+    return;
+  }
   const float alpha = 1.f, beta = a.accumulate ? 1.f : 0.f;
   const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
   switch (a.W.dtype()) {
@@ -28,15 +45,26 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
       break;
     case DType::kBF16:
     case DType::kF16: {
+      // The activations as a sum of 16-bit pieces, one GEMM each (smallest
+      // first) into y: three bf16 or two f16 pieces hold every F32 bit, so
+      // the result is the F32 product of the stored weights; one piece (the
+      // activations rounded, as the reference's kernels do) when the
+      // context asks for speed (CudaResources::round_activations).
       const bool bf16 = a.W.dtype() == DType::kBF16;
       const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-      Tensor xh = ctx.arena().alloc(a.W.dtype(), {M, K});
-      launch_to_16bit(x, xh.raw(), bf16, r.stream);
+      const int pieces = r.round_activations ? 1 : (bf16 ? 3 : 2);
+      Arena::Scope scope(ctx.arena());
+      Tensor xh = ctx.arena().alloc(a.W.dtype(), {pieces * M, K});
+      launch_to_16bit(x, xh.raw(), bf16, pieces, r.stream);
       check_launch("linear (activations to 16 bits)");
-      check(cublasGemmEx(r.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.W.raw(), type, k, xh.raw(), type,
-                         k, &beta, y.p, CUDA_R_32F, static_cast<int>(y.stride), CUBLAS_COMPUTE_32F,
-                         CUBLAS_GEMM_DEFAULT),
-            "linear (cublasGemmEx)");
+      const size_t piece_bytes = static_cast<size_t>(M * K) * dtype_size(a.W.dtype());
+      for (int i = pieces - 1; i >= 0; --i) {
+        const float b = i == pieces - 1 ? beta : 1.f;
+        check(cublasGemmEx(r.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.W.raw(), type, k,
+                           static_cast<const char*>(xh.raw()) + i * piece_bytes, type, k, &b, y.p, CUDA_R_32F,
+                           static_cast<int>(y.stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "linear (cublasGemmEx)");
+      }
       break;
     }
     default:

@@ -2,6 +2,7 @@
 // the sizes the kernels keep in registers or shared memory checked here,
 // then the launchers. The backward ops come with training on the GPU.
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch_chunk_scan.h"
 #include "ops/cuda/launch_mamba3.h"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/views.h"
@@ -87,7 +88,35 @@ void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& a) {
     l.k_prev = ops::elements<float>(a.k_prev);
     l.v_prev = ops::elements<float>(a.v_prev);
   }
-  launch_mamba3_scan(l, stream(ctx));
+  // A decode step (L = 1) runs the recurrence; longer sequences the chunked
+  // form on the tensor cores (chunk_scan.cu), when its tiles fit.
+  if (l.L == 1 || !chunk_scan_fits(l.R, l.N, l.P)) {
+    launch_mamba3_scan(l, stream(ctx));
+    check_launch("mamba3_scan");
+    return;
+  }
+  const int64_t RN = l.R * l.N, RP = l.R * l.P;
+  ChunkScanLaunch c;
+  c.B = l.B, c.H = l.H, c.L = l.L, c.R = l.R, c.N = l.N, c.P = l.P;
+  c.q = {l.q, l.H * l.L * RN, l.L * RN, RN, l.N, 1};
+  c.k = {l.k, l.H * l.L * RN, l.L * RN, RN, l.N, 1};
+  c.v = {l.v, l.H * l.L * RP, l.L * RP, RP, l.P, 1};
+  c.o = {l.o, l.H * l.L * RP, l.L * RP, RP, l.P};
+  c.D = l.D;
+  c.state = l.ssm;
+  c.k_prev = l.k_prev;
+  c.v_prev = l.v_prev;
+  Arena::Scope scope(ctx.arena());
+  const int64_t chunks = chunk_scan_chunks(l.L, l.R);
+  auto scratch = [&](Shape shape) { return ops::elements<float>(ctx.arena().alloc(DType::kF32, shape)); };
+  float *la = scratch({l.B, l.H, l.L}), *w = scratch({l.B, l.H, l.L}), *wd = scratch({l.B, l.H, l.L});
+  float* pend = l.ssm ? scratch({l.B, l.H}) : nullptr;
+  c.la = la, c.w = w, c.wd = wd, c.pend = pend;
+  c.chunk_states = scratch({l.B, l.H, chunks, l.P, l.N});
+  c.chunk_decay = scratch({l.B, l.H, chunks});
+  launch_chunk_prepare_mamba3(l.dt, l.A, l.lam, l.B, l.H, l.L, la, w, wd, pend, stream(ctx));
+  launch_chunk_scan(c, stream(ctx));
+  launch_mamba3_last_step(l, stream(ctx));
   check_launch("mamba3_scan");
 }
 

@@ -190,11 +190,14 @@ void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s) {
   else if (need <= 8) scan_kernel<8><<<grid, block, smem, s>>>(a, W, stage);
   else if (need <= 16) scan_kernel<16><<<grid, block, smem, s>>>(a, W, stage);
   else scan_kernel<32><<<grid, block, smem, s>>>(a, W, stage);
-  if (a.ssm) {
-    const int64_t n = a.B * a.H * a.R * (a.N + a.P);
-    const int64_t blocks = std::min<int64_t>(4096, (n + kThreads - 1) / kThreads);
-    last_step_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a);
-  }
+  launch_mamba3_last_step(a, s);
+}
+
+void launch_mamba3_last_step(const Mamba3ScanLaunch& a, cudaStream_t s) {
+  if (!a.ssm) return;
+  const int64_t n = a.B * a.H * a.R * (a.N + a.P);
+  const int64_t blocks = std::min<int64_t>(4096, (n + kThreads - 1) / kThreads);
+  last_step_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a);
 }
 
 void launch_mamba3_output(const Mamba3OutputLaunch& a, cudaStream_t s) {

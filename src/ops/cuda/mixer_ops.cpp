@@ -2,6 +2,8 @@
 // GPU: argument checks that only this backend needs (sizes its kernels keep
 // in registers), then the launchers.
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch_chunk_scan.h"
+#include "ops/cuda/launch_hybrid.h"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/views.h"
 
@@ -9,7 +11,9 @@ namespace ssm::cuda {
 namespace {
 
 void rms_norm(Context& ctx, const ops::RmsNormArgs& a) {
-  launch_rms_norm(const_rows_of(a.x), a.w.data<float>(), a.eps, rows_of(a.out), stream(ctx));
+  // No weight: the weightless norm (FalconMamba's dt, B, C).
+  launch_rms_norm(const_rows_of(a.x), a.w.defined() ? a.w.data<float>() : nullptr, a.eps, rows_of(a.out),
+                  stream(ctx));
   check_launch("rms_norm");
 }
 
@@ -20,8 +24,20 @@ void gated_rms_norm(Context& ctx, const ops::GatedRmsNormArgs& a) {
 }
 
 void embedding(Context& ctx, const ops::EmbeddingArgs& a) {
-  launch_embedding(a.ids.raw(), a.ids.dtype() == DType::kI64, a.table.data<float>(), rows_of(a.out), a.scale,
-                   stream(ctx));
+  const bool i64 = a.ids.dtype() == DType::kI64;
+  switch (a.table.dtype()) {
+    case DType::kF32:
+      launch_embedding(a.ids.raw(), i64, a.table.data<float>(), rows_of(a.out), a.scale, stream(ctx));
+      break;
+    case DType::kBF16:
+    case DType::kF16:
+      launch_embedding16(a.ids.raw(), i64, a.table.raw(), a.table.dtype() == DType::kBF16, rows_of(a.out), a.scale,
+                         stream(ctx));
+      break;
+    default:
+      throw Error(cat("op 'embedding': backend 'cuda' has no kernel for ", dtype_name(a.table.dtype()),
+                      " tables (F32, BF16 and F16 are supported)"));
+  }
   check_launch("embedding");
 }
 
@@ -60,7 +76,30 @@ void ssd_scan(Context& ctx, const ops::SsdScanArgs& a) {
   l.D = a.D.defined() ? a.D.data<float>() : nullptr;
   l.y = rows_of(a.y);
   l.state = ptr_or_null(a.state);
-  launch_ssd_scan(l, stream(ctx));
+  // A decode step (L = 1) runs the recurrence; longer sequences the chunked
+  // form on the tensor cores (chunk_scan.cu), when its tiles fit.
+  if (l.L == 1 || !chunk_scan_fits(1, l.N, l.P)) {
+    launch_ssd_scan(l, stream(ctx));
+    check_launch("ssd_scan");
+    return;
+  }
+  ChunkScanLaunch c;
+  c.B = l.B, c.H = l.H, c.L = l.L, c.R = 1, c.N = l.N, c.P = l.P;
+  c.q = {l.C.p, l.L * l.C.stride, l.N, l.C.stride, 0, l.H / l.G};
+  c.k = {l.Bm.p, l.L * l.Bm.stride, l.N, l.Bm.stride, 0, l.H / l.G};
+  c.v = {l.x.p, l.L * l.x.stride, l.P, l.x.stride, 0, 1};
+  c.o = {l.y.p, l.L * l.y.stride, l.P, l.y.stride, 0};
+  c.D = l.D;
+  c.state = l.state;
+  Arena::Scope scope(ctx.arena());
+  const int64_t chunks = chunk_scan_chunks(l.L, 1);
+  auto scratch = [&](Shape shape) { return ops::elements<float>(ctx.arena().alloc(DType::kF32, shape)); };
+  float *la = scratch({l.B, l.H, l.L}), *w = scratch({l.B, l.H, l.L}), *wd = scratch({l.B, l.H, l.L});
+  c.la = la, c.w = w, c.wd = wd;
+  c.chunk_states = scratch({l.B, l.H, chunks, l.P, l.N});
+  c.chunk_decay = scratch({l.B, l.H, chunks});
+  launch_chunk_prepare_ssd(l.dt, l.A, l.B, l.L, la, w, wd, stream(ctx));
+  launch_chunk_scan(c, stream(ctx));
   check_launch("ssd_scan");
 }
 

@@ -29,7 +29,7 @@ __global__ void rms_norm_kernel(ConstRows x, const float* w, float eps, Rows out
   for (int64_t i = threadIdx.x; i < x.cols; i += kThreads) ss += row[i] * row[i];
   const float r = rsqrtf(block_sum(ss) / static_cast<float>(x.cols) + eps);
   float* o = out.p + blockIdx.x * out.stride;  // may be row: each element read before written
-  for (int64_t i = threadIdx.x; i < x.cols; i += kThreads) o[i] = row[i] * r * w[i];
+  for (int64_t i = threadIdx.x; i < x.cols; i += kThreads) o[i] = w ? row[i] * r * w[i] : row[i] * r;
 }
 
 // Block (row, group g of n channels).

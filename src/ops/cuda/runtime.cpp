@@ -1,5 +1,8 @@
 #include "ops/cuda/runtime.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "ssm/core/error.h"
 #include "ssm/ops/backend.h"
 
@@ -26,6 +29,8 @@ CudaResources::CudaResources() {
     throw Error("cuda: no CUDA device is available (backend 'cuda' needs an NVIDIA GPU)");
   }
   check(cudaSetDevice(0), "cudaSetDevice");
+  const char* round = std::getenv("SSM_CUDA_ROUND_ACTIVATIONS");
+  round_activations = round && std::string_view(round) == "1";
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, stream), "cublasSetStream");

@@ -41,6 +41,10 @@ class CudaResources : public BackendResources {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   cublasLtHandle_t blas_lt = nullptr;
+  // BF16/F16 projections round the activations to the weights' type (one
+  // GEMM, as the reference's kernels do) instead of splitting them into
+  // exact pieces: set by SSM_CUDA_ROUND_ACTIVATIONS=1 (cuda_bench does).
+  bool round_activations = false;
   bool bf16_compute = false;  // F32 products on bf16 tensor cores (gemm_f32.h)
 
  private:

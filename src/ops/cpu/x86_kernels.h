@@ -1,0 +1,103 @@
+// Kernels written with x86 intrinsics for instructions that Debian's Highway
+// (1.0.3) does not expose: the AVX-512 VNNI byte dot product (vpdpbusd) for
+// Q8 weights and the AVX-512 BF16 pair dot product (vdpbf16ps) for BF16
+// weights. Each is compiled for its instruction set only (function target
+// attributes, not a global -m flag) and called only where the CPU reports
+// the feature at run time; otherwise callers take the portable Highway
+// kernels of lowp_linear.h.
+#pragma once
+
+#include <cstdint>
+
+namespace ssm::cpu {
+
+// The CPU has AVX-512 F/BW/VL with VNNI (vpdpbusd).
+bool cpu_has_avx512_vnni();
+// The CPU has AVX-512 F/BW/VL with BF16 (vdpbf16ps).
+bool cpu_has_avx512_bf16();
+
+// ---- Q8 weights x activations quantised on the fly (VNNI) -----------------
+
+// Activation rows quantised to int8 with one scale per block of kQ8ActBlock
+// values (scale = max |x| in the block / 127, value = round(x / scale)).
+// The rows are padded with zeros to Kp, a multiple of 64.
+inline constexpr int64_t kQ8ActBlock = 128;
+
+struct Q8Activations {
+  const int8_t* q = nullptr;  // M rows of Kp values
+  int64_t Kp = 0;
+  const float* scales = nullptr;  // M rows of blocks(K) scales
+  int64_t blocks = 0;
+  // Per row: 128 * sum_b scale_b * sum_{k in b} q_k, the term the unsigned
+  // weight bytes (w + 128) add to every dot product.
+  const float* bias128 = nullptr;
+  int64_t M = 0;
+};
+
+inline int64_t q8_padded_width(int64_t K) { return (K + 63) / 64 * 64; }
+inline int64_t q8_act_blocks(int64_t K) { return (K + kQ8ActBlock - 1) / kQ8ActBlock; }
+// Bytes of workspace quantize_q8_rows needs for M rows of K.
+inline int64_t q8_workspace_bytes(int64_t M, int64_t K) {
+  return M * q8_padded_width(K) + 4 * M * (q8_act_blocks(K) + 1);
+}
+// Quantises x (M rows of K, row stride ldx) into `workspace` (64-byte
+// aligned, q8_workspace_bytes(M, K) bytes); the result points into it.
+Q8Activations quantize_q8_rows(const float* x, int64_t ldx, int64_t M, int64_t K, void* workspace);
+
+// y[m][j] = wscale[j] * sum_k W[j][k] xq[m][k] (+ bias[j]) (+ y[m][j] when
+// accumulating), for j < n; W is int8 with row stride K. Requires
+// cpu_has_avx512_vnni().
+struct Q8GemvJob {
+  const int8_t* W = nullptr;
+  int64_t K = 0;
+  const float* wscale = nullptr;
+  int64_t wscale_stride = 1;
+  int64_t n = 0;
+  const float* bias = nullptr;
+  bool accumulate = false;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+void q8_gemv_vnni(const Q8Activations& xq, const Q8GemvJob& job);
+
+}  // namespace ssm::cpu
+
+namespace ssm::cpu {
+
+// ---- BF16 weights x activations rounded to BF16 (AVX-512 BF16) ------------
+
+// Activations packed for bf16_gemm_avx512: blocks of 16 rows; in a block,
+// for each pair of columns (2p, 2p + 1) the 16 rows' pairs of BF16 values
+// as 32-bit words (the operand layout of vdpbf16ps), zeros past M and K.
+struct Bf16PackedRows {
+  const uint32_t* data = nullptr;
+  int64_t M = 0, K = 0;
+  int64_t pairs = 0;  // (K + 1) / 2 words per row of a block
+};
+inline int64_t bf16_pair_count(int64_t K) { return (K + 1) / 2; }
+// Bytes of workspace pack_bf16_rows needs.
+inline int64_t bf16_pack_bytes(int64_t M, int64_t K) {
+  return (M + 15) / 16 * 16 * bf16_pair_count(K) * 4;
+}
+inline int64_t bf16_row_blocks(int64_t M) { return (M + 15) / 16; }
+// Rounds blocks [b0, b1) of the rows of x (M rows of K, row stride ldx) to
+// BF16 (nearest even) into `workspace` and returns the whole packed matrix
+// (complete once every block is packed: blocks can be packed in parallel).
+// Requires cpu_has_avx512_bf16().
+Bf16PackedRows pack_bf16_rows(const float* x, int64_t ldx, int64_t M, int64_t K, void* workspace,
+                              int64_t b0, int64_t b1);
+
+// y[m][j] = sum_k W[j][k] x[m][k] (+ bias[j]) (+ y[m][j] when accumulating)
+// for every packed row m and j < n; W is BF16 with row stride K, read in its
+// stored layout (no packing). Requires cpu_has_avx512_bf16().
+struct Bf16GemmJob {
+  const uint16_t* W = nullptr;
+  int64_t n = 0;
+  const float* bias = nullptr;
+  bool accumulate = false;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+void bf16_gemm_avx512(const Bf16PackedRows& x, const Bf16GemmJob& job);
+
+}  // namespace ssm::cpu

@@ -1,0 +1,458 @@
+// The chunked scan (launch_chunk_scan.h) on the tensor cores, in three
+// launches:
+//   1. chunk states, a block per (b, h, chunk): the chunk's own state
+//      sum_s exp(cum_end - cum_s) w_s v_s k_s^T (a P x 64 by 64 x N product);
+//   2. the state pass, a thread per (b, h, p, n), sequential over chunks:
+//      the state entering each chunk, S <- exp(cum_end) S + chunk state;
+//   3. outputs, a block per (b, h, chunk): the masked, decayed scores
+//      G = (Q K^T) . weights (64 x 64), then O = G V + diag(exp(cum)) Q S_in^T
+//      (+ D v), as one product with K = 64 + N.
+// The products run as mma.sync m16n8k8 in TF32 with the 3xTF32 split
+// (x = hi + lo, hi lo' + lo hi' + hi hi' accumulated in F32), so the result
+// matches the F32 recurrence to about 1e-6 relative. Operands sit in shared
+// memory, rows padded so that the fragment loads of a warp hit 32 banks.
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/cuda/launch_chunk_scan.h"
+
+namespace ssm::cuda {
+namespace {
+
+constexpr int kRows = 64;  // rows (time x rank) per chunk
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileCols = 32;  // a warp's work item: 16 rows x 32 columns (4 mma tiles)
+
+__host__ __device__ constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+// Row pitch (floats) of a shared-memory operand: `rem` mod 32, so that a
+// warp's fragment loads (8 rows x 4 columns, or 4 rows x 8 columns) hit
+// every bank once.
+__host__ __device__ constexpr int pitch(int64_t cols, int rem) {
+  return static_cast<int>(round_up(cols, 32) + rem);
+}
+
+__device__ float decay_exp(float x) { return x < -80.f ? 0.f : expf(x); }
+
+__device__ inline void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+  const float rest = x - __uint_as_float(hi);
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
+}
+
+__device__ inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// A shared-memory matrix: element (r, c) at p[r * rs + c * cs].
+struct Smem {
+  const float* p;
+  int rs, cs;
+  __device__ float operator()(int r, int c) const { return p[r * rs + c * cs]; }
+};
+
+// acc[j] (the 16 x 8 tile at rows m0, columns n0 + 8 j) += A[m0.., 0..K) B[0..K), n0..),
+// for the tiles j with n0 + 8 j < ncols. K a multiple of 8.
+__device__ void warp_mma(float (&acc)[kTileCols / 8][4], Smem A, Smem Bm, int K, int m0, int n0,
+                         int ncols) {
+  const int lane = threadIdx.x % 32, g = lane / 4, tg = lane % 4;
+  for (int k = 0; k < K; k += 8) {
+    uint32_t ah[4], al[4];
+    split_tf32(A(m0 + g, k + tg), ah[0], al[0]);
+    split_tf32(A(m0 + g + 8, k + tg), ah[1], al[1]);
+    split_tf32(A(m0 + g, k + tg + 4), ah[2], al[2]);
+    split_tf32(A(m0 + g + 8, k + tg + 4), ah[3], al[3]);
+#pragma unroll
+    for (int j = 0; j < kTileCols / 8; ++j) {
+      const int n = n0 + 8 * j;
+      if (n < ncols) {
+        uint32_t bh0, bl0, bh1, bl1;
+        split_tf32(Bm(k + tg, n + g), bh0, bl0);
+        split_tf32(Bm(k + tg + 4, n + g), bh1, bl1);
+        mma_tf32(acc[j], al, bh0, bh1);
+        mma_tf32(acc[j], ah, bl0, bl1);
+        mma_tf32(acc[j], ah, bh0, bh1);
+      }
+    }
+  }
+}
+
+__device__ void zero(float (&acc)[kTileCols / 8][4]) {
+#pragma unroll
+  for (int j = 0; j < kTileCols / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+}
+
+// Calls f(row, col, value) for each accumulator element of a warp's item.
+template <class F>
+__device__ void for_each_acc(const float (&acc)[kTileCols / 8][4], int m0, int n0, int ncols, F f) {
+  const int lane = threadIdx.x % 32, g = lane / 4, tg = lane % 4;
+#pragma unroll
+  for (int j = 0; j < kTileCols / 8; ++j) {
+    const int n = n0 + 8 * j + 2 * tg;
+    if (n0 + 8 * j < ncols) {
+      f(m0 + g, n, acc[j][0]);
+      f(m0 + g, n + 1, acc[j][1]);
+      f(m0 + g + 8, n, acc[j][2]);
+      f(m0 + g + 8, n + 1, acc[j][3]);
+    }
+  }
+}
+
+struct Geometry {
+  int T, R, N, P, Np, Pp;  // steps per chunk, rank, sizes and padded sizes
+  int64_t chunks;
+  bool vec_q, vec_k, vec_v;  // rows copied in 16-byte pieces
+};
+
+__device__ const float* at(const ScanView& v, int64_t b, int64_t h, int64_t t, int64_t r) {
+  return v.p + b * v.sb + (h / v.hdiv) * v.sh + t * v.st + r * v.sr;
+}
+
+// Whether a view's rows can be copied in 16-byte pieces: the base and
+// every stride on 4 floats, and `cols` a multiple of 4.
+bool vec_ok(const ScanView& v, int64_t cols) {
+  return reinterpret_cast<uintptr_t>(v.p) % 16 == 0 && v.sb % 4 == 0 && v.sh % 4 == 0 &&
+         v.st % 4 == 0 && v.sr % 4 == 0 && cols % 4 == 0;
+}
+
+__device__ inline void copy16_async(float* dst_smem, const float* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst_smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src));
+}
+__device__ inline void wait_async() {
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+}
+
+// Loads rows [0, kRows) of a chunk (row = (t - t0) R + r) into a pitch-`ld`
+// shared-memory matrix, `cols` entries each padded with zeros to `padded`;
+// rows past the chunk's end are zeros. With `vec` the copies are 16-byte
+// cp.async pieces, many in flight per thread (the caller waits with
+// wait_async before its barrier); else single floats.
+__device__ void load_rows(float* dst, int ld, const ScanView& v, int64_t b, int64_t h, int64_t t0,
+                          int rows, int R, int cols, int padded, bool vec) {
+  const float* base = at(v, b, h, t0, 0);  // one 64-bit division per block, not per piece
+  if (vec) {
+    const int q = padded / 4;
+    for (int i = threadIdx.x; i < kRows * q; i += blockDim.x) {
+      const int row = i / q, c = (i % q) * 4;
+      float* d = dst + row * ld + c;
+      if (row < rows && c < cols)
+        copy16_async(d, base + (row / R) * v.st + (row % R) * v.sr + c);
+      else
+        *reinterpret_cast<float4*>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < kRows * padded; i += blockDim.x) {
+    const int row = i / padded, c = i % padded;
+    dst[row * ld + c] =
+        (row < rows && c < cols) ? base[(row / R) * v.st + (row % R) * v.sr + c] : 0.f;
+  }
+}
+
+// Running sums of la over the chunk's steps into cum[0, T), T <= 64: the
+// first warp loads them side by side and scans with shuffles (a loop of
+// dependent global loads on one thread would cost T memory latencies).
+__device__ void chunk_cumsum(const float* la, int T, float* cum) {
+  if (threadIdx.x >= 32) return;
+  const int l = threadIdx.x;
+  float x0 = l < T ? la[l] : 0.f, x1 = l + 32 < T ? la[l + 32] : 0.f;
+  for (int o = 1; o < 32; o *= 2) {
+    const float y0 = __shfl_up_sync(0xffffffffu, x0, o), y1 = __shfl_up_sync(0xffffffffu, x1, o);
+    if (l >= o) x0 += y0, x1 += y1;
+  }
+  x1 += __shfl_sync(0xffffffffu, x0, 31);
+  if (l < T) cum[l] = x0;
+  if (l + 32 < T) cum[l + 32] = x1;
+}
+
+struct StateSmem {
+  int ldv, ldk;
+  __host__ __device__ static StateSmem of(int Np, int Pp) { return {pitch(Pp, 8), pitch(Np, 8)}; }
+  __host__ __device__ size_t bytes() const {
+    return (size_t(kRows) * (ldv + ldk) + 2 * kRows) * sizeof(float);
+  }
+};
+
+__global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a, Geometry geo) {
+  extern __shared__ float smem[];
+  const StateSmem lay = StateSmem::of(geo.Np, geo.Pp);
+  float* sV = smem;                   // rows x P: v_s exp(cum_end - cum_s) w_s
+  float* sK = sV + kRows * lay.ldv;   // rows x N
+  float* cum = sK + kRows * lay.ldk;  // T
+  float* coef = cum + kRows;          // T
+  // Heads fastest: the heads of a group, which read the same B and C rows,
+  // run side by side and share them in L2.
+  const int64_t h = blockIdx.x % a.H, c = (blockIdx.x / a.H) % geo.chunks,
+                b = blockIdx.x / (a.H * geo.chunks);
+  const int64_t bh = b * a.H + h, t0 = c * geo.T;
+  const int T = static_cast<int>(min(int64_t{geo.T}, a.L - t0)), rows = T * geo.R;
+  const float* la = a.la + bh * a.L + t0;
+  chunk_cumsum(la, T, cum);
+  __syncthreads();
+  const float total = cum[T - 1];
+  for (int t = threadIdx.x; t < T; t += blockDim.x)
+    coef[t] = decay_exp(total - cum[t]) * a.w[bh * a.L + t0 + t];
+  load_rows(sV, lay.ldv, a.v, b, h, t0, rows, geo.R, geo.P, geo.Pp, geo.vec_v);
+  load_rows(sK, lay.ldk, a.k, b, h, t0, rows, geo.R, geo.N, geo.Np, geo.vec_k);
+  wait_async();
+  __syncthreads();
+  // v_s scaled by exp(cum_end - cum_s) w_s.
+  for (int i = threadIdx.x; i < rows * geo.P; i += blockDim.x) {
+    const int row = i / geo.P, p = i % geo.P;
+    sV[row * lay.ldv + p] *= coef[row / geo.R];
+  }
+  __syncthreads();
+  // S_loc (P x N) = V^T (P x rows) K (rows x N).
+  const int warp = threadIdx.x / 32;
+  const int mt = geo.Pp / 16, nt = static_cast<int>((geo.Np + kTileCols - 1) / kTileCols);
+  float* out = a.chunk_states + (bh * geo.chunks + c) * int64_t{geo.P} * geo.N;
+  for (int item = warp; item < mt * nt; item += kWarps) {
+    const int m0 = (item % mt) * 16, n0 = (item / mt) * kTileCols;
+    float acc[kTileCols / 8][4];
+    zero(acc);
+    warp_mma(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, kRows, m0, n0, geo.Np);
+    for_each_acc(acc, m0, n0, geo.Np, [&](int p, int n, float x) {
+      if (p < geo.P && n < geo.N) out[int64_t{p} * geo.N + n] = x;
+    });
+  }
+  if (threadIdx.x == 0) a.chunk_decay[bh * geo.chunks + c] = decay_exp(total);
+}
+
+// chunk_states[c] <- the state entering chunk c; the final state to a.state.
+__global__ void state_pass_kernel(ChunkScanLaunch a, Geometry geo) {
+  const int64_t PN = int64_t{geo.P} * geo.N, per_bh = (PN + blockDim.x - 1) / blockDim.x;
+  const int64_t bh = blockIdx.x / per_bh, e = (blockIdx.x % per_bh) * blockDim.x + threadIdx.x;
+  if (e >= PN) return;
+  const int64_t p = e / geo.N, n = e % geo.N;
+  float S = a.state ? a.state[bh * PN + e] : 0.f;
+  if (a.pend) {
+    float u = 0.f;
+    for (int r = 0; r < geo.R; ++r)
+      u += a.v_prev[(bh * geo.R + r) * geo.P + p] * a.k_prev[(bh * geo.R + r) * geo.N + n];
+    S += a.pend[bh] * u;
+  }
+  float* cs = a.chunk_states + bh * geo.chunks * PN + e;
+  const float* dec = a.chunk_decay + bh * geo.chunks;
+  // Eight chunks' loads issued together before their stores: the walk is
+  // sequential, its memory traffic need not be.
+  constexpr int kAhead = 8;
+  for (int64_t c0 = 0; c0 < geo.chunks; c0 += kAhead) {
+    float own[kAhead], d[kAhead];
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j) {
+      own[j] = c0 + j < geo.chunks ? cs[(c0 + j) * PN] : 0.f;
+      d[j] = c0 + j < geo.chunks ? dec[c0 + j] : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j)
+      if (c0 + j < geo.chunks) {
+        cs[(c0 + j) * PN] = S;
+        S = d[j] * S + own[j];
+      }
+  }
+  if (a.state) a.state[bh * PN + e] = S;
+}
+
+struct OutSmem {
+  int ldq, ldk, ldv, ldg, lds;
+  __host__ __device__ static OutSmem of(int Np, int Pp) {
+    return {pitch(Np, 4), pitch(Np, 4), pitch(Pp, 8), pitch(kRows, 4), pitch(Np, 4)};
+  }
+  __host__ __device__ size_t bytes(int Pp) const {
+    return (size_t(kRows) * (ldq + ldk + ldv + ldg) + size_t(Pp) * lds + 3 * kRows) * sizeof(float);
+  }
+};
+
+__global__ void __launch_bounds__(kThreads) chunk_output_kernel(ChunkScanLaunch a, Geometry geo) {
+  extern __shared__ float smem[];
+  const OutSmem lay = OutSmem::of(geo.Np, geo.Pp);
+  float* sQ = smem;                    // rows x N
+  float* sK = sQ + kRows * lay.ldq;    // rows x N
+  float* sV = sK + kRows * lay.ldk;    // rows x P
+  float* sG = sV + kRows * lay.ldv;    // rows x rows
+  float* sS = sG + kRows * lay.ldg;    // P x N: the entering state
+  float* cum = sS + geo.Pp * lay.lds;  // T
+  float* w = cum + kRows;              // T
+  float* wd = w + kRows;               // T
+  // Heads fastest: the heads of a group, which read the same B and C rows,
+  // run side by side and share them in L2.
+  const int64_t h = blockIdx.x % a.H, c = (blockIdx.x / a.H) % geo.chunks,
+                b = blockIdx.x / (a.H * geo.chunks);
+  const int64_t bh = b * a.H + h, t0 = c * geo.T;
+  const int T = static_cast<int>(min(int64_t{geo.T}, a.L - t0)), R = geo.R, rows = T * R;
+  chunk_cumsum(a.la + bh * a.L + t0, T, cum);
+  for (int t = threadIdx.x; t < T; t += blockDim.x) {
+    w[t] = a.w[bh * a.L + t0 + t];
+    wd[t] = a.wd[bh * a.L + t0 + t];
+  }
+  load_rows(sQ, lay.ldq, a.q, b, h, t0, rows, R, geo.N, geo.Np, geo.vec_q);
+  load_rows(sK, lay.ldk, a.k, b, h, t0, rows, R, geo.N, geo.Np, geo.vec_k);
+  load_rows(sV, lay.ldv, a.v, b, h, t0, rows, R, geo.P, geo.Pp, geo.vec_v);
+  const float* S_in = a.chunk_states + (bh * geo.chunks + c) * int64_t{geo.P} * geo.N;
+  if (geo.N % 4 == 0) {
+    const int q = geo.Np / 4;
+    for (int i = threadIdx.x; i < geo.Pp * q; i += blockDim.x) {
+      const int p = i / q, n = (i % q) * 4;
+      float* d = sS + p * lay.lds + n;
+      if (p < geo.P && n < geo.N)
+        copy16_async(d, S_in + int64_t{p} * geo.N + n);
+      else
+        *reinterpret_cast<float4*>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  } else {
+    for (int i = threadIdx.x; i < geo.Pp * geo.Np; i += blockDim.x) {
+      const int p = i / geo.Np, n = i % geo.Np;
+      sS[p * lay.lds + n] = (p < geo.P && n < geo.N) ? S_in[int64_t{p} * geo.N + n] : 0.f;
+    }
+  }
+  wait_async();
+  __syncthreads();
+  const int warp = threadIdx.x / 32;
+  constexpr int kMt = kRows / 16;
+  // G = Q K^T, masked and weighted.
+  for (int item = warp; item < kMt * (kRows / kTileCols); item += kWarps) {
+    const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
+    float acc[kTileCols / 8][4];
+    zero(acc);
+    warp_mma(acc, Smem{sQ, lay.ldq, 1}, Smem{sK, 1, lay.ldk}, geo.Np, m0, n0, kRows);
+    for_each_acc(acc, m0, n0, kRows, [&](int i, int j, float x) {
+      const int ti = i / R, sj = j / R;
+      float wgt = 0.f;
+      if (i < rows && j < rows) {
+        if (sj < ti)
+          wgt = decay_exp(cum[ti] - cum[sj]) * w[sj];
+        else if (sj == ti)
+          wgt = wd[sj];
+      }
+      sG[i * lay.ldg + j] = x * wgt;
+    });
+  }
+  __syncthreads();
+  // Q's rows times exp(cum_t), for the entering state's term.
+  for (int i = threadIdx.x; i < rows * geo.Np; i += blockDim.x) {
+    const int row = i / geo.Np, n = i % geo.Np;
+    sQ[row * lay.ldq + n] *= decay_exp(cum[row / R]);
+  }
+  __syncthreads();
+  const float Dh = a.D ? a.D[h] : 0.f;
+  const int nt = (geo.Pp + kTileCols - 1) / kTileCols;
+  for (int item = warp; item < kMt * nt; item += kWarps) {
+    const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
+    float acc[kTileCols / 8][4];
+    zero(acc);
+    warp_mma(acc, Smem{sG, lay.ldg, 1}, Smem{sV, lay.ldv, 1}, kRows, m0, n0, geo.Pp);
+    warp_mma(acc, Smem{sQ, lay.ldq, 1}, Smem{sS, 1, lay.lds}, geo.Np, m0, n0, geo.Pp);
+    for_each_acc(acc, m0, n0, geo.Pp, [&](int i, int p, float x) {
+      if (i < rows && p < geo.P) {
+        const int64_t t = t0 + i / R, r = i % R;
+        a.o.p[b * a.o.sb + h * a.o.sh + t * a.o.st + r * a.o.sr + p] = x + Dh * sV[i * lay.ldv + p];
+      }
+    });
+  }
+}
+
+Geometry geometry_of(const ChunkScanLaunch& a) {
+  Geometry g;
+  g.T = static_cast<int>(chunk_scan_steps(a.R));
+  g.R = static_cast<int>(a.R);
+  g.N = static_cast<int>(a.N);
+  g.P = static_cast<int>(a.P);
+  g.Np = static_cast<int>(round_up(a.N, 16));
+  g.Pp = static_cast<int>(round_up(a.P, 16));
+  g.chunks = chunk_scan_chunks(a.L, a.R);
+  g.vec_q = vec_ok(a.q, a.N);
+  g.vec_k = vec_ok(a.k, a.N);
+  g.vec_v = vec_ok(a.v, a.P);
+  return g;
+}
+
+constexpr int kMaxSmem = 200 * 1024;
+
+__global__ void prepare_ssd_kernel(ConstRows dt, const float* A, int64_t B, int64_t L, float* la,
+                                   float* w, float* wd) {
+  const int64_t H = dt.cols, n = B * H * L;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = i % L, bh = i / L, h = bh % H, b = bh / H;
+    const float d = dt.p[(b * L + t) * dt.stride + h];
+    la[i] = d * A[h];
+    w[i] = d;
+    wd[i] = d;
+  }
+}
+
+__global__ void prepare_mamba3_kernel(const float* dt, const float* A, const float* lam, int64_t n,
+                                      int64_t L, float* la, float* w, float* wd, float* pend) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = i % L;
+    const float own = lam[i] * dt[i];
+    la[i] = A[i] * dt[i];
+    wd[i] = own;
+    w[i] = own + (t + 1 < L ? (1.f - lam[i + 1]) * dt[i + 1] : 0.f);
+    if (t == 0 && pend) pend[i / L] = (1.f - lam[i]) * dt[i];
+  }
+}
+
+unsigned grid_for(int64_t n) {
+  return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, 65535 * 16));
+}
+
+}  // namespace
+
+int64_t chunk_scan_steps(int64_t R) {
+  return std::max<int64_t>(1, kRows / std::max<int64_t>(1, R));
+}
+int64_t chunk_scan_chunks(int64_t L, int64_t R) {
+  const int64_t T = chunk_scan_steps(R);
+  return (L + T - 1) / T;
+}
+
+bool chunk_scan_fits(int64_t R, int64_t N, int64_t P) {
+  if (R > kRows || N < 1 || P < 1) return false;
+  const int Np = static_cast<int>(round_up(N, 16)), Pp = static_cast<int>(round_up(P, 16));
+  return OutSmem::of(Np, Pp).bytes(Pp) <= size_t{kMaxSmem} &&
+         StateSmem::of(Np, Pp).bytes() <= size_t{kMaxSmem};
+}
+
+void launch_chunk_prepare_ssd(ConstRows dt, const float* A, int64_t B, int64_t L, float* la,
+                              float* w, float* wd, cudaStream_t s) {
+  prepare_ssd_kernel<<<grid_for(B * dt.cols * L), 256, 0, s>>>(dt, A, B, L, la, w, wd);
+}
+
+void launch_chunk_prepare_mamba3(const float* dt, const float* A, const float* lam, int64_t B,
+                                 int64_t H, int64_t L, float* la, float* w, float* wd, float* pend,
+                                 cudaStream_t s) {
+  prepare_mamba3_kernel<<<grid_for(B * H * L), 256, 0, s>>>(dt, A, lam, B * H * L, L, la, w, wd,
+                                                            pend);
+}
+
+void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
+  const Geometry geo = geometry_of(a);
+  const int64_t blocks = a.B * a.H * geo.chunks;
+  const size_t state_smem = StateSmem::of(geo.Np, geo.Pp).bytes();
+  const size_t out_smem = OutSmem::of(geo.Np, geo.Pp).bytes(geo.Pp);
+  // Above 48 KiB a kernel's dynamic shared memory must be allowed first
+  // (once per process; a device's settings outlive the call).
+  static const bool allowed = [] {
+    cudaFuncSetAttribute(chunk_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         int{kMaxSmem});
+    cudaFuncSetAttribute(chunk_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         int{kMaxSmem});
+    return true;
+  }();
+  (void)allowed;
+  chunk_state_kernel<<<static_cast<unsigned>(blocks), kThreads, state_smem, s>>>(a, geo);
+  const int64_t PN = a.P * a.N;
+  state_pass_kernel<<<static_cast<unsigned>(a.B * a.H * ((PN + 255) / 256)), 256, 0, s>>>(a, geo);
+  chunk_output_kernel<<<static_cast<unsigned>(blocks), kThreads, out_smem, s>>>(a, geo);
+}
+
+}  // namespace ssm::cuda
