@@ -97,8 +97,18 @@ TrainOptions resumed_options(const TrainArgs& a, const fs::path& checkpoint) {
   return o;
 }
 
+// --bf16 needs a backend with bf16 compute: refused before anything is read
+// or written.
+void check_bf16(const TrainArgs& a) {
+  if (!a.bf16) return;
+  Context probe = make_context(a.compute);
+  if (!(probe.resources() && probe.resources()->set_bf16_compute(true)))
+    throw UsageError(cat("--bf16: backend '", a.compute.backend, "' has no bf16 compute (use --backend cuda)"));
+}
+
 int run_train(TrainArgs& a) {
   require_f32_weights(a.compute, "training");
+  check_bf16(a);
   const fs::path src(a.model), out = output_dir(a);
   const fs::path checkpoint = out / "checkpoint.safetensors";
   if (a.resume && !fs::exists(checkpoint))
@@ -117,8 +127,7 @@ int run_train(TrainArgs& a) {
   if (out != src) copy_model_files(src, out, a.resume);
 
   Context ctx = make_context(a.compute);
-  if (a.bf16 && !(ctx.resources() && ctx.resources()->set_bf16_compute(true)))
-    throw UsageError(cat("--bf16: backend '", a.compute.backend, "' has no bf16 compute (use --backend cuda)"));
+  if (a.bf16) ctx.resources()->set_bf16_compute(true);  // checked by check_bf16
   // Weights, gradients and AdamW moments live on the backend's device;
   // checkpoints are written from host copies (any device resumes them).
   model.to_device(ctx.device());

@@ -231,7 +231,8 @@ double head_cross_entropy(Context& ctx, const ops::HeadLossArgs& a) {
   for (int64_t r0 = 0; r0 < R; r0 += block) {
     const int64_t n = std::min(block, R - r0);
     const float* fr = f.p + r0 * f.stride;
-    // logits^T (V, n) = head (V, D) f^T: column-major C = head^T' ... (op T, op N).
+    // logits (n, V) = f head^T: column-major, logits^T (V, n) = head f^T, with head stored
+    // (V, D) row-major = (D, V) column-major, hence op T; f^T is f read column-major (op N).
     gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, V, n, D, head, D, fr, f.stride, 0.f, lg, V,
          "head_cross_entropy logits");
     launch_softmax_xent(Rows{lg, n, V, V}, V, targets.data<int64_t>() + r0, a.grad_scale,
