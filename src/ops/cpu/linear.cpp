@@ -21,10 +21,9 @@ using ops::elements_or_null;
 
 // linear() with at most this many rows takes the matrix-vector path.
 constexpr int64_t kGemvMaxRows = 8;
-// Tiles of outputs per sgemm call of the F32 path above it (kGemmCols a
-// multiple of 16: two threads never write one cache line of an output row).
+// The largest tile of outputs per sgemm call of the F32 path above it.
 constexpr int64_t kGemmRows = 256;
-constexpr int64_t kGemmCols = 128;
+constexpr int64_t kGemmCols = 512;
 
 // out[0, n) = bias (+ out when accumulating), ready for a product with beta 1;
 // returns that beta (0 when out starts from nothing).
@@ -176,20 +175,25 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
     gemm(false, true, m1 - m0, n1 - n0, K, 1.f, x + m0 * ldx, ldx, W + n0 * K, K, beta,
          y + m0 * ldy + n0, ldy);
   };
-  // Fixed tiles of kGemmRows x kGemmCols outputs, each one sgemm call whose
-  // shape does not depend on the thread count (so neither do the results).
-  // A tile packs its block of W once for all its rows: tall tiles keep
-  // OpenBLAS's repacking of W to once per kGemmRows rows of x (row blocks of
-  // 16 repacked all of W 32 times for a 512-token prompt), and a column
-  // block's tiles are neighbours in the task order, so one thread mostly
-  // runs them one after another with that block still in cache.
+  // Tiles of at most kGemmRows x kGemmCols outputs, each one sgemm call. A
+  // call packs its rows of x and its block of W once, costing about
+  // 1/rows + 1/cols of its multiply-adds (each packed value ~16 of them):
+  // 256 x 128 tiles lost ~18% of prefill time to packing; row blocks of 16
+  // repacked all of W 32 times for a 512-token prompt. The columns are
+  // split into equal blocks (a multiple of 16 floats: two threads never
+  // write one cache line), so that the tasks balance over the threads. The
+  // tile shapes depend on M and N only, never on the thread count, so
+  // neither do the results; a column block's tiles are neighbours in the
+  // task order, so one thread mostly runs them one after another with that
+  // block of W still in cache.
   const int64_t row_blocks = (M + kGemmRows - 1) / kGemmRows;
   const int64_t col_blocks = (N + kGemmCols - 1) / kGemmCols;
+  const int64_t cols = ((N + col_blocks - 1) / col_blocks + 15) / 16 * 16;
   pool.parallel_for(row_blocks * col_blocks, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t rb = t % row_blocks, cb = t / row_blocks;
-      block(rb * kGemmRows, std::min(M, (rb + 1) * kGemmRows), cb * kGemmCols,
-            std::min(N, (cb + 1) * kGemmCols));
+      block(rb * kGemmRows, std::min(M, (rb + 1) * kGemmRows), std::min(N, cb * cols),
+            std::min(N, (cb + 1) * cols));
     }
   });
 }
