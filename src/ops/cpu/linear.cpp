@@ -168,6 +168,26 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
     });
     return;
   }
+  if (cpu_has_avx512()) {
+    // The AVX-512 kernel of x86_f32_gemm.cpp (OpenBLAS runs AVX2 kernels on
+    // Zen 5): x packed once per call (in parallel), W read as stored, tasks
+    // of kBf16GemmRows weight rows (a multiple of the tile's 6 and of 16).
+    const Tensor work = ctx.arena().alloc(DType::kF32, {f32_pack_bytes(M, K) / 4});
+    void* packed = elements<float>(work);
+    pool.parallel_for((M + 15) / 16,
+                      [&](int64_t b0, int64_t b1) { pack_f32_rows(x, ldx, M, K, packed, b0, b1); });
+    const F32PackedRows xp = pack_f32_rows(x, ldx, M, K, packed, 0, 0);
+    pool.parallel_for((N + kBf16GemmRows - 1) / kBf16GemmRows, [&](int64_t b0, int64_t b1) {
+      const int64_t n0 = b0 * kBf16GemmRows, n1 = std::min(N, b1 * kBf16GemmRows);
+      f32_gemm_avx512(xp, {.W = W + n0 * K,
+                           .n = n1 - n0,
+                           .bias = bias ? bias + n0 : nullptr,
+                           .accumulate = a.accumulate,
+                           .y = y + n0,
+                           .ldy = ldy});
+    });
+    return;
+  }
   auto block = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     float beta = a.accumulate ? 1.f : 0.f;
     for (int64_t i = m0; i < m1; ++i)
