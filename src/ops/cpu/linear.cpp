@@ -121,6 +121,33 @@ void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
     });
     return;
   }
+  if (cpu_has_avx512()) {
+    // Prefill on AVX-512: x packed once per call; each task widens its block
+    // of weight rows to F32 once into a buffer of its thread (kept between
+    // calls: nothing is allocated after the first) and runs the F32 kernel
+    // of x86_f32_gemm.cpp over all M rows with it.
+    const Tensor work = ctx.arena().alloc(DType::kF32, {f32_pack_bytes(M, K) / 4});
+    void* packed = elements<float>(work);
+    ctx.pool().parallel_for((M + 15) / 16, [&](int64_t b0, int64_t b1) {
+      pack_f32_rows(x, ldx, M, K, packed, b0, b1);
+    });
+    const F32PackedRows xp = pack_f32_rows(x, ldx, M, K, packed, 0, 0);
+    ctx.pool().parallel_for((N + kBf16GemmRows - 1) / kBf16GemmRows, [&](int64_t b0, int64_t b1) {
+      thread_local std::vector<float> widened;
+      widened.resize(static_cast<size_t>(kBf16GemmRows * K));
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t n0 = blk * kBf16GemmRows, n = std::min(N, n0 + kBf16GemmRows) - n0;
+        lowp_widen_rows(lowp_rows(a.W, n0), n, widened.data());
+        f32_gemm_avx512(xp, {.W = widened.data(),
+                             .n = n,
+                             .bias = bias ? bias + n0 : nullptr,
+                             .accumulate = a.accumulate,
+                             .y = y + n0,
+                             .ldy = ldy});
+      }
+    });
+    return;
+  }
   // Prefill: each task widens its block of weight rows once into a buffer of
   // its thread (kept between calls: nothing is allocated after the first)
   // and multiplies all M rows with it.
