@@ -1,8 +1,9 @@
 // One Google Benchmark case per cpu kernel at 130m shapes (d_model 768,
 // in_proj 3352 x 768 of Mamba-2, out_proj 768 x 1536), on
 // SSM_BENCH_THREADS threads (default 2):
-//   linear per weight dtype, M = 1 and 8 (decode GEMV) and 512 (prefill GEMM),
-//     with GB/s of weights read and GFLOP/s;
+//   linear per weight dtype, M = 1 and 8 (decode GEMV), 32 (batched decode)
+//     and 512 (prefill GEMM), with GB/s of weights read and GFLOP/s; the
+//     head (50288 x 768) at M = 1 and 8, too large for the caches;
 //   rms_norm and the causal conv1d over a 512-token prompt and one decode step.
 // The scans (SSD, Mamba-3) run inside prefill_bench and decode_bench, whose
 // model-level cases exercise them with their real layouts.
@@ -66,6 +67,8 @@ BENCHMARK(BM_Linear)
     ->ArgsProduct({{0, 1, 2, 3}, {1, 8, 512}, {3352}, {768}})
     ->ArgsProduct({{0, 1, 3}, {1, 8}, {768}, {1536}})
     ->ArgsProduct({{0, 1, 3}, {32}, {3352}, {768}})
+    // The tied head (vocabulary 50288): larger than L3, read from memory.
+    ->ArgsProduct({{0, 1, 3}, {1, 8}, {50288}, {768}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -1,13 +1,15 @@
 // The causal depthwise convolution: prefill over channel blocks of each
 // batch row, and the decode step (L = 1 with a state) that shifts the state
-// in place. Both use the taps in the same order, oldest input first, so a
-// sequence decoded step by step equals its prefill to the last bit. The
+// in place. Both use the taps in the same order, oldest input first, and the
+// same vectorised SiLU (silu_rows.h), so a sequence decoded step by step
+// equals its prefill to the last bit. The
 // backward is in conv1d_backward.cpp.
 #include "ops/cpu/conv1d.h"
 
 #include <algorithm>
 
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/silu_rows.h"
 #include "ops/scalar_math.h"
 #include "ops/tensor_data.h"
 
@@ -52,8 +54,9 @@ void conv1d_prefill(Context& ctx, const ops::Conv1dArgs& a) {
           const float* wc = weight + c * K;
           float acc = bias ? bias[c] : 0.f;
           for (int64_t k = 0; k < K; ++k) acc += wc[k] * input(t - K + 1 + k, c);
-          o[c] = a.silu ? ops::silu(acc) : acc;
+          o[c] = acc;
         }
+        if (a.silu) silu_in_place(o + c0, c1 - c0);
       }
       // The rest read the input only: the taps transposed once per block so
       // that the loop over channels is contiguous and vectorises. The taps
@@ -71,10 +74,8 @@ void conv1d_prefill(Context& ctx, const ops::Conv1dArgs& a) {
           for (int64_t c = 0; c < nc; ++c) acc[c] += w[c] * x[c];
         }
         float* o = out + (b * L + t) * ld_out + c0;
-        if (a.silu)
-          for (int64_t c = 0; c < nc; ++c) o[c] = ops::silu(acc[c]);
-        else
-          for (int64_t c = 0; c < nc; ++c) o[c] = acc[c];
+        for (int64_t c = 0; c < nc; ++c) o[c] = acc[c];
+        if (a.silu) silu_in_place(o, nc);
       }
       if (!st) continue;
       // New state = the last K-1 inputs of (old state, then this sequence).
@@ -105,10 +106,11 @@ void conv1d_step(Context& ctx, const ops::Conv1dArgs& a) {
         // Taps in the order conv1d_prefill uses: oldest input first.
         for (int64_t k = 0; k + 1 < K; ++k) acc += wc[k] * st[k * C + c];
         acc += wc[K - 1] * in[c];
-        o[c] = a.silu ? ops::silu(acc) : acc;
+        o[c] = acc;
         for (int64_t k = 0; k + 2 < K; ++k) st[k * C + c] = st[(k + 1) * C + c];
         if (K > 1) st[(K - 2) * C + c] = in[c];
       }
+      if (a.silu) silu_in_place(o + c0, c1 - c0);
     }
   });
 }

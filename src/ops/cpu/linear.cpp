@@ -21,10 +21,9 @@ using ops::elements_or_null;
 
 // linear() with at most this many rows takes the matrix-vector path.
 constexpr int64_t kGemvMaxRows = 8;
-// Tiles of outputs per sgemm call of the F32 path above it (kGemmCols a
-// multiple of 16: two threads never write one cache line of an output row).
+// The largest tile of outputs per sgemm call of the F32 path above it.
 constexpr int64_t kGemmRows = 256;
-constexpr int64_t kGemmCols = 128;
+constexpr int64_t kGemmCols = 512;
 
 // out[0, n) = bias (+ out when accumulating), ready for a product with beta 1;
 // returns that beta (0 when out starts from nothing).
@@ -122,6 +121,33 @@ void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
     });
     return;
   }
+  if (cpu_has_avx512()) {
+    // Prefill on AVX-512: x packed once per call; each task widens its block
+    // of weight rows to F32 once into a buffer of its thread (kept between
+    // calls: nothing is allocated after the first) and runs the F32 kernel
+    // of x86_f32_gemm.cpp over all M rows with it.
+    const Tensor work = ctx.arena().alloc(DType::kF32, {f32_pack_bytes(M, K) / 4});
+    void* packed = elements<float>(work);
+    ctx.pool().parallel_for((M + 15) / 16, [&](int64_t b0, int64_t b1) {
+      pack_f32_rows(x, ldx, M, K, packed, b0, b1);
+    });
+    const F32PackedRows xp = pack_f32_rows(x, ldx, M, K, packed, 0, 0);
+    ctx.pool().parallel_for((N + kBf16GemmRows - 1) / kBf16GemmRows, [&](int64_t b0, int64_t b1) {
+      thread_local std::vector<float> widened;
+      widened.resize(static_cast<size_t>(kBf16GemmRows * K));
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t n0 = blk * kBf16GemmRows, n = std::min(N, n0 + kBf16GemmRows) - n0;
+        lowp_widen_rows(lowp_rows(a.W, n0), n, widened.data());
+        f32_gemm_avx512(xp, {.W = widened.data(),
+                             .n = n,
+                             .bias = bias ? bias + n0 : nullptr,
+                             .accumulate = a.accumulate,
+                             .y = y + n0,
+                             .ldy = ldy});
+      }
+    });
+    return;
+  }
   // Prefill: each task widens its block of weight rows once into a buffer of
   // its thread (kept between calls: nothing is allocated after the first)
   // and multiplies all M rows with it.
@@ -169,6 +195,26 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
     });
     return;
   }
+  if (cpu_has_avx512()) {
+    // The AVX-512 kernel of x86_f32_gemm.cpp (OpenBLAS runs AVX2 kernels on
+    // Zen 5): x packed once per call (in parallel), W read as stored, tasks
+    // of kBf16GemmRows weight rows (a multiple of the tile's 6 and of 16).
+    const Tensor work = ctx.arena().alloc(DType::kF32, {f32_pack_bytes(M, K) / 4});
+    void* packed = elements<float>(work);
+    pool.parallel_for((M + 15) / 16,
+                      [&](int64_t b0, int64_t b1) { pack_f32_rows(x, ldx, M, K, packed, b0, b1); });
+    const F32PackedRows xp = pack_f32_rows(x, ldx, M, K, packed, 0, 0);
+    pool.parallel_for((N + kBf16GemmRows - 1) / kBf16GemmRows, [&](int64_t b0, int64_t b1) {
+      const int64_t n0 = b0 * kBf16GemmRows, n1 = std::min(N, b1 * kBf16GemmRows);
+      f32_gemm_avx512(xp, {.W = W + n0 * K,
+                           .n = n1 - n0,
+                           .bias = bias ? bias + n0 : nullptr,
+                           .accumulate = a.accumulate,
+                           .y = y + n0,
+                           .ldy = ldy});
+    });
+    return;
+  }
   auto block = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     float beta = a.accumulate ? 1.f : 0.f;
     for (int64_t i = m0; i < m1; ++i)
@@ -176,20 +222,25 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
     gemm(false, true, m1 - m0, n1 - n0, K, 1.f, x + m0 * ldx, ldx, W + n0 * K, K, beta,
          y + m0 * ldy + n0, ldy);
   };
-  // Fixed tiles of kGemmRows x kGemmCols outputs, each one sgemm call whose
-  // shape does not depend on the thread count (so neither do the results).
-  // A tile packs its block of W once for all its rows: tall tiles keep
-  // OpenBLAS's repacking of W to once per kGemmRows rows of x (row blocks of
-  // 16 repacked all of W 32 times for a 512-token prompt), and a column
-  // block's tiles are neighbours in the task order, so one thread mostly
-  // runs them one after another with that block still in cache.
+  // Tiles of at most kGemmRows x kGemmCols outputs, each one sgemm call. A
+  // call packs its rows of x and its block of W once, costing about
+  // 1/rows + 1/cols of its multiply-adds (each packed value ~16 of them):
+  // 256 x 128 tiles lost ~18% of prefill time to packing; row blocks of 16
+  // repacked all of W 32 times for a 512-token prompt. The columns are
+  // split into equal blocks (a multiple of 16 floats: two threads never
+  // write one cache line), so that the tasks balance over the threads. The
+  // tile shapes depend on M and N only, never on the thread count, so
+  // neither do the results; a column block's tiles are neighbours in the
+  // task order, so one thread mostly runs them one after another with that
+  // block of W still in cache.
   const int64_t row_blocks = (M + kGemmRows - 1) / kGemmRows;
   const int64_t col_blocks = (N + kGemmCols - 1) / kGemmCols;
+  const int64_t cols = ((N + col_blocks - 1) / col_blocks + 15) / 16 * 16;
   pool.parallel_for(row_blocks * col_blocks, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t rb = t % row_blocks, cb = t / row_blocks;
-      block(rb * kGemmRows, std::min(M, (rb + 1) * kGemmRows), cb * kGemmCols,
-            std::min(N, (cb + 1) * kGemmCols));
+      block(rb * kGemmRows, std::min(M, (rb + 1) * kGemmRows), std::min(N, cb * cols),
+            std::min(N, (cb + 1) * cols));
     }
   });
 }

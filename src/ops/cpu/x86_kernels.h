@@ -101,3 +101,39 @@ struct Bf16GemmJob {
 void bf16_gemm_avx512(const Bf16PackedRows& x, const Bf16GemmJob& job);
 
 }  // namespace ssm::cpu
+
+namespace ssm::cpu {
+
+// ---- F32 products on AVX-512 ----------------------------------------------
+
+// The CPU has AVX-512 F/BW/VL/DQ (and FMA).
+bool cpu_has_avx512();
+
+// Activations packed for f32_gemm_avx512: blocks of 16 rows; in a block,
+// for each column k the 16 rows' values, zeros past M.
+struct F32PackedRows {
+  const float* data = nullptr;
+  int64_t M = 0, K = 0;
+};
+inline int64_t f32_pack_bytes(int64_t M, int64_t K) { return (M + 15) / 16 * 16 * K * 4; }
+// Packs blocks [b0, b1) of the rows of x (M rows of K, row stride ldx) into
+// `workspace` and returns the whole packed matrix (blocks can be packed in
+// parallel). Requires cpu_has_avx512().
+F32PackedRows pack_f32_rows(const float* x, int64_t ldx, int64_t M, int64_t K, void* workspace,
+                            int64_t b0, int64_t b1);
+
+// y[m][j] = sum_k W[j][k] x[m][k] (+ bias[j]) (+ y[m][j] when accumulating)
+// for every packed row m and j < n; W is F32 with row stride K, read as
+// stored. Each output is one F32 sum over k in order, whatever the tiling.
+// Requires cpu_has_avx512().
+struct F32GemmJob {
+  const float* W = nullptr;
+  int64_t n = 0;
+  const float* bias = nullptr;
+  bool accumulate = false;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+void f32_gemm_avx512(const F32PackedRows& x, const F32GemmJob& job);
+
+}  // namespace ssm::cpu

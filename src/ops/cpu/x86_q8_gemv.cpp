@@ -88,6 +88,11 @@ SSM_TARGET_VNNI void q8_tile(const Q8Activations& xq, int64_t m0, const Q8GemvJo
     const int64_t k_end = std::min(K, (b + 1) * kQ8ActBlock);
     for (int64_t k = b * kQ8ActBlock; k < k_end; k += 64) {
       __m512i wv[R];
+      // The next rows' line at this column (see lowp_linear.cpp's
+      // prefetch_ahead: rows read side by side are short streams).
+      for (int r = 0; r < R; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(w[r]) + (R * K + k)),
+                     _MM_HINT_T0);
       if (k + 64 <= K) {
         for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_si512(w[r] + k);
       } else {
