@@ -37,9 +37,10 @@ struct BenchArgs {
 };
 
 std::string architecture(const ModelConfig& c) {
-  std::string kind = c.ssm_kind == MixerKind::kMamba2 ? "mamba2"
-                     : c.mamba3.is_mimo ? cat("mamba3 mimo R=", c.mamba3.rank())
-                                        : "mamba3";
+  std::string kind = c.ssm_kind == MixerKind::kMamba2   ? "mamba2"
+                     : c.ssm_kind == MixerKind::kMamba1 ? "mamba1"
+                     : c.mamba3.is_mimo                 ? cat("mamba3 mimo R=", c.mamba3.rank())
+                                                        : "mamba3";
   if (!c.attn_layer_idx.empty()) kind += cat(" + ", c.attn_layer_idx.size(), " attention");
   return cat(kind, ", ", c.n_layer, " layers, d_model ", c.d_model, ", vocabulary ", c.vocab_size);
 }

@@ -76,9 +76,17 @@ int64_t LanguageModel::parameter_count() {
   return n;
 }
 
-void LanguageModel::load_weights(const TensorSource& source) {
+namespace {
+
+// Fills every parameter of model from source, checking names and shapes.
+// Aligned F32 tensors stay in the source's (copy-on-write) mapping, and so
+// do the projection matrices (2-D weights, as convert_projections takes
+// them) stored in `keep` (BF16 or F16): a checkpoint in the dtype the model
+// computes with is used where it is mapped, without a copy. The rest is
+// widened to F32.
+void fill_parameters(LanguageModel& model, const TensorSource& source, DType keep) {
   std::set<std::string> used;
-  for_each_param([&](const std::string& name, Param& p) {
+  model.for_each_param([&](const std::string& name, Param& p) {
     std::optional<Tensor> t = source.find(name);
     if (!t) throw Error(cat(source.describe(), ": missing tensor '", name, "' (shape ",
                             shape_str(p.shape), ")"));
@@ -88,9 +96,11 @@ void LanguageModel::load_weights(const TensorSource& source) {
     if (t->dtype() == DType::kI32 || t->dtype() == DType::kI64)
       throw Error(cat(source.describe(), ": tensor '", name, "' has integer dtype ",
                       dtype_name(t->dtype()), ", expected a floating type"));
-    const bool aligned = reinterpret_cast<uintptr_t>(t->raw()) % alignof(float) == 0;
-    // Aligned F32 stays in the (copy-on-write) mapping; the rest is widened.
-    p.value = (t->dtype() == DType::kF32 && aligned) ? *t : t->to_f32();
+    const bool aligned = reinterpret_cast<uintptr_t>(t->raw()) % dtype_size(t->dtype()) == 0;
+    const bool projection = p.role == ParamRole::kWeight && p.shape.size() == 2;
+    const bool kept = t->dtype() == DType::kF32 ||
+                      (projection && (keep == DType::kBF16 || keep == DType::kF16) && t->dtype() == keep);
+    p.value = kept && aligned ? *t : t->to_f32();
     used.insert(name);
   });
   std::vector<std::string> extra;
@@ -101,13 +111,17 @@ void LanguageModel::load_weights(const TensorSource& source) {
                 extra.front(), "'");
 }
 
+}  // namespace
+
+void LanguageModel::load_weights(const TensorSource& source) { fill_parameters(*this, source, DType::kF32); }
+
 void LanguageModel::convert_projections(DType dtype) {
   if (dtype == DType::kF32) return;
   if (dtype != DType::kF16 && dtype != DType::kBF16 && dtype != DType::kQ8)
     throw Error(cat("weights cannot be converted to ", dtype_name(dtype),
                     " (F32, F16, BF16 or Q8)"));
   for_each_param([&](const std::string&, Param& p) {
-    if (p.role == ParamRole::kWeight && p.shape.size() == 2 && p.value.defined())
+    if (p.role == ParamRole::kWeight && p.shape.size() == 2 && p.value.defined() && p.value.dtype() != dtype)
       p.value = p.value.to_dtype(dtype);
   });
 }
@@ -123,7 +137,7 @@ LanguageModel LanguageModel::load(const std::filesystem::path& model_dir, const 
   if (lower_bound > std::max(limit, memory_limit({}))) check_memory_budget(lower_bound, limit, model_dir.string());
   LanguageModel model(std::move(config));
   check_memory_budget(model_memory_bytes(model), limit, model_dir.string());
-  model.load_weights(*open_checkpoint(model_dir));
+  fill_parameters(model, *open_checkpoint(model_dir), options.weights);
   model.convert_projections(options.weights);
   return model;
 }

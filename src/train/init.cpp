@@ -72,6 +72,14 @@ void initialize_model(LanguageModel& model, uint64_t seed) {
              ends_with(name, "x_proj.weight") || ends_with(name, "dt_proj.weight"))
       kaiming(1.0);
     else if (ends_with(name, "out_proj.weight") || ends_with(name, "fc2.weight")) kaiming(residual_scale);
+    // The HF families' other projections (attention, MLPs, Granite's shared
+    // MLP and router) as Linear layers, their outputs into the residual scaled.
+    else if (ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight") ||
+             ends_with(name, "output_linear.weight"))
+      kaiming(residual_scale);
+    else if (ends_with(name, "_proj.weight") || ends_with(name, "input_linear.weight") ||
+             ends_with(name, "router.layer.weight") || ends_with(name, "gate.weight"))
+      kaiming(1.0);
     else if (ends_with(name, "proj.bias")) fill([](int64_t) { return 0.0; });
     else if (ends_with(name, "conv1d.weight")) kaiming(1.0);
     else if (ends_with(name, "conv1d.bias")) {

@@ -58,6 +58,13 @@ TEST(CliBench, MarkdownTable) {
   EXPECT_TRUE(contains(r.out, "bounds, 2 threads: streaming read")) << r.out;
 }
 
+TEST(CliBench, NamesTheMixerOfMambaOneModels) {
+  const testing::CliRun r =
+      run_ssm({"bench", golden_dir("models/mamba1_hf"), "-p", "8", "-n", "2", "-r", "1", "-t", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, ": mamba1, 3 layers")) << r.out;
+}
+
 void expect_usage_error(const std::vector<std::string>& args, const std::string& names) {
   const testing::CliRun r = run_ssm(args);
   std::string shown;

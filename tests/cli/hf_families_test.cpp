@@ -5,6 +5,7 @@
 // naming that layer.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -219,6 +220,25 @@ TEST(HfFamiliesCli, GreedyGenerationAndGenerationConfigEos) {
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(contains(r.err, "generation_config.json")) << r.err;
   EXPECT_TRUE(contains(r.err, "eos_token_id")) << r.err;
+}
+
+// `ssm init` makes a fresh model from these families' configs (the bench
+// configs of bench/configs are HF ones too) that the program then runs.
+TEST(HfFamiliesCli, InitMakesAModelFromTheirConfigs) {
+  testing::TempDir dir;
+  for (const std::string c : {"models/mamba1_hf", "models/bamba_hf", "models/granite_hybrid_hf",
+                              "models/nemotron_h_hf"}) {
+    SCOPED_TRACE(c);
+    const fs::path out = dir / "init";
+    const testing::CliRun r = run_ssm({"init", "--config", golden_dir(c) + "/config.json", "--out", out.string(),
+                                       "--force"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const testing::CliRun logits = run_ssm({"logits", out.string(), "--input", golden_dir(c) + "/golden.safetensors",
+                                            "--output", (dir / "out.safetensors").string()});
+    ASSERT_EQ(logits.code, 0) << logits.err;
+    const Tensor l = SafetensorsFile::open(dir / "out.safetensors").get("logits").clone();
+    for (int64_t i = 0; i < l.numel(); ++i) ASSERT_TRUE(std::isfinite(l.data<float>()[i])) << i;
+  }
 }
 
 TEST(HfFamiliesCli, GradientsOfAnInferenceOnlyLayerFailNamingIt) {

@@ -41,7 +41,7 @@ TEST_P(DecodeGolden, StepLogitsEqualPrefillLogits) {
     }
     EXPECT_EQ(state.position, L);
     const double err = max_rel_error(stepped, prefill);
-    RecordProperty(cat("step_vs_prefill_rel_error_", threads, "t"), std::to_string(err));
+    RecordProperty(cat("step_vs_prefill_rel_error_", threads, "t"), cat(err));
     EXPECT_LE(err, 1e-4) << threads << " threads";
     // And against the reference itself, at the golden tolerance.
     const double tol = GetParam() == "mamba2_ssm_tiny" ? 5e-4 : 1e-4;

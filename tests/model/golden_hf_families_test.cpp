@@ -24,7 +24,7 @@ TEST_P(GoldenHfFamily, LogitsMatchTransformers) {
     Context ctx(backend, threads);
     const Tensor logits = model.forward(golden.get("input_ids").clone(), nullptr, ctx);
     const double err = max_rel_error(logits, golden.get("logits"));
-    RecordProperty(cat("logits_rel_error_", backend, "_", threads, "t"), std::to_string(err));
+    RecordProperty(cat("logits_rel_error_", backend, "_", threads, "t"), cat(err));
     EXPECT_LE(err, 1e-4) << threads << " threads";
   }
 }

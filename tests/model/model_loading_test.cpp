@@ -3,7 +3,9 @@
 // checkpoints load to the same model.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "ssm/io/json.h"
 #include "ssm/io/safetensors.h"
@@ -171,6 +173,57 @@ void expect_low_precision_loads(DType dtype, double tolerance) {
 
 TEST(ModelLoading, Bf16CheckpointLoads) { expect_low_precision_loads(DType::kBF16, 3e-2); }
 TEST(ModelLoading, F16CheckpointLoads) { expect_low_precision_loads(DType::kF16, 5e-3); }
+
+// The file a mapping of this process at `address` shows (/proc/self/maps),
+// empty for anonymous memory.
+std::string mapped_file_at(const void* address) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  const auto a = reinterpret_cast<uintptr_t>(address);
+  while (std::getline(maps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || a < lo || a >= hi) continue;
+    const size_t slash = line.find('/');
+    return slash == std::string::npos ? "" : line.substr(slash);
+  }
+  return "";
+}
+
+// A BF16 checkpoint run in BF16 (--dtype bf16) computes with the projection
+// matrices where the file is mapped: no copy, no widening; the vectors
+// (norms, conv, A, D) are widened to F32 as always.
+TEST(ModelLoading, Bf16ProjectionsOfABf16CheckpointStayMapped) {
+  EditableModel m("mamba2_hf_tiny");
+  NamedTensors t = m.tensors();
+  for (auto& [name, tensor] : t) {
+    Tensor low = Tensor::empty(DType::kBF16, tensor.shape());
+    f32_to_bf16(tensor.data<float>(), low.raw(), tensor.numel());
+    tensor = low;
+  }
+  m.set_tensors(t);
+  LanguageModel low = LanguageModel::load(m.dir.path(), {.weights = DType::kBF16});
+  int64_t mapped = 0;
+  low.for_each_param([&](const std::string& name, Param& p) {
+    const bool projection = p.role == ParamRole::kWeight && p.shape.size() == 2;
+    EXPECT_EQ(p.value.dtype(), projection ? DType::kBF16 : DType::kF32) << name;
+    const std::string file = mapped_file_at(p.value.raw());
+    if (projection) {
+      EXPECT_TRUE(file.size() >= 17 && file.substr(file.size() - 17) == "model.safetensors")
+          << name << " is not in the checkpoint's mapping: '" << file << "'";
+      ++mapped;
+    } else {
+      EXPECT_EQ(file, "") << name << " should have been widened";
+    }
+  });
+  EXPECT_GE(mapped, 3);  // the embedding and each layer's in_proj and out_proj
+
+  // And it computes as the F32 model within BF16's rounding.
+  LanguageModel ref = LanguageModel::load(golden_dir("mamba2_hf_tiny"));
+  const SafetensorsFile golden = SafetensorsFile::open(golden_dir("mamba2_hf_tiny") + "/golden.safetensors");
+  Context ctx(1);
+  const Tensor ids = golden.get("input_ids").clone();
+  EXPECT_LE(testing::max_rel_error(low.forward(ids, nullptr, ctx), ref.forward(ids, nullptr, ctx)), 3e-2);
+}
 
 TEST(ModelLoading, ShardedCheckpointEqualsSingleFile) {
   EditableModel m("mamba2_ssm_tiny");
