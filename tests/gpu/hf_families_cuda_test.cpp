@@ -1,7 +1,6 @@
-// The downloaded-checkpoint families (tests/golden/models/: Mamba-1,
-// FalconMamba, Bamba, Nemotron-H and its MoE, Granite 4.0-H, Jamba) on the
-// GPU (label gpu): the logits of the golden sequences within the host
-// tests' tolerance of HF transformers' (golden_hf_families_test.cpp), and
+// The downloaded-checkpoint families (every one of hf_family_cases(), in
+// tests/golden/models/) on the GPU (label gpu): the logits of the golden
+// sequences within the host tests' tolerance of HF transformers' (golden_hf_families_test.cpp), and
 // greedy decoding steps equal to the prefill.
 #include <gtest/gtest.h>
 

@@ -34,6 +34,16 @@ __global__ void relu_squared_kernel(Rows t) {
   }
 }
 
+__global__ void gelu_product_kernel(ConstRows gate, Rows t) {
+  const int64_t n = t.rows * t.cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / t.cols, c = i % t.cols;
+    const float g = gate.p[r * gate.stride + c];
+    t.p[r * t.stride + c] *= 0.5f * g * (1.f + erff(g * 0.70710678118654752f));
+  }
+}
+
 __global__ void embedding16_kernel(const void* ids, bool ids_i64, const void* table, bool bf16,
                                    Rows out, float scale) {
   const int64_t id = ids_i64 ? static_cast<const int64_t*>(ids)[blockIdx.x]
@@ -142,6 +152,11 @@ __global__ void moe_combine_kernel(ConstRows ys, const int64_t* pos, ConstRows w
 void launch_relu_squared(Rows t, cudaStream_t s) {
   if (t.rows * t.cols == 0) return;
   relu_squared_kernel<<<blocks_for(t.rows * t.cols), kThreads, 0, s>>>(t);
+}
+
+void launch_gelu_product(ConstRows gate, Rows t, cudaStream_t s) {
+  if (t.rows * t.cols == 0) return;
+  gelu_product_kernel<<<blocks_for(t.rows * t.cols), kThreads, 0, s>>>(gate, t);
 }
 
 void launch_embedding16(const void* ids, bool ids_i64, const void* table, bool bf16, Rows out,

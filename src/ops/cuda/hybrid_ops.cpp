@@ -28,6 +28,11 @@ void relu_squared(Context& ctx, const Tensor& t) {
   check_launch("relu_squared");
 }
 
+void gelu_product(Context& ctx, const Tensor& gate, const Tensor& t) {
+  launch_gelu_product(const_rows_of(gate), rows_of(t), stream(ctx));
+  check_launch("gelu_product");
+}
+
 void selective_scan(Context& ctx, const ops::SelectiveScanArgs& a) {
   SelectiveScanLaunch l;
   l.B = a.x.dim(0);
@@ -176,6 +181,7 @@ void add_hybrid_kernels(OpTable& t) {
   t.attention_append_kv = &attention_append_kv;
   t.attention = &attention;
   t.relu_squared = &relu_squared;
+  t.gelu_product = &gelu_product;
   t.selective_scan = &selective_scan;
   t.moe_route = &moe_route;
   t.routed_experts = &routed_experts;

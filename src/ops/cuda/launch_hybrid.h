@@ -1,6 +1,6 @@
 // The launchers of the ops the HF hybrids need beyond Mamba-2 and Mamba-3
 // (hybrid_kernels.cu), in plain types like launch.h: relu^2, embedding
-// lookups from 16-bit tables, the Mamba-1 selective scan and the
+// lookups from 16-bit tables, Zamba2's GELU product, the Mamba-1 selective scan and the
 // mixture-of-experts pieces around the experts' projections.
 #pragma once
 
@@ -10,6 +10,8 @@ namespace ssm::cuda {
 
 // t = max(t, 0)^2 in place.
 void launch_relu_squared(Rows t, cudaStream_t s);
+// t = GELU(gate) * t in place (exact GELU, erf), gate and t of one shape.
+void launch_gelu_product(ConstRows gate, Rows t, cudaStream_t s);
 
 // out[r] = scale * table[ids[r]] from a dense (V, cols) bf16 (bf16) or f16 table.
 void launch_embedding16(const void* ids, bool ids_i64, const void* table, bool bf16, Rows out,
