@@ -13,17 +13,7 @@ build=${2:-$src/build-cuda}
 logs=${3:-$build/logs}
 mkdir -p "$logs"
 
-if [ -n "${DEPS_DIR:-}" ]; then
-  root=/tmp/ssm-deps
-  mkdir -p $root
-  for f in "$DEPS_DIR"/*.deb; do dpkg -x "$f" $root; done
-  find $root -name '*.pc' -exec sed -i "s|=/usr|=$root/usr|g" {} +
-  lib=$root/usr/lib/x86_64-linux-gnu
-  export PKG_CONFIG_PATH=$lib/pkgconfig:$lib/openblas-pthread/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-  export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export CMAKE_PREFIX_PATH=$root/usr
-  export CPATH=$root/usr/include
-fi
+source "$(dirname "$0")/cuda-deps.sh"
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/device.log"
 {
