@@ -88,7 +88,9 @@ TEST_P(ServeGreedy, SessionOverThreeRequestsEqualsOneGeneration) {
   EXPECT_EQ(three_requests(model(), dir / "b", true), gens);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ServeGreedy, ::testing::Values("default", "mamba2_hf_tiny", "hybrid_tiny"));
+INSTANTIATE_TEST_SUITE_P(Models, ServeGreedy,
+                         ::testing::Values("default", "mamba2_hf_tiny", "hybrid_tiny", "models/falcon_h1_hf",
+                                           "models/zamba2_hf", "models/granite_hybrid_hf", "models/jamba_hf"));
 
 TEST(Serve, StreamChatAndSessionRoutes) {
   TempDir dir;
