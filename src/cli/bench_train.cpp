@@ -21,14 +21,18 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// FLOP/s of y (n, n) = x (n, n) W^T through the backend's own linear op:
-// W in bf16 on a device (the tensor-core rate, x rounded to bf16 on the way
-// as the op does), F32 on the host. Best of a few timed products; reading
-// one value back waits for the device.
-double measure_linear_flops(Context& ctx) {
+// FLOP/s of y (n, n) = x (n, n) W^T through the backend's own linear op,
+// F32 operands. On a device the product runs with bf16 compute (one
+// tensor-core product, x and W rounded to bf16 on the way): the bf16 rate.
+// Not BF16 weights: their path splits x into exact bf16 pieces, three
+// products, and would understate the rate threefold. Best of a few timed
+// products; reading one value back waits for the device. Leaves the
+// context's bf16 compute as `bf16_after`.
+double measure_linear_flops(Context& ctx, bool bf16_after) {
   const bool device = ctx.device() != Device::host();
   const int64_t n = device ? 8192 : 1024;
-  const DType wt = device ? DType::kBF16 : DType::kF32;
+  const DType wt = DType::kF32;
+  if (device && ctx.resources()) ctx.resources()->set_bf16_compute(true);
   const Tensor x = Tensor::zeros(DType::kF32, {n, n}, ctx.device());
   const Tensor W = Tensor::zeros(wt, {n, n}, ctx.device());
   const Tensor y = Tensor::zeros(DType::kF32, {n, n}, ctx.device());
@@ -44,6 +48,7 @@ double measure_linear_flops(Context& ctx) {
     wait();
     best = std::min(best, seconds_since(t0) / reps);
   }
+  if (device && ctx.resources()) ctx.resources()->set_bf16_compute(bf16_after);
   return 2.0 * static_cast<double>(n) * n * n / best;
 }
 
@@ -76,7 +81,7 @@ int run_train_bench(const TrainBenchArgs& a) {
   if (a.bf16 && !(ctx.resources() && ctx.resources()->set_bf16_compute(true)))
     throw UsageError(
         cat("--bf16: backend '", a.backend, "' has no bf16 compute (use --backend cuda)"));
-  const double rate = measure_linear_flops(ctx);
+  const double rate = measure_linear_flops(ctx, a.bf16);
   std::vector<TrainRow> rows;
   int64_t params = 0;
   std::string family;
