@@ -35,19 +35,11 @@ std::vector<float> multipliers(Reader& r, const char* key, size_t n) {
 
 ModelConfig parse_hf_falcon_h1(const Json& j, const std::string& source) {
   Reader r(j, source);
-  ModelConfig m;
-  m.convention = Convention::kHuggingFace;
-  m.family = "falcon_h1";
-  m.names = hf_decoder_names("mamba.", "self_attn.", "feed_forward.", "pre_ff_layernorm.weight");
-  m.d_model = r.positive("hidden_size", 0, true);
-  m.n_layer = r.positive("num_hidden_layers", 0, true);
-  m.vocab_size = r.positive("vocab_size", 0, true);
-  m.tie_embeddings = r.boolean("tie_word_embeddings", false);
-  m.norm_eps = static_cast<float>(r.number("rms_norm_eps", 1e-5));
-  m.d_intermediate = r.positive("intermediate_size", 0, true);
-  m.hf_mlp = true;
-  if (r.boolean("mlp_bias", false)) throw Error(cat(source, ": mlp_bias=true is not supported"));
-  require_silu(r, "hidden_act");
+  ModelConfig m = hf_decoder_config(
+      r, "falcon_h1",
+      hf_decoder_names("mamba.", "self_attn.", "feed_forward.", "pre_ff_layernorm.weight"), false,
+      1e-5);
+  read_hf_swiglu_mlp(r, m);
 
   // Every layer: Mamba-2 with attention beside it.
   m.layer_kinds.assign(static_cast<size_t>(m.n_layer), MixerKind::kMamba2);

@@ -24,6 +24,23 @@ inline TensorNames hf_decoder_names(const char* ssm, const char* attention, cons
   return n;
 }
 
+// The keys every HF decoder family reads alike. The defaults of the tied
+// head and the norm epsilon differ per family, as transformers' config
+// classes set them.
+inline ModelConfig hf_decoder_config(Reader& r, const char* family, TensorNames names,
+                                     bool tie_default, double norm_eps_default) {
+  ModelConfig m;
+  m.convention = Convention::kHuggingFace;
+  m.family = family;
+  m.names = std::move(names);
+  m.d_model = r.positive("hidden_size", 0, true);
+  m.n_layer = r.positive("num_hidden_layers", 0, true);
+  m.vocab_size = r.positive("vocab_size", 0, true);
+  m.tie_embeddings = r.boolean("tie_word_embeddings", tie_default);
+  m.norm_eps = static_cast<float>(r.number("rms_norm_eps", norm_eps_default));
+  return m;
+}
+
 inline std::vector<int64_t> layer_indices(Reader& r, const char* key, int64_t n_layer) {
   std::vector<int64_t> out;
   const Json& v = r.raw(key);
@@ -71,6 +88,14 @@ inline void read_time_step_limit(Reader& r, Mamba2Config& c) {
 inline void require_silu(Reader& r, const char* key) {
   const std::string act = r.string(key, "silu");
   if (act != "silu") throw Error(cat(r.where(), ": ", key, " '", act, "' is not supported (silu)"));
+}
+
+// The SwiGLU MLP of intermediate_size (SiLU gate, no bias).
+inline void read_hf_swiglu_mlp(Reader& r, ModelConfig& m) {
+  m.d_intermediate = r.positive("intermediate_size", 0, true);
+  m.hf_mlp = true;
+  if (r.boolean("mlp_bias", false)) throw Error(cat(r.where(), ": mlp_bias=true is not supported"));
+  require_silu(r, "hidden_act");
 }
 
 }  // namespace ssm::config_detail

@@ -43,19 +43,11 @@ void read_attention(Reader& r, ModelConfig& m) {
 
 ModelConfig parse_hf_bamba(const Json& j, const std::string& source) {
   Reader r(j, source);
-  ModelConfig m;
-  m.convention = Convention::kHuggingFace;
-  m.family = "bamba";
-  m.names = hf_decoder_names("mamba.", "self_attn.", "feed_forward.", "pre_ff_layernorm.weight");
-  m.d_model = r.positive("hidden_size", 0, true);
-  m.n_layer = r.positive("num_hidden_layers", 0, true);
-  m.vocab_size = r.positive("vocab_size", 0, true);
-  m.tie_embeddings = r.boolean("tie_word_embeddings", false);
-  m.norm_eps = static_cast<float>(r.number("rms_norm_eps", 1e-5));
-  m.d_intermediate = r.positive("intermediate_size", 0, true);
-  m.hf_mlp = true;
-  if (r.boolean("mlp_bias", false)) throw Error(cat(source, ": mlp_bias=true is not supported"));
-  require_silu(r, "hidden_act");
+  ModelConfig m = hf_decoder_config(
+      r, "bamba",
+      hf_decoder_names("mamba.", "self_attn.", "feed_forward.", "pre_ff_layernorm.weight"), false,
+      1e-5);
+  read_hf_swiglu_mlp(r, m);
 
   read_bamba_style_mamba(r, m);
 
@@ -67,16 +59,10 @@ ModelConfig parse_hf_bamba(const Json& j, const std::string& source) {
 
 ModelConfig parse_hf_granite_hybrid(const Json& j, const std::string& source) {
   Reader r(j, source);
-  ModelConfig m;
-  m.convention = Convention::kHuggingFace;
-  m.family = "granitemoehybrid";
-  m.names = hf_decoder_names("mamba.", "self_attn.", "", "post_attention_layernorm.weight");
+  ModelConfig m = hf_decoder_config(
+      r, "granitemoehybrid",
+      hf_decoder_names("mamba.", "self_attn.", "", "post_attention_layernorm.weight"), true, 1e-6);
   m.names.final_norm = "model.norm.weight";
-  m.d_model = r.positive("hidden_size", 0, true);
-  m.n_layer = r.positive("num_hidden_layers", 0, true);
-  m.vocab_size = r.positive("vocab_size", 0, true);
-  m.tie_embeddings = r.boolean("tie_word_embeddings", true);
-  m.norm_eps = static_cast<float>(r.number("rms_norm_eps", 1e-6));
   require_silu(r, "hidden_act");
   m.embedding_multiplier = static_cast<float>(r.number("embedding_multiplier", 1.0));
   m.residual_multiplier = static_cast<float>(r.number("residual_multiplier", 1.0));

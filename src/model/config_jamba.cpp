@@ -53,18 +53,11 @@ void read_jamba_mamba(Reader& r, ModelConfig& m) {
 
 ModelConfig parse_hf_jamba(const Json& j, const std::string& source) {
   Reader r(j, source);
-  ModelConfig m;
-  m.convention = Convention::kHuggingFace;
-  m.family = "jamba";
-  m.names = hf_decoder_names("mamba.", "self_attn.", "feed_forward.", "pre_ff_layernorm.weight");
-  m.d_model = r.positive("hidden_size", 0, true);
-  m.n_layer = r.positive("num_hidden_layers", 0, true);
-  m.vocab_size = r.positive("vocab_size", 0, true);
-  m.tie_embeddings = r.boolean("tie_word_embeddings", false);
-  m.norm_eps = static_cast<float>(r.number("rms_norm_eps", 1e-6));
-  m.d_intermediate = r.positive("intermediate_size", 0, true);
-  m.hf_mlp = true;
-  require_silu(r, "hidden_act");
+  ModelConfig m = hf_decoder_config(
+      r, "jamba",
+      hf_decoder_names("mamba.", "self_attn.", "feed_forward.", "pre_ff_layernorm.weight"), false,
+      1e-6);
+  read_hf_swiglu_mlp(r, m);
   read_jamba_mamba(r, m);
 
   m.attn_layer_idx = periodic_layers(r, "attn_layer_period", 8, "attn_layer_offset", 4, m.n_layer);

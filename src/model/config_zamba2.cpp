@@ -7,15 +7,8 @@ namespace ssm::config_detail {
 
 ModelConfig parse_hf_zamba2(const Json& j, const std::string& source) {
   Reader r(j, source);
-  ModelConfig m;
-  m.convention = Convention::kHuggingFace;
-  m.family = "zamba2";
-  m.names = hf_decoder_names("mamba.", "self_attn.", "", "");
-  m.d_model = r.positive("hidden_size", 0, true);
-  m.n_layer = r.positive("num_hidden_layers", 0, true);
-  m.vocab_size = r.positive("vocab_size", 0, true);
-  m.tie_embeddings = r.boolean("tie_word_embeddings", true);
-  m.norm_eps = static_cast<float>(r.number("rms_norm_eps", 1e-5));
+  ModelConfig m =
+      hf_decoder_config(r, "zamba2", hf_decoder_names("mamba.", "self_attn.", "", ""), true, 1e-5);
   if (r.boolean("add_bias_linear", false))
     throw Error(cat(source, ": add_bias_linear=true is not supported"));
   if (r.boolean("use_long_context", false))
