@@ -35,7 +35,10 @@ TEST(ServeOpenAIClient, CompletionStreamAndChat) {
   EXPECT_EQ(got["usage"], plain.body["usage"]);
   EXPECT_EQ(got["streamed"], plain.body["choices"][0]["text"]);
   EXPECT_EQ(got["streamFinish"], plain.body["choices"][0]["finish_reason"]);
-  EXPECT_GT(got["chunks"].get<int>(), 2);
+  // At least one text chunk and the final one. Not more: the text made
+  // between two wakes of the stream goes out as one event, so a fast model
+  // on a busy machine can finish all 20 tokens before the first send.
+  EXPECT_GE(got["chunks"].get<int>(), 2);
   const Reply chat = post(*c, "/v1/chat/completions",
                           json{{"messages", {{{"role", "user"}, {"content", "Who made the light?"}}}},
                                {"max_tokens", 24}, {"temperature", 0}}.dump(), auth);
