@@ -108,17 +108,8 @@ void AttentionLayer::forward(const Tensor& x, Tensor& y, LayerState* state, Cont
   Arena::Scope scope(ctx.arena());
   const Workspace work(ctx, keep != nullptr);
 
-  auto* st = static_cast<AttentionState*>(state);
   AttentionState fresh;  // without a state: a cache of this call's tokens only
-  if (st) {
-    SSM_CHECK(st->batch() == B, "state holds ", st->batch(), " sequences, input has ", B);
-    st->ensure_room(ctx, L);
-  } else {
-    fresh.k = work({B, Hkv, L, hd});
-    fresh.v = work({B, Hkv, L, hd});
-    fresh.lengths = Tensor::zeros(DType::kI64, {B});
-    st = &fresh;
-  }
+  AttentionState* st = AttentionState::for_call(state, fresh, ctx, B, L, Hkv, hd, work);
 
   // [q | k | v] = u in_proj^T + bias
   const Tensor qkv = work({B, L, hd * (H + 2 * Hkv)});

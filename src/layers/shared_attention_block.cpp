@@ -115,17 +115,8 @@ void SharedBlockUse::forward(const Tensor& x, Tensor& y, LayerState* state, Cont
   Arena::Scope scope(ctx.arena());
   auto alloc = [&](Shape s) { return ctx.arena().alloc(DType::kF32, s); };
 
-  auto* st = static_cast<AttentionState*>(state);
   AttentionState fresh;  // without a state: a cache of this call's tokens only
-  if (st) {
-    SSM_CHECK(st->batch() == B, "state holds ", st->batch(), " sequences, input has ", B);
-    st->ensure_room(ctx, L);
-  } else {
-    fresh.k = alloc({B, Hkv, L, hd});
-    fresh.v = alloc({B, Hkv, L, hd});
-    fresh.lengths = Tensor::zeros(DType::kI64, {B});
-    st = &fresh;
-  }
+  AttentionState* st = AttentionState::for_call(state, fresh, ctx, B, L, Hkv, hd, alloc);
 
   const Tensor n = alloc({B, L, 2 * D});
   ops::rms_norm(ctx, {.x = x, .w = block_.in_norm->value, .eps = c.norm_eps, .out = n});

@@ -2,6 +2,7 @@
 // causal softmax, optional rotary, a KV cache as decode state.
 #pragma once
 
+#include "ssm/core/error.h"
 #include "ssm/layers/mixer_config.h"
 #include "ssm/layers/sequence_layer.h"
 
@@ -24,6 +25,24 @@ struct AttentionState : LayerState {
   // Room for `extra` more tokens in every sequence, growing geometrically.
   void ensure_room(Context& ctx, int64_t extra);
   void zero(Context& ctx) override;
+
+  // The cache a forward call over L tokens appends to: `state`'s, with room
+  // made for them, or without a state `fresh`, given tensors from `alloc`
+  // (a Shape -> Tensor callable) for this call's tokens only.
+  template <class Alloc>
+  static AttentionState* for_call(LayerState* state, AttentionState& fresh, Context& ctx, int64_t B,
+                                  int64_t L, int64_t heads_kv, int64_t head_dim, Alloc&& alloc) {
+    auto* st = static_cast<AttentionState*>(state);
+    if (st) {
+      SSM_CHECK(st->batch() == B, "state holds ", st->batch(), " sequences, input has ", B);
+      st->ensure_room(ctx, L);
+      return st;
+    }
+    fresh.k = alloc(Shape{B, heads_kv, L, head_dim});
+    fresh.v = alloc(Shape{B, heads_kv, L, head_dim});
+    fresh.lengths = Tensor::zeros(DType::kI64, {B});
+    return &fresh;
+  }
 
   std::vector<std::pair<std::string, Tensor*>> tensors() override {
     return {{"k", &k}, {"v", &v}, {"lengths", &lengths}};
