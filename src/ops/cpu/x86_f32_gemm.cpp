@@ -7,8 +7,10 @@
 #if defined(__x86_64__)
 // GCC 12's _mm512_undefined_* initialise a variable from itself, which
 // -Wuninitialized reports wherever they are inlined.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #endif
 

@@ -8,8 +8,10 @@
 // GCC 12's _mm512_undefined_* (inside _mm512_cvtepi32_ps, _mm512_reduce_add_ps
 // ...) initialise a variable from itself, which -Wuninitialized reports
 // wherever they are inlined.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #endif
 
