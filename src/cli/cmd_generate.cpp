@@ -150,9 +150,6 @@ int run_generate(GenerateArgs& a) {
       throw Error(cat("no MODEL given and the built-in model is not installed at ", a.model));
   }
   Context ctx = make_context(a.compute);
-  if (!a.session.empty() && !ctx.device().is_host())
-    throw UsageError(cat("--session is not supported with --backend ", a.compute.backend,
-                         " yet: session files are read and written from host states"));
   LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
   model.to_device(ctx.device());  // weights uploaded once (a no-op on the host)
   // Ids in, ids out needs no tokenizer; anything with text does.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 
 #include "ssm/io/atomic_file.h"
 #include "ssm/io/json.h"
@@ -52,6 +53,8 @@ double fresh_state_bytes(const LanguageModel& model) {
   return bytes;
 }
 
+Tensor on_host(const Tensor& t) { return t.device().is_host() ? t : t.to(Device::host()); }
+
 // A KV cache cut to its longest sequence: the file holds no spare capacity.
 void trim_cache(AttentionState& a) {
   int64_t len = 0;
@@ -91,11 +94,14 @@ std::string model_fingerprint(LanguageModel& model, Context& ctx) {
   };
   constexpr size_t kPiece = size_t{16} << 20;
   std::vector<Piece> pieces;
+  // Weights on a device are read through host copies: a model has the same
+  // fingerprint on every device, so a state saved on one loads on another.
+  std::deque<Tensor> host_copies;
   model.for_each_param([&](const std::string& name, Param& p) {
     const std::string entry = cat(name, shape_str(p.shape), ";");
     layout = crc_update(layout, entry.data(), entry.size());
-    const Tensor& v = p.value;
-    SSM_CHECK(v.defined() && v.dtype() == DType::kF32, "parameter ", name, " is not loaded");
+    SSM_CHECK(p.value.defined() && p.value.dtype() == DType::kF32, "parameter ", name, " is not loaded");
+    const Tensor& v = p.value.device().is_host() ? p.value : host_copies.emplace_back(p.value.to(Device::host()));
     const char* bytes = static_cast<const char*>(v.raw());
     for (size_t at = 0; at < v.nbytes(); at += kPiece)
       pieces.push_back({bytes + at, std::min(kPiece, v.nbytes() - at), 0});
@@ -135,19 +141,23 @@ void save_state(const std::filesystem::path& path, SessionState& session,
   // KV caches are written without spare capacity, from trimmed copies so
   // that the session itself is left as it is.
   std::vector<std::unique_ptr<AttentionState>> trimmed;
+  std::deque<Tensor> host_copies;  // the tensors of a state on a device, read back
   std::vector<std::pair<std::string, Tensor*>> tensors;
   for (size_t i = 0; i < session.model.layers.size(); ++i) {
     LayerState* l = session.model.layers[i].get();
     if (auto* a = dynamic_cast<AttentionState*>(l)) {
       trimmed.push_back(std::make_unique<AttentionState>());
-      trimmed.back()->k = a->k;
-      trimmed.back()->v = a->v;
+      trimmed.back()->k = on_host(a->k);
+      trimmed.back()->v = on_host(a->v);
       trimmed.back()->lengths = a->lengths;
       trim_cache(*trimmed.back());
       l = trimmed.back().get();
     }
     if (l)
-      for (auto& [name, t] : l->tensors()) tensors.emplace_back(cat("layers.", i, ".", name), t);
+      for (auto& [name, t] : l->tensors()) {
+        if (!t->device().is_host()) t = &host_copies.emplace_back(t->to(Device::host()));
+        tensors.emplace_back(cat("layers.", i, ".", name), t);
+      }
   }
   Json list = Json::array();
   size_t offset = 0;
@@ -246,8 +256,9 @@ SessionState load_state(const std::filesystem::path& path, const LanguageModel& 
       if (bytes > static_cast<double>(data_size))
         throw fail("corrupted: KV cache '", name, "' of ", shape[2], " tokens exceeds the file");
       // A fresh cache is empty: only its capacity changes.
-      cache->k = Tensor::zeros(DType::kF32, {cache->k.dim(0), cache->k.dim(1), shape[2], cache->k.dim(3)});
-      cache->v = cache->k.clone();
+      cache->k = Tensor::zeros(DType::kF32, {cache->k.dim(0), cache->k.dim(1), shape[2], cache->k.dim(3)},
+                               cache->k.device());
+      cache->v = Tensor::zeros(DType::kF32, cache->k.shape(), cache->k.device());
     }
     const auto tensors = state_tensors(s.model);
     if (list.size() != tensors.size())
@@ -264,7 +275,13 @@ SessionState load_state(const std::filesystem::path& path, const LanguageModel& 
       const size_t offset = e.at("offset").get<size_t>();
       if (offset > data_size || t->nbytes() > data_size - offset)
         throw fail("corrupted: tensor '", name, "' lies outside the file");
-      std::memcpy(t->raw(), bytes.data() + data_start + offset, t->nbytes());
+      if (t->device().is_host()) {
+        std::memcpy(t->raw(), bytes.data() + data_start + offset, t->nbytes());
+      } else {  // a state on a device: filled on the host, then uploaded
+        Tensor h = Tensor::empty(t->dtype(), t->shape());
+        std::memcpy(h.raw(), bytes.data() + data_start + offset, t->nbytes());
+        *t = h.to(t->device());
+      }
     }
     return s;
   } catch (const Json::exception& e) {

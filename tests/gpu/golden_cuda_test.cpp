@@ -1,14 +1,16 @@
 // The golden Mamba-2 and Mamba-3 (SISO, MIMO) models on the GPU (label gpu):
 // logits within the golden tolerance of the reference, decode steps equal to
-// the prefill, and a state moved GPU -> CPU -> GPU bit-exactly, continuing
-// the same on both devices; hybrid_tiny (attention layers with their KV
-// caches) likewise.
+// the prefill, and a state moved GPU -> CPU -> GPU bit-exactly (in memory
+// and through a state file), continuing the same on both devices;
+// hybrid_tiny (attention layers with their KV caches) likewise.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 
 #include "ssm/io/safetensors.h"
 #include "ssm/model/language_model.h"
+#include "ssm/model/state_file.h"
 #include "support/backends.h"
 #include "support/compare.h"
 
@@ -120,6 +122,35 @@ TEST_P(GpuGolden, StateMovedGpuToCpuToGpuContinuesTheSame) {
   const Tensor b = host(model.forward(id_slice(ids, split, L), &moved, gpu));
   EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << "continuations differ";
   EXPECT_LE(max_rel_error(a, whole.slice(1, split, L).clone()), 1e-4);
+}
+
+// A session state file written from the GPU loads on the CPU (continuing as
+// the whole text would) and back on the GPU (continuing bit-exactly): the
+// fingerprint and the file do not depend on where the state lived.
+TEST_P(GpuGolden, StateFileSavedOnGpuLoadsOnCpuAndGpu) {
+  Context gpu("cuda", 1), cpu("cpu", 2);
+  LanguageModel model = gpu_model(gpu);
+  LanguageModel cpu_model = LanguageModel::load(testing::golden_dir(GetParam().name));
+  ASSERT_EQ(model_fingerprint(model, gpu), model_fingerprint(cpu_model, cpu));
+  const Tensor ids = golden().get("input_ids").clone();
+  const int64_t B = ids.dim(0), L = ids.dim(1), split = L / 2;
+  const Tensor whole = host(model.forward(ids, nullptr, gpu));
+
+  SessionState kept = make_session(model, B);
+  model.forward(id_slice(ids, 0, split), &kept.model, gpu);
+  const std::filesystem::path file =
+      std::filesystem::path(::testing::TempDir()) / (std::string(GetParam().name) + "_gpu.state");
+  save_state(file, model, kept, gpu);
+
+  SessionState on_cpu = load_state(file, cpu_model, cpu);
+  const Tensor cpu_rest = cpu_model.forward(id_slice(ids, split, L), &on_cpu.model, cpu);
+  EXPECT_LE(max_rel_error(cpu_rest, whole.slice(1, split, L).clone()), 1e-4);
+
+  SessionState back = load_state(file, model, gpu);
+  const Tensor a = host(model.forward(id_slice(ids, split, L), &kept.model, gpu));
+  const Tensor b = host(model.forward(id_slice(ids, split, L), &back.model, gpu));
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << "continuations differ";
+  std::filesystem::remove(file);
 }
 
 INSTANTIATE_TEST_SUITE_P(Mamba2, GpuGolden,
