@@ -22,8 +22,10 @@ void moe_route(Context& ctx, const MoeRouteArgs& a) {
   detail::run(ctx, c.kernel(&OpTable::moe_route), a);
 }
 
-void routed_experts(Context& ctx, const RoutedExpertsArgs& a) {
-  const detail::OpCheck c(ctx, "routed_experts");
+namespace {
+
+// The forward's arguments of routed_experts, but out, as both ops check them.
+void check_experts(const detail::OpCheck& c, const RoutedExpertsArgs& a) {
   c.rows("x", a.x);
   const int64_t T = a.x.rows(), D = a.x.cols();
   const bool gated = a.activation == ExpertActivation::kSiluGated;
@@ -52,8 +54,53 @@ void routed_experts(Context& ctx, const RoutedExpertsArgs& a) {
   c.host("idx", a.idx, {T, k}, DType::kI64).rows("weights", a.weights, T, k);
   const int64_t* idx = a.idx.data<int64_t>();
   for (int64_t i = 0; i < T * k; ++i) c.expect(idx[i] >= 0 && idx[i] < E, "idx holds an expert outside [0, E)");
-  c.rows("out", a.out, T, D);
+}
+
+}  // namespace
+
+void routed_experts(Context& ctx, const RoutedExpertsArgs& a) {
+  const detail::OpCheck c(ctx, "routed_experts");
+  check_experts(c, a);
+  c.rows("out", a.out, a.x.rows(), a.x.cols());
   detail::run(ctx, c.kernel(&OpTable::routed_experts), a);
+}
+
+void moe_route_backward(Context& ctx, const MoeRouteBackwardArgs& a) {
+  const detail::OpCheck c(ctx, "moe_route_backward");
+  c.rows("logits", a.logits);
+  const int64_t T = a.logits.rows(), E = a.logits.cols();
+  c.expect(a.idx.defined() && a.idx.ndim() == 2 && a.idx.dim(1) >= 1 && a.idx.dim(1) <= E,
+           "idx must be (T, k), k in [1, experts]");
+  const int64_t k = a.idx.dim(1);
+  c.host("idx", a.idx, {T, k}, DType::kI64).rows("dweights", a.dweights, T, k);
+  c.rows("dlogits", a.dlogits, T, E);
+  const int64_t* idx = a.idx.data<int64_t>();
+  for (int64_t i = 0; i < T * k; ++i) c.expect(idx[i] >= 0 && idx[i] < E, "idx holds an expert outside [0, E)");
+  detail::run(ctx, c.kernel(&OpTable::moe_route_backward), a);
+}
+
+void routed_experts_backward(Context& ctx, const RoutedExpertsBackwardArgs& a) {
+  const detail::OpCheck c(ctx, "routed_experts_backward");
+  const RoutedExpertsArgs& f = a.fwd;
+  check_experts(c, f);
+  const int64_t T = f.x.rows(), D = f.x.cols(), k = f.idx.dim(1);
+  c.rows("dout", a.dout, T, D).rows("dx", a.dx, T, D).rows("dweights", a.dweights, T, k);
+  if (per_expert_weights(f)) {
+    c.expect(!a.dw1.defined() && !a.dw2.defined(), "per-expert weights take per-expert gradients");
+    const bool any = !a.dup.empty() || !a.ddown.empty() || !a.dgate.empty();
+    c.expect(!any || (a.dup.size() == f.up.size() && a.ddown.size() == f.down.size() &&
+                      a.dgate.size() == f.gate.size()),
+             "per-expert gradients: one for every weight, or none");
+    for (size_t e = 0; any && e < f.down.size(); ++e) {
+      c.dense("ddown", a.ddown[e], f.down[e].shape()).dense("dup", a.dup[e], f.up[e].shape());
+      if (!f.gate.empty()) c.dense("dgate", a.dgate[e], f.gate[e].shape());
+    }
+  } else {
+    c.expect(a.dgate.empty() && a.dup.empty() && a.ddown.empty(), "stacked weights take stacked gradients");
+    c.expect(a.dw1.defined() == a.dw2.defined(), "dw1 and dw2 both, or neither");
+    c.optional("dw1", a.dw1, f.w1.shape()).optional("dw2", a.dw2, f.w2.shape());
+  }
+  detail::run(ctx, c.kernel(&OpTable::routed_experts_backward), a);
 }
 
 }  // namespace ssm::ops

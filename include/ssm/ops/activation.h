@@ -16,4 +16,13 @@ void relu_squared(Context& ctx, const Tensor& t);
 // (they may be column blocks of the same rows, not overlapping).
 void gelu_product(Context& ctx, const Tensor& gate, const Tensor& t);
 
+// The backwards, in place over the gradient of the output:
+//   relu_squared_backward: d = d * 2 max(x, 0), x the forward's input
+//   gelu_product_backward: dgate = d * t * GELU'(gate), then d = d * GELU(gate),
+//   t the forward's input (not its output); dgate is overwritten.
+// Every tensor F32 with rows, of one shape.
+void relu_squared_backward(Context& ctx, const Tensor& x, const Tensor& d);
+void gelu_product_backward(Context& ctx, const Tensor& gate, const Tensor& t, const Tensor& dgate,
+                           const Tensor& d);
+
 }  // namespace ssm::ops

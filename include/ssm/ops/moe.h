@@ -67,3 +67,41 @@ struct RoutedExpertsArgs {
 void routed_experts(Context& ctx, const RoutedExpertsArgs& a);
 
 }  // namespace ssm::ops
+
+namespace ssm::ops {
+
+// The backward of moe_route: the gradient of the weights to that of the
+// logits (the choice itself, and the selection bias, have none):
+//   kTopkSoftmax:   dl[c_j] = w_j (dw_j - sum_i w_i dw_i), 0 elsewhere
+//   kSoftmaxTopk:   dl[e] = p_e (g_e - sum_j w_j dw_j), g_{c_j} = dw_j, else 0
+//   kSigmoidBiased: ds[c_j] = scale (dw_j - sum_i dw_i s_i / S) / S with
+//                   S = sum_i s_{c_i} (or scale dw_j unnormalised),
+//                   dl = ds s (1 - s)
+struct MoeRouteBackwardArgs {
+  Router router = Router::kTopkSoftmax;
+  bool normalize = true;
+  float scale = 1.f;
+  Tensor logits;    // (T, E) rows: the forward's
+  Tensor idx;       // (T, k) I64 host dense: the forward's choice
+  Tensor dweights;  // (T, k) rows
+  Tensor dlogits;   // (T, E) rows, overwritten
+};
+void moe_route_backward(Context& ctx, const MoeRouteBackwardArgs& a);
+
+// The backward of routed_experts (each chosen expert recomputed from x):
+//   dweights[t, j] = dout[t] . expert_{idx[t, j]}(x[t])
+//   dx[t] = sum_j weight[t, j] d expert(x[t]) / dx . dout[t], summed in j order
+// and the experts' weight gradients added to dw1/dw2, or to dgate/dup/ddown
+// (one per expert, as the forward's weights were given; all or none).
+struct RoutedExpertsBackwardArgs {
+  RoutedExpertsArgs fwd;  // out and accumulate unused
+  Tensor dout;            // (T, D) rows
+  Tensor dx;              // (T, D) rows, overwritten, or added to when accumulate_dx
+  bool accumulate_dx = false;
+  Tensor dweights;        // (T, k) rows, overwritten
+  Tensor dw1, dw2;        // as w1, w2: accumulated; undefined: not wanted
+  std::span<const Tensor> dgate, dup, ddown;  // as gate, up, down: accumulated; empty: not wanted
+};
+void routed_experts_backward(Context& ctx, const RoutedExpertsBackwardArgs& a);
+
+}  // namespace ssm::ops

@@ -37,8 +37,11 @@ struct OpTable {
   Kernel<ops::SsdScanArgs> ssd_scan = nullptr;
   Kernel<ops::SsdScanBackwardArgs> ssd_scan_backward = nullptr;
   Kernel<ops::SelectiveScanArgs> selective_scan = nullptr;
+  Kernel<ops::SelectiveScanBackwardArgs> selective_scan_backward = nullptr;
   Kernel<ops::MoeRouteArgs> moe_route = nullptr;
   Kernel<ops::RoutedExpertsArgs> routed_experts = nullptr;
+  Kernel<ops::MoeRouteBackwardArgs> moe_route_backward = nullptr;
+  Kernel<ops::RoutedExpertsBackwardArgs> routed_experts_backward = nullptr;
   Kernel<ops::Mamba3PrepareArgs> mamba3_prepare = nullptr;
   Kernel<ops::Mamba3PrepareBackwardArgs> mamba3_prepare_backward = nullptr;
   Kernel<ops::Mamba3ScanArgs> mamba3_scan = nullptr;
@@ -59,6 +62,9 @@ struct OpTable {
   void (*scale)(Context& ctx, const Tensor& t, float alpha) = nullptr;
   void (*relu_squared)(Context& ctx, const Tensor& t) = nullptr;
   void (*gelu_product)(Context& ctx, const Tensor& gate, const Tensor& t) = nullptr;
+  void (*relu_squared_backward)(Context& ctx, const Tensor& x, const Tensor& d) = nullptr;
+  void (*gelu_product_backward)(Context& ctx, const Tensor& gate, const Tensor& t,
+                                const Tensor& dgate, const Tensor& d) = nullptr;
   double (*sum_squares)(Context& ctx, const Tensor& t) = nullptr;
 };
 

@@ -29,4 +29,25 @@ struct SelectiveScanArgs {
 };
 void selective_scan(Context& ctx, const SelectiveScanArgs& a);
 
+// The backward of selective_scan, through the recurrence (every state kept
+// per channel, then walked back from t = L-1), with dt's softplus and
+// A = -exp(A_log) included:
+//   dpre = dy SiLU(z), dz = dy pre SiLU'(z), dS_t += dpre C_t, dC_t += dpre S_t
+//   dB_t += dS_t dt u, du += dS_t.B_t dt + dpre D, ddt += dS_t.(A a_t S_{t-1} + u B_t)
+//   dA += dS_t dt a_t S_{t-1}, dS_{t-1} = a_t dS_t      (a_t = exp(dt A))
+//   ddt_raw = ddt sigmoid(dt_raw + dt_bias), dA_log = dA A
+// B and C are shared by every channel, so dB and dC sum over the channels.
+struct SelectiveScanBackwardArgs {
+  SelectiveScanArgs fwd;  // the forward's inputs; y unused, state read only (the initial state)
+  Tensor dy;              // (B, L, D) rows
+  Tensor dx;              // (B, L, D) rows, overwritten
+  Tensor ddt_raw;         // (B, L, D) rows, overwritten
+  Tensor dB, dC;          // (B, L, N) rows, overwritten
+  Tensor dz;              // (B, L, D) rows, overwritten; defined exactly when fwd.z is
+  Tensor ddt_bias;        // (D), accumulated; undefined: not wanted
+  Tensor dA_log;          // (D, N), accumulated; undefined: not wanted
+  Tensor dD;              // (D), accumulated; undefined: not wanted
+};
+void selective_scan_backward(Context& ctx, const SelectiveScanBackwardArgs& a);
+
 }  // namespace ssm::ops

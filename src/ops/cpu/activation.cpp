@@ -36,11 +36,39 @@ void gelu_product(Context& ctx, const Tensor& gate, const Tensor& t) {
   });
 }
 
+void relu_squared_backward(Context& ctx, const Tensor& x, const Tensor& d) {
+  const ops::Rows<const float> xs(x);
+  const ops::Rows<float> ds(d);
+  const int64_t cols = x.cols();
+  parallel_items(ctx.pool(), x.rows(), cols, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < cols; ++c) ds[r][c] *= 2.f * std::max(0.f, xs[r][c]);
+  });
+}
+
+void gelu_product_backward(Context& ctx, const Tensor& gate, const Tensor& t, const Tensor& dgate,
+                           const Tensor& d) {
+  const ops::Rows<const float> g(gate), ts(t);
+  const ops::Rows<float> dg(dgate), ds(d);
+  const int64_t cols = t.cols();
+  constexpr float kInvSqrt2 = 0.70710678118654752f, kInvSqrt2Pi = 0.39894228040143268f;
+  parallel_items(ctx.pool(), t.rows(), cols, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const float v = g[r][c], dout = ds[r][c], cdf = 0.5f * (1.f + std::erf(v * kInvSqrt2));
+        dg[r][c] = dout * ts[r][c] * (cdf + v * std::exp(-0.5f * v * v) * kInvSqrt2Pi);
+        ds[r][c] = dout * v * cdf;
+      }
+  });
+}
+
 }  // namespace
 
 void add_activation_kernels(OpTable& t) {
   t.relu_squared = &relu_squared;
   t.gelu_product = &gelu_product;
+  t.relu_squared_backward = &relu_squared_backward;
+  t.gelu_product_backward = &gelu_product_backward;
 }
 
 }  // namespace ssm::cpu

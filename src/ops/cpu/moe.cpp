@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "ops/cpu/blas.h"
+#include "ops/moe_backward_math.h"
 #include "ops/moe_weights.h"
 #include "ops/cpu/kernels.h"
 #include "ops/scalar_math.h"
@@ -157,11 +158,109 @@ void routed_experts(Context& ctx, const ops::RoutedExpertsArgs& a) {
   });
 }
 
+
+// The gradient of one token's k weights to its logits (the header's rules),
+// in Acc: dl (E) overwritten.
+template <typename Acc, typename In>
+void route_backward_row(const ops::MoeRouteBackwardArgs& a, const In* logits, const int64_t* chosen,
+                        const In* dw, int64_t E, int64_t k, Acc* dl, Acc* p) {
+  std::fill(dl, dl + E, Acc(0));
+  if (a.router == ops::Router::kTopkSoftmax) {
+    Acc mx = logits[chosen[0]], sum = 0, dot = 0;
+    for (int64_t j = 1; j < k; ++j) mx = std::max<Acc>(mx, logits[chosen[j]]);
+    for (int64_t j = 0; j < k; ++j) sum += p[j] = std::exp(static_cast<Acc>(logits[chosen[j]]) - mx);
+    for (int64_t j = 0; j < k; ++j) dot += (p[j] /= sum) * dw[j];
+    for (int64_t j = 0; j < k; ++j) dl[chosen[j]] += p[j] * (dw[j] - dot);
+  } else if (a.router == ops::Router::kSoftmaxTopk) {
+    Acc mx = logits[0], sum = 0, dot = 0;
+    for (int64_t e = 1; e < E; ++e) mx = std::max<Acc>(mx, logits[e]);
+    for (int64_t e = 0; e < E; ++e) sum += p[e] = std::exp(static_cast<Acc>(logits[e]) - mx);
+    for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+    for (int64_t j = 0; j < k; ++j) dot += p[chosen[j]] * dw[j];
+    for (int64_t e = 0; e < E; ++e) dl[e] = -p[e] * dot;
+    for (int64_t j = 0; j < k; ++j) dl[chosen[j]] += p[chosen[j]] * dw[j];
+  } else {
+    Acc S = 0, dot = 0;
+    for (int64_t j = 0; j < k; ++j) S += p[j] = ops::sigmoid(static_cast<Acc>(logits[chosen[j]]));
+    S += Acc(1e-20);
+    for (int64_t j = 0; j < k; ++j) dot += dw[j] * p[j];
+    for (int64_t j = 0; j < k; ++j) {
+      const Acc ds = a.normalize ? a.scale * (dw[j] - dot / S) / S : a.scale * dw[j];
+      dl[chosen[j]] += ds * p[j] * (Acc(1) - p[j]);
+    }
+  }
+}
+
+void moe_route_backward(Context& ctx, const ops::MoeRouteBackwardArgs& a) {
+  const int64_t T = a.logits.rows(), E = a.logits.cols(), k = a.idx.dim(1);
+  const ops::Rows<const float> logits(a.logits), dw(a.dweights);
+  const ops::Rows<float> dl(a.dlogits);
+  float* p = scratch_f32(ctx, E);
+  for (int64_t t = 0; t < T; ++t)
+    route_backward_row<float, float>(a, logits[t], a.idx.data<int64_t>() + t * k, dw[t], E, k, dl[t], p);
+}
+
+// One expert per task (its weight gradients are its own); each (token,
+// slot) pair's dx lands in a row of its own, and a token's k rows are
+// summed in slot order afterwards, so nothing depends on the threads.
+void routed_experts_backward(Context& ctx, const ops::RoutedExpertsBackwardArgs& a) {
+  const ops::RoutedExpertsArgs& f = a.fwd;
+  const int64_t T = f.x.rows(), D = f.x.cols(), k = f.idx.dim(1), F = ops::expert_hidden(f);
+  const int64_t E = ops::expert_count(f), P = T * k;
+  const bool gated = f.activation == ops::ExpertActivation::kSiluGated;
+  const bool want = a.dw1.defined() || !a.ddown.empty();
+  const int64_t* idx = f.idx.data<int64_t>();
+  int64_t* begin = scratch_i64(ctx, E + 1);
+  int64_t* pairs = scratch_i64(ctx, P);
+  int64_t* fill = scratch_i64(ctx, E);
+  std::fill_n(begin, E + 1, int64_t{0});
+  for (int64_t p = 0; p < P; ++p) ++begin[idx[p] + 1];
+  for (int64_t e = 0; e < E; ++e) begin[e + 1] += begin[e];
+  std::copy_n(begin, E, fill);
+  for (int64_t p = 0; p < P; ++p) pairs[fill[idx[p]]++] = p;
+  float* dxp = scratch_f32(ctx, P * D);
+  std::fill_n(dxp, P * D, 0.f);
+  ops::RoutedExpertsArgs ga = f;
+  ga.w1 = a.dw1, ga.w2 = a.dw2, ga.gate = a.dgate, ga.up = a.dup, ga.down = a.ddown;
+  const ops::Rows<const float> x(f.x), weights(f.weights), dout(a.dout);
+  const ops::Rows<float> dweights(a.dweights);
+  ctx.pool().parallel_for(E, [&](int64_t e0, int64_t e1) {
+    std::vector<float> h, act, dact;
+    for (int64_t e = e0; e < e1; ++e) {
+      if (begin[e + 1] == begin[e]) continue;
+      ops::ExpertGrads<float> g;
+      if (want) {
+        const ops::ExpertWeights gw = ops::expert_weights(ga, e, F, D);
+        g.w1[0] = const_cast<float*>(gw.w1[0]);
+        g.w1[1] = const_cast<float*>(gw.w1[1]);
+        g.w2 = const_cast<float*>(gw.w2);
+      }
+      const ops::ExpertWeights w = ops::expert_weights(f, e, F, D);
+      for (int64_t i = begin[e]; i < begin[e + 1]; ++i) {
+        const int64_t p = pairs[i], t = p / k, j = p % k;
+        dweights[t][j] = ops::expert_token_backward<float>(w, gated, F, D, x[t], weights[t][j], dout[t],
+                                                           g, dxp + p * D, h, act, dact);
+      }
+    }
+  });
+  const ops::Rows<float> dx(a.dx);
+  ctx.pool().parallel_for(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* o = dx[t];
+      if (!a.accumulate_dx) std::fill_n(o, D, 0.f);
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t d = 0; d < D; ++d) o[d] += dxp[(t * k + j) * D + d];
+    }
+  });
+}
+
 }  // namespace
 
 void add_moe_kernels(OpTable& t) {
   t.moe_route = &moe_route;
   t.routed_experts = &routed_experts;
+  t.moe_route_backward = &moe_route_backward;
+  t.routed_experts_backward = &routed_experts_backward;
 }
 
 }  // namespace ssm::cpu

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "ops/moe_backward_math.h"
 #include "ops/moe_weights.h"
 #include "ops/ref/kernels.h"
 #include "ops/scalar_math.h"
@@ -120,11 +121,103 @@ void routed_experts(Context&, const ops::RoutedExpertsArgs& a) {
   }
 }
 
+
+// The gradient of one token's k weights to its logits (the header's rules),
+// in Acc: dl (E) overwritten.
+template <typename Acc, typename In>
+void route_backward_row(const ops::MoeRouteBackwardArgs& a, const In* logits, const int64_t* chosen,
+                        const In* dw, int64_t E, int64_t k, Acc* dl, Acc* p) {
+  std::fill(dl, dl + E, Acc(0));
+  if (a.router == ops::Router::kTopkSoftmax) {
+    Acc mx = logits[chosen[0]], sum = 0, dot = 0;
+    for (int64_t j = 1; j < k; ++j) mx = std::max<Acc>(mx, logits[chosen[j]]);
+    for (int64_t j = 0; j < k; ++j) sum += p[j] = std::exp(static_cast<Acc>(logits[chosen[j]]) - mx);
+    for (int64_t j = 0; j < k; ++j) dot += (p[j] /= sum) * dw[j];
+    for (int64_t j = 0; j < k; ++j) dl[chosen[j]] += p[j] * (dw[j] - dot);
+  } else if (a.router == ops::Router::kSoftmaxTopk) {
+    Acc mx = logits[0], sum = 0, dot = 0;
+    for (int64_t e = 1; e < E; ++e) mx = std::max<Acc>(mx, logits[e]);
+    for (int64_t e = 0; e < E; ++e) sum += p[e] = std::exp(static_cast<Acc>(logits[e]) - mx);
+    for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+    for (int64_t j = 0; j < k; ++j) dot += p[chosen[j]] * dw[j];
+    for (int64_t e = 0; e < E; ++e) dl[e] = -p[e] * dot;
+    for (int64_t j = 0; j < k; ++j) dl[chosen[j]] += p[chosen[j]] * dw[j];
+  } else {
+    Acc S = 0, dot = 0;
+    for (int64_t j = 0; j < k; ++j) S += p[j] = ops::sigmoid(static_cast<Acc>(logits[chosen[j]]));
+    S += Acc(1e-20);
+    for (int64_t j = 0; j < k; ++j) dot += dw[j] * p[j];
+    for (int64_t j = 0; j < k; ++j) {
+      const Acc ds = a.normalize ? a.scale * (dw[j] - dot / S) / S : a.scale * dw[j];
+      dl[chosen[j]] += ds * p[j] * (Acc(1) - p[j]);
+    }
+  }
+}
+
+void moe_route_backward(Context&, const ops::MoeRouteBackwardArgs& a) {
+  const int64_t T = a.logits.rows(), E = a.logits.cols(), k = a.idx.dim(1);
+  const ops::Rows<const float> logits(a.logits), dw(a.dweights);
+  const ops::Rows<float> dl(a.dlogits);
+  std::vector<double> g(static_cast<size_t>(E)), p(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    route_backward_row<double, float>(a, logits[t], a.idx.data<int64_t>() + t * k, dw[t], E, k, g.data(), p.data());
+    for (int64_t e = 0; e < E; ++e) dl[t][e] = static_cast<float>(g[e]);
+  }
+}
+
+// Token by token, every chosen expert's backward in double; the weight
+// gradients summed in double buffers of their own, added at the end.
+void routed_experts_backward(Context&, const ops::RoutedExpertsBackwardArgs& a) {
+  const ops::RoutedExpertsArgs& f = a.fwd;
+  const int64_t T = f.x.rows(), D = f.x.cols(), k = f.idx.dim(1), F = ops::expert_hidden(f);
+  const int64_t E = ops::expert_count(f);
+  const bool gated = f.activation == ops::ExpertActivation::kSiluGated;
+  const int64_t w1_rows = gated ? 2 * F : F, per = w1_rows * D + D * F;
+  const bool want = a.dw1.defined() || !a.ddown.empty();
+  std::vector<double> gw(want ? static_cast<size_t>(E * per) : 0);
+  const ops::Rows<const float> x(f.x), weights(f.weights), dout(a.dout);
+  const ops::Rows<float> dx(a.dx), dweights(a.dweights);
+  const int64_t* idx = f.idx.data<int64_t>();
+  std::vector<double> dxs(static_cast<size_t>(D)), h, act, dact;
+  for (int64_t t = 0; t < T; ++t) {
+    std::fill(dxs.begin(), dxs.end(), 0.0);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = idx[t * k + j];
+      ops::ExpertGrads<double> g;
+      if (want) {
+        double* base = gw.data() + e * per;
+        g.w1[0] = base;
+        g.w1[1] = base + F * D;
+        g.w2 = base + w1_rows * D;
+      }
+      dweights[t][j] = static_cast<float>(ops::expert_token_backward<double>(
+          ops::expert_weights(f, e, F, D), gated, F, D, x[t], weights[t][j], dout[t], g, dxs.data(), h, act, dact));
+    }
+    for (int64_t d = 0; d < D; ++d) dx[t][d] = static_cast<float>(a.accumulate_dx ? dx[t][d] + dxs[d] : dxs[d]);
+  }
+  if (!want) return;
+  // The gradients' layout is the weights': expert_weights over them.
+  ops::RoutedExpertsArgs ga = f;
+  ga.w1 = a.dw1, ga.w2 = a.dw2, ga.gate = a.dgate, ga.up = a.dup, ga.down = a.ddown;
+  for (int64_t e = 0; e < E; ++e) {
+    const ops::ExpertWeights gwe = ops::expert_weights(ga, e, F, D);
+    const double* base = gw.data() + e * per;
+    for (int64_t r = 0; r < w1_rows; ++r) {
+      float* row = const_cast<float*>(gwe.w1[r / F]) + (r % F) * D;
+      for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(row[d] + base[r * D + d]);
+    }
+    float* w2 = const_cast<float*>(gwe.w2);
+    for (int64_t i = 0; i < D * F; ++i) w2[i] = static_cast<float>(w2[i] + base[w1_rows * D + i]);
+  }
+}
+
 }  // namespace
 
 void add_moe_kernels(OpTable& t) {
   t.moe_route = &moe_route;
   t.routed_experts = &routed_experts;
+  t.moe_route_backward = &moe_route_backward;
+  t.routed_experts_backward = &routed_experts_backward;
 }
 
 }  // namespace ssm::ref
