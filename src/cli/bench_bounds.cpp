@@ -2,6 +2,9 @@
 
 #include <cblas.h>
 #include <sys/resource.h>
+#if defined(__GLIBC__)  // (features.h, from the line above)
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -103,6 +106,9 @@ ModelCosts model_costs(LanguageModel& model) {
 }
 
 bool reset_peak_rss() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
   std::ofstream f("/proc/self/clear_refs");
   if (!f) return false;
   f << "5";

@@ -32,7 +32,10 @@ struct ModelCosts {
 ModelCosts model_costs(LanguageModel& model);
 
 // Resets the process's peak resident set (Linux clear_refs); false where
-// it cannot, and the peak then counts from the start of the process.
+// it cannot, and the peak then counts from the start of the process. Heap
+// memory freed before (an earlier dtype's model, the bounds' buffers) is
+// handed back to the system first (glibc's malloc_trim), so that it does not
+// count in the next peak.
 bool reset_peak_rss();
 // Peak resident bytes since the last reset (or the start).
 uint64_t peak_rss_bytes();

@@ -17,6 +17,7 @@ class SafetensorsSource : public TensorSource {
     if (!file_.contains(name)) return std::nullopt;
     return file_.get(name);
   }
+  void release(const std::string& name) const override { file_.release(name); }
   std::string describe() const override { return file_.path().string(); }
 
  private:
@@ -39,6 +40,10 @@ class ShardedSource : public TensorSource {
     const auto it = where_.find(name);
     if (it == where_.end()) return std::nullopt;
     return shards_.at(it->second).get(name);
+  }
+  void release(const std::string& name) const override {
+    const auto it = where_.find(name);
+    if (it != where_.end()) shards_.at(it->second).release(name);
   }
   std::string describe() const override { return index_.string(); }
 

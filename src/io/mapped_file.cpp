@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "ssm/core/error.h"
@@ -34,6 +36,18 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& path) 
   }
   ::close(fd);
   return file;
+}
+
+void MappedFile::release(const void* p, size_t n) const {
+  const auto* begin = static_cast<const char*>(p);
+  if (!data_ || begin < data_ || n > size_ ||
+      begin - data_ > static_cast<std::ptrdiff_t>(size_ - n))
+    return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + n) / page * page;
+  // Advice only: a failure leaves the pages resident, which is still correct.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

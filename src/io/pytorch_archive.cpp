@@ -228,6 +228,7 @@ PyTorchArchive PyTorchArchive::open(const std::filesystem::path& path) {
 
   PyTorchArchive archive;
   archive.path_ = path;
+  archive.file_ = file;
   std::map<std::string, size_t> storage_index;
   for (const auto& [name, t] : state) {
     const TorchStorageRef& s = t.storage;
@@ -279,6 +280,16 @@ Tensor PyTorchArchive::get(const std::string& name) const {
   return Tensor::borrow(s.owner, s.data ? s.data + e.byte_offset : nullptr, e.dtype, e.shape);
 }
 
+void PyTorchArchive::release(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  if (it == tensors_.end()) return;
+  const Entry& e = it->second;
+  const Storage& s = storages_[e.storage];
+  // A storage read into memory is outside the mapping: release ignores it.
+  if (s.data && file_)
+    file_->release(s.data + e.byte_offset, shape_numel(e.shape) * dtype_size(e.dtype));
+}
+
 namespace {
 
 class PyTorchSource : public TensorSource {
@@ -289,6 +300,7 @@ class PyTorchSource : public TensorSource {
     if (!archive_.contains(name)) return std::nullopt;
     return archive_.get(name);
   }
+  void release(const std::string& name) const override { archive_.release(name); }
   std::string describe() const override { return archive_.path().string(); }
 
  private:

@@ -117,6 +117,13 @@ Tensor SafetensorsFile::get(const std::string& name) const {
   return Tensor::borrow(file_, file_->data() + data_start_ + e.begin, e.dtype, e.shape);
 }
 
+void SafetensorsFile::release(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  if (it == tensors_.end()) return;
+  const Entry& e = it->second;
+  file_->release(file_->data() + data_start_ + e.begin, shape_numel(e.shape) * dtype_size(e.dtype));
+}
+
 void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
   Json header = Json::object();

@@ -78,12 +78,24 @@ int64_t LanguageModel::parameter_count() {
 
 namespace {
 
+// The dtypes the projections can compute in.
+void check_projection_dtype(DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16 && dtype != DType::kQ8)
+    throw Error(cat("weights cannot be converted to ", dtype_name(dtype),
+                    " (F32, F16, BF16 or Q8)"));
+}
+
 // Fills every parameter of model from source, checking names and shapes.
 // Aligned F32 tensors stay in the source's (copy-on-write) mapping, and so
 // do the projection matrices (2-D weights, as convert_projections takes
 // them) stored in `keep` (BF16 or F16): a checkpoint in the dtype the model
-// computes with is used where it is mapped, without a copy. The rest is
-// widened to F32.
+// computes with is used where it is mapped, without a copy. Other
+// projections are converted to `keep` here, one at a time, and the rest is
+// widened to F32. The source's bytes of every tensor copied are released
+// at once: otherwise the pages read stay resident as long as any borrowed
+// tensor keeps the mapping alive (an F32 checkpoint run in BF16 would hold
+// its F32 weights and their BF16 copies), and the peak stays one tensor
+// above the converted model.
 void fill_parameters(LanguageModel& model, const TensorSource& source, DType keep) {
   std::set<std::string> used;
   model.for_each_param([&](const std::string& name, Param& p) {
@@ -98,9 +110,15 @@ void fill_parameters(LanguageModel& model, const TensorSource& source, DType kee
                       dtype_name(t->dtype()), ", expected a floating type"));
     const bool aligned = reinterpret_cast<uintptr_t>(t->raw()) % dtype_size(t->dtype()) == 0;
     const bool projection = p.role == ParamRole::kWeight && p.shape.size() == 2;
-    const bool kept = t->dtype() == DType::kF32 ||
-                      (projection && (keep == DType::kBF16 || keep == DType::kF16) && t->dtype() == keep);
-    p.value = kept && aligned ? *t : t->to_f32();
+    const bool convert = projection && keep != DType::kF32 && t->dtype() != keep;
+    const bool kept = !convert && (t->dtype() == DType::kF32 ||
+                                   (projection && (keep == DType::kBF16 || keep == DType::kF16)));
+    if (kept && aligned) {
+      p.value = *t;
+    } else {
+      p.value = convert ? t->to_dtype(keep) : t->to_f32();
+      source.release(name);
+    }
     used.insert(name);
   });
   std::vector<std::string> extra;
@@ -116,10 +134,8 @@ void fill_parameters(LanguageModel& model, const TensorSource& source, DType kee
 void LanguageModel::load_weights(const TensorSource& source) { fill_parameters(*this, source, DType::kF32); }
 
 void LanguageModel::convert_projections(DType dtype) {
+  check_projection_dtype(dtype);
   if (dtype == DType::kF32) return;
-  if (dtype != DType::kF16 && dtype != DType::kBF16 && dtype != DType::kQ8)
-    throw Error(cat("weights cannot be converted to ", dtype_name(dtype),
-                    " (F32, F16, BF16 or Q8)"));
   for_each_param([&](const std::string&, Param& p) {
     if (p.role == ParamRole::kWeight && p.shape.size() == 2 && p.value.defined() && p.value.dtype() != dtype)
       p.value = p.value.to_dtype(dtype);
@@ -137,6 +153,7 @@ LanguageModel LanguageModel::load(const std::filesystem::path& model_dir, const 
   if (lower_bound > std::max(limit, memory_limit({}))) check_memory_budget(lower_bound, limit, model_dir.string());
   LanguageModel model(std::move(config));
   check_memory_budget(model_memory_bytes(model), limit, model_dir.string());
+  check_projection_dtype(options.weights);
   fill_parameters(model, *open_checkpoint(model_dir), options.weights);
   model.convert_projections(options.weights);
   return model;

@@ -268,7 +268,11 @@ Tensor Tensor::to_f32() const {
 
 Tensor Tensor::to_dtype(DType dtype) const {
   if (dtype == dtype_) return to(Device::host());
-  const Tensor f = to_f32();
+  // Dense aligned F32 on the host is read in place: no F32 copy of a large
+  // weight while it is converted.
+  const bool in_place = dtype_ == DType::kF32 && device_.is_host() && is_dense() &&
+                        reinterpret_cast<uintptr_t>(data_) % alignof(float) == 0;
+  const Tensor f = in_place ? *this : to_f32();
   if (dtype == DType::kF32) return f;
   Tensor t = empty(dtype, shape_);
   const float* in = f.data<float>();

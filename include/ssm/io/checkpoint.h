@@ -18,6 +18,10 @@ class TensorSource {
   virtual std::vector<std::string> names() const = 0;
   // The tensor as stored (any dtype), or nullopt when absent.
   virtual std::optional<Tensor> find(const std::string& name) const = 0;
+  // The caller is done with the tensor's bytes (it made its own copy): their
+  // pages mapped from the file leave this process's memory (a later find
+  // reads them again). Only before anything has written to them.
+  virtual void release(const std::string& name) const { (void)name; }
   // Human-readable origin for error messages (a path).
   virtual std::string describe() const = 0;
 };

@@ -20,6 +20,14 @@ class MappedFile {
   char* data() { return data_; }
   const char* data() const { return data_; }
   size_t size() const { return size_; }
+  // Drops the whole pages inside [p, p + n) from this process's memory
+  // (madvise MADV_DONTNEED): the bytes stay readable, a later read maps them
+  // again from the file. For bytes a load has finished with (converted to
+  // another dtype): without it the read pages stay resident as long as any
+  // tensor keeps the mapping alive. Only for pages nothing has written to
+  // (a written page is a private copy, and its changes would be lost).
+  // Ranges outside the mapping are ignored.
+  void release(const void* p, size_t n) const;
   const std::filesystem::path& path() const { return path_; }
 
  private:

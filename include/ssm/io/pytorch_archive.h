@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ssm/io/checkpoint.h"
+#include "ssm/io/mapped_file.h"
 #include "ssm/tensor/tensor.h"
 
 namespace ssm {
@@ -32,6 +33,9 @@ class PyTorchArchive {
   // A tensor over its storage's bytes; tensors sharing a storage (a tied
   // lm_head.weight) share bytes. ssm::Error when absent.
   Tensor get(const std::string& name) const;
+  // MappedFile::release of the tensor's bytes when they are used in place
+  // from the mapping; nothing otherwise.
+  void release(const std::string& name) const;
 
   // Storages used in place from the mapping vs read into owned buffers.
   size_t borrowed_storages() const { return borrowed_; }
@@ -50,6 +54,7 @@ class PyTorchArchive {
   };
   std::filesystem::path path_;
   std::vector<Storage> storages_;
+  std::shared_ptr<MappedFile> file_;
   size_t borrowed_ = 0;
   std::map<std::string, Entry> tensors_;
   std::vector<std::string> order_;

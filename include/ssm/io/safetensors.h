@@ -29,6 +29,8 @@ class SafetensorsFile {
   bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
   // A tensor sharing the mapped bytes (copy-on-write); ssm::Error when absent.
   Tensor get(const std::string& name) const;
+  // MappedFile::release of the tensor's bytes; nothing when absent.
+  void release(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:

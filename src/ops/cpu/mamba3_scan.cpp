@@ -18,6 +18,7 @@
 #include "ops/cpu/mamba3_kernels.h"
 #include "ops/cpu/mamba3_scan_common.h"
 #include "ops/cpu/mamba3_workspace.h"
+#include "ops/cpu/vec_math.h"
 
 namespace ssm::cpu {
 
@@ -68,7 +69,8 @@ void scan_head(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
 
     // Intra-chunk: Y = (Q K^T o decay) V.
     for (int64_t t = 0; t < q; ++t) {
-      for (int64_t s = 0; s < t; ++s) decay[t * q + s] = decay_weight(cs[t] - cs[s]) * w[t0 + s];
+      // decay_weight(cs_t - cs_s) w_s
+      decay_products(cs[t], cs, nullptr, w + t0, decay + t * q, t);
       decay[t * q + t] = lam[t0 + t] * dt[t0 + t];
     }
     gemm(false, true, m, m, N, 1.f, Qc, N, Kc, N, 0.f, scores, m);
@@ -93,10 +95,10 @@ void scan_head(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
 
     // S' <- exp(cs_end) S' + sum_s exp(cs_end - cs_s) w_s u_s.
     const float end = cs[q - 1];
-    for (int64_t s = 0; s < q; ++s) {
-      const float e = decay_weight(end - cs[s]) * w[t0 + s];
-      for (int64_t j = s * R * P; j < (s + 1) * R * P; ++j) vw[j] = Vc[j] * e;
-    }
+    float* we = decay;  // its rows are used up: decay_weight(end - cs_s) w_s
+    decay_products(end, cs, nullptr, w + t0, we, q);
+    for (int64_t s = 0; s < q; ++s)
+      for (int64_t j = s * R * P; j < (s + 1) * R * P; ++j) vw[j] = Vc[j] * we[s];
     gemm(true, false, P, N, m, 1.f, vw, P, Kc, N, decay_weight(end), S, N);
 
     if (a.D) {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/tensor_data.h"
 #include "ops/scalar_math.h"
 
@@ -16,8 +17,7 @@ using ops::elements;
 using ops::elements_or_null;
 
 float inv_rms(const float* x, int64_t n, float eps) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  const double s = sum_squares(x, n);
   return static_cast<float>(1.0 / std::sqrt(s / static_cast<double>(n) + eps));
 }
 
@@ -51,7 +51,7 @@ void gated_rms_norm(Context& ctx, const ops::GatedRmsNormArgs& a) {
       const float* zr = a.z.data<float>() + r * ldz;
       float* o = elements<float>(a.out) + r * ldo;
       if (gate_first)
-        for (int64_t i = 0; i < D; ++i) o[i] = yr[i] * ops::silu(zr[i]);
+        mul_silu(yr, zr, o, D);
       else if (o != yr)
         for (int64_t i = 0; i < D; ++i) o[i] = yr[i];
       if (!w) continue;
@@ -59,8 +59,7 @@ void gated_rms_norm(Context& ctx, const ops::GatedRmsNormArgs& a) {
         const float s = inv_rms(o + g0, group, a.eps);
         for (int64_t i = g0; i < g0 + group; ++i) o[i] = o[i] * s * w[i];
       }
-      if (a.norm_before_gate)
-        for (int64_t i = 0; i < D; ++i) o[i] *= ops::silu(zr[i]);
+      if (a.norm_before_gate) mul_silu(o, zr, o, D);
     }
   });
 }

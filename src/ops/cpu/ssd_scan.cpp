@@ -10,6 +10,7 @@
 
 #include "ops/cpu/blas.h"
 #include "ops/cpu/ssd.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/cpu/worker_slots.h"
 #include "ops/tensor_data.h"
 
@@ -54,14 +55,16 @@ void ssd_scan_chunked(Context& ctx, const ops::SsdScanArgs& a) {
     }
   });
 
-  // Per worker: M (Q, Q), Cs (Q, N), Xw (Q, P), cs (Q).
-  const int64_t slot_size = Q * Q + Q * N + Q * P + Q;
+  // Per worker: M (Q, Q), Cs (Q, N), Xw (Q, P), cs, dts, ws (Q each).
+  const int64_t slot_size = Q * Q + Q * N + Q * P + 3 * Q;
   const Tensor scratch = arena.alloc(DType::kF32, {worker_slots(ctx.pool(), Bn * H), slot_size});
   parallel_for_slots(ctx.pool(), Bn * H, [&](int64_t slot, int64_t i0, int64_t i1) {
     float* M = ops::elements<float>(scratch) + slot * slot_size;
     float* Cs = M + Q * Q;
     float* Xw = Cs + Q * N;
     float* cs = Xw + Q * P;
+    float* dts = cs + Q;  // dt of the chunk's steps, contiguous
+    float* ws = dts + Q;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / H, h = i % H, g = h / (H / G);
       float* S = ops::elements<float>(state) + i * P * N;
@@ -73,13 +76,16 @@ void ssd_scan_chunked(Context& ctx, const ops::SsdScanArgs& a) {
         const float* Cc = Cm + row0 * ldc + g * N;
         float* Y = y + row0 * ldy + h * P;
         float run = 0.f;
-        for (int64_t t = 0; t < q; ++t) cs[t] = run += dt[t * ldt] * A[h];
+        for (int64_t t = 0; t < q; ++t) {
+          dts[t] = dt[t * ldt];
+          cs[t] = run += dts[t] * A[h];
+        }
 
+        // M[t][s] = sc[t][s] decay(cs_t - cs_s) dt_s for s <= t, else 0.
         const float* sc = sc_all + ((b * G + g) * n_chunks + c) * Q * Q;
         for (int64_t t = 0; t < q; ++t) {
-          for (int64_t s = 0; s <= t; ++s)
-            M[t * q + s] = sc[t * Q + s] * decay(cs[t] - cs[s]) * dt[s * ldt];
-          for (int64_t s = t + 1; s < q; ++s) M[t * q + s] = 0.f;
+          decay_products(cs[t], cs, sc + t * Q, dts, M + t * q, t + 1);
+          std::fill(M + t * q + t + 1, M + (t + 1) * q, 0.f);
         }
         gemm(false, false, q, P, q, 1.f, M, q, X, ldx, 0.f, Y, ldy);
 
@@ -92,10 +98,9 @@ void ssd_scan_chunked(Context& ctx, const ops::SsdScanArgs& a) {
 
         // S <- exp(cs_end) S + sum_s exp(cs_end - cs_s) dt_s x_s B_s^T.
         const float end = cs[q - 1];
-        for (int64_t s = 0; s < q; ++s) {
-          const float w = decay(end - cs[s]) * dt[s * ldt];
-          for (int64_t p = 0; p < P; ++p) Xw[s * P + p] = X[s * ldx + p] * w;
-        }
+        decay_products(end, cs, nullptr, dts, ws, q);
+        for (int64_t s = 0; s < q; ++s)
+          for (int64_t p = 0; p < P; ++p) Xw[s * P + p] = X[s * ldx + p] * ws[s];
         gemm(true, false, P, N, q, 1.f, Xw, P, Bc, ldb, decay(end), S, N);
 
         if (D)

@@ -1,0 +1,106 @@
+// Kernels of vec_math.h, compiled once per Highway target.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/vec_math.cpp"
+// The order matters: foreach_target.h, then highway.h, then the per-target
+// math header.
+// clang-format off
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+// clang-format on
+
+#include "ops/cpu/vec_math.h"
+
+#include <cstring>
+
+HWY_BEFORE_NAMESPACE();
+namespace ssm::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Runs fn(i, count) over [0, n) a full vector at a time; the tail is handled
+// by fn through buffers of one vector (count < lanes).
+template <class D, class Fn>
+HWY_INLINE void for_vectors(D d, int64_t n, const Fn& fn) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) fn(i, L);
+  if (i < n) fn(i, n - i);
+}
+
+// A vector of v[i, i + count), zeros past count.
+template <class D>
+HWY_INLINE hn::Vec<D> load_part(D d, const float* v, int64_t i, int64_t count) {
+  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::LoadU(d, v + i);
+  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
+  std::memcpy(buf, v + i, static_cast<size_t>(count) * sizeof(float));
+  return hn::Load(d, buf);
+}
+
+template <class D>
+HWY_INLINE void store_part(D d, hn::Vec<D> x, float* v, int64_t i, int64_t count) {
+  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::StoreU(x, d, v + i);
+  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
+  hn::Store(x, d, buf);
+  std::memcpy(v + i, buf, static_cast<size_t>(count) * sizeof(float));
+}
+
+void DecayProducts(float top, const float* cs, const float* a, const float* b, float* out,
+                   int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto vtop = hn::Set(d, top), floor = hn::Set(d, -80.f), one = hn::Set(d, 1.f);
+  for_vectors(d, n, [&](int64_t i, int64_t count) {
+    const auto v = hn::Sub(vtop, load_part(d, cs, i, count));
+    const auto e = hn::IfThenZeroElse(hn::Lt(v, floor), hn::Exp(d, v));
+    const auto va = a ? load_part(d, a, i, count) : one;
+    store_part(d, hn::Mul(hn::Mul(va, e), load_part(d, b, i, count)), out, i, count);
+  });
+}
+
+void MulSilu(const float* y, const float* z, float* out, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto one = hn::Set(d, 1.f);
+  for_vectors(d, n, [&](int64_t i, int64_t count) {
+    const auto vz = load_part(d, z, i, count);
+    const auto silu = hn::Div(vz, hn::Add(one, hn::Exp(d, hn::Neg(vz))));
+    store_part(d, hn::Mul(load_part(d, y, i, count), silu), out, i, count);
+  });
+}
+
+double SumSquares(const float* x, int64_t n) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;  // half a vector of floats
+  const int64_t L = static_cast<int64_t>(hn::Lanes(dd));
+  auto s0 = hn::Zero(dd), s1 = hn::Zero(dd);
+  int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    const auto a = hn::PromoteTo(dd, hn::LoadU(df, x + i));
+    const auto b = hn::PromoteTo(dd, hn::LoadU(df, x + i + L));
+    s0 = hn::MulAdd(a, a, s0);
+    s1 = hn::MulAdd(b, b, s1);
+  }
+  double s = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
+  for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+}  // namespace ssm::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ssm::cpu {
+
+HWY_EXPORT(DecayProducts);
+HWY_EXPORT(MulSilu);
+HWY_EXPORT(SumSquares);
+
+void decay_products(float top, const float* cs, const float* a, const float* b, float* out,
+                    int64_t n) {
+  HWY_DYNAMIC_DISPATCH(DecayProducts)(top, cs, a, b, out, n);
+}
+void mul_silu(const float* y, const float* z, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(MulSilu)(y, z, out, n);
+}
+double sum_squares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumSquares)(x, n); }
+
+}  // namespace ssm::cpu
+#endif  // HWY_ONCE

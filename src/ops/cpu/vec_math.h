@@ -1,0 +1,25 @@
+// Vectorised elementwise passes of the scans and the gated norm (Highway,
+// chosen at run time for the CPU), replacing scalar loops whose std::exp
+// calls were a large part of prefill. Every element gets the same lane-wise
+// arithmetic wherever it sits in the run (a short tail goes through a full
+// vector), so a value does not depend on the length of its run.
+#pragma once
+
+#include <cstdint>
+
+namespace ssm::cpu {
+
+// out[s] = a[s] * decay(top - cs[s]) * b[s] for s < n, where decay(v) is
+// exp(v), flushed to 0 below -80 (see ssd_scan.cpp); a null a counts as 1.
+// out may alias a or b.
+void decay_products(float top, const float* cs, const float* a, const float* b, float* out,
+                    int64_t n);
+
+// out[i] = y[i] * SiLU(z[i]), SiLU(x) = x / (1 + exp(-x)); out may alias y
+// or z.
+void mul_silu(const float* y, const float* z, float* out, int64_t n);
+
+// The sum of x[i]^2 in double (vector lanes added at the end).
+double sum_squares(const float* x, int64_t n);
+
+}  // namespace ssm::cpu

@@ -1,0 +1,94 @@
+// Loading an F32 checkpoint into 16- or 8-bit projections keeps the F32
+// weights out of memory: the conversion goes tensor by tensor and releases
+// the pages of each F32 tensor it has read. The peak resident memory of the
+// load (VmHWM, reset just before it) is compared with the F32 bytes: with the
+// F32 mapping left resident it grows by all of them plus the converted copy.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "ssm/io/json.h"
+#include "ssm/io/safetensors.h"
+#include "ssm/model/language_model.h"
+#include "support/temp_dir.h"
+
+namespace ssm {
+namespace {
+
+// A field of /proc/self/status in bytes ("VmHWM", "VmRSS"), or -1.
+int64_t status_bytes(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind(field + ":", 0) == 0)
+      return std::stoll(line.substr(field.size() + 1)) * 1024;  // kB
+  return -1;
+}
+
+// Sets VmHWM back to the current resident size; false where not allowed.
+bool reset_peak() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (!f) return false;
+  f << "5";
+  return static_cast<bool>(f.flush());
+}
+
+// A Mamba-2 of about 90 MB of F32 weights with small random values, its
+// projections' F32 bytes in *projection_bytes.
+void write_model(const std::filesystem::path& dir, int64_t* projection_bytes) {
+  const Json config = Json::parse(R"({"d_model": 512, "n_layer": 12, "vocab_size": 4096,
+    "ssm_cfg": {"layer": "Mamba2", "d_state": 64, "headdim": 64, "expand": 2},
+    "rms_norm": true, "residual_in_fp32": true, "fused_add_norm": true, "tie_embeddings": true})");
+  testing::write_bytes(dir / "config.json", config.dump());
+  LanguageModel model(parse_model_config(config, "test config"));
+  NamedTensors tensors;
+  uint32_t seed = 12345;
+  *projection_bytes = 0;
+  model.for_each_param([&](const std::string& name, Param& p) {
+    Tensor t = Tensor::empty(DType::kF32, p.shape);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      t.data<float>()[i] = (static_cast<float>(seed >> 8) / 16777216.f - 0.5f) * 0.1f;
+    }
+    if (p.role == ParamRole::kWeight && p.shape.size() == 2)
+      *projection_bytes += static_cast<int64_t>(t.nbytes());
+    tensors.emplace_back(name, std::move(t));
+  });
+  save_safetensors(dir / "model.safetensors", tensors);
+}
+
+class LoadMemory : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LoadMemory, ConvertedLoadDoesNotKeepTheF32Weights) {
+  const DType dtype = GetParam();
+  testing::TempDir dir;
+  int64_t f32_bytes = 0;
+  write_model(dir.path(), &f32_bytes);
+  if (!reset_peak() || status_bytes("VmHWM") < 0)
+    GTEST_SKIP() << "no /proc/self/clear_refs to reset VmHWM";
+  const int64_t before = status_bytes("VmRSS");
+  int64_t converted_bytes = 0;
+  {
+    LanguageModel model = LanguageModel::load(dir.path(), {.weights = dtype});
+    model.for_each_param([&](const std::string&, Param& p) {
+      if (p.value.dtype() == dtype) converted_bytes += static_cast<int64_t>(p.value.nbytes());
+    });
+  }
+  const int64_t growth = status_bytes("VmHWM") - before;
+  ASSERT_GT(converted_bytes, 0);
+  // With the F32 pages resident the growth is f32_bytes + converted_bytes
+  // (at least f32_bytes, however the allocator reuses memory); released, it
+  // is the converted weights plus one F32 tensor and small ones.
+  EXPECT_LT(growth, converted_bytes + f32_bytes / 4)
+      << "peak grew by " << growth << " bytes loading " << f32_bytes << " F32 bytes into "
+      << converted_bytes << " bytes of " << dtype_name(dtype);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, LoadMemory, ::testing::Values(DType::kBF16, DType::kQ8),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
+
+}  // namespace
+}  // namespace ssm
