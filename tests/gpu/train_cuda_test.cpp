@@ -1,7 +1,9 @@
-// Training on the GPU (label gpu): the golden Mamba-2 gradients hold on
-// cuda, 100 F32 training steps from one seed give the same losses on the CPU
-// and the GPU (1e-4 relative, step by step), and a checkpoint written on
-// either device resumes on the other, continuing the same run.
+// Training on the GPU (label gpu): the golden gradients (Mamba-2, Mamba-3
+// SISO and MIMO, the Mamba-3 + attention hybrid) hold on cuda, 100 F32
+// training steps from one seed give the same losses on the CPU and the GPU
+// (1e-4 relative, step by step) for a tiny Mamba-2, Mamba-3 SISO, Mamba-3
+// MIMO and hybrid with attention, and a checkpoint written on either device
+// resumes on the other, continuing the same run.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -47,7 +49,8 @@ TEST_P(GpuGoldenGrad, LossAndEveryGradientMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuGoldenGrad,
-                         ::testing::Values("mamba2_hf_tiny", "mamba2_ssm_tiny"));
+                         ::testing::Values("mamba2_hf_tiny", "mamba2_ssm_tiny", "mamba3_siso_tiny",
+                                           "mamba3_mimo_tiny", "hybrid_tiny"));
 
 TrainOptions options(int64_t steps) {
   return TrainOptions{.steps = steps,
@@ -84,15 +87,56 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
     EXPECT_NEAR(got[i], want[i], rel * std::abs(want[i])) << "step " << i + 1;
 }
 
-TEST(GpuTraining, HundredStepsAgreeWithTheCpu) {
+// Tiny models of each mixer kind training runs through: tiny_config's
+// Mamba-2, and Mamba-3 SISO, MIMO (rank 2, two groups, the output norm) and
+// a hybrid (Mamba-3, grouped-query attention with partial rotary, MLPs).
+ModelConfig tiny_kind_config(const std::string& kind) {
+  if (kind == "mamba2") return testing::tiny_config();
+  const bool mimo = kind == "mamba3_mimo", hybrid = kind == "hybrid";
+  Json ssm = {{"layer", "Mamba3"}, {"d_state", 8},           {"headdim", 8},
+              {"expand", 2},       {"chunk_size", 8},        {"rope_fraction", 0.5},
+              {"is_mimo", mimo},   {"is_outproj_norm", mimo}};
+  if (mimo) {
+    ssm["mimo_rank"] = 2;
+    ssm["ngroups"] = 2;
+  }
+  const Json j = {{"d_model", 32},
+                  {"n_layer", hybrid ? 3 : 2},
+                  {"vocab_size", 64},
+                  {"pad_vocab_size_multiple", 8},
+                  {"d_intermediate", hybrid ? 64 : 0},
+                  {"ssm_cfg", ssm},
+                  {"tie_embeddings", true},
+                  {"attn_layer_idx", hybrid ? Json::array({1}) : Json::array()},
+                  {"attn_cfg", hybrid ? Json{{"causal", true},
+                                             {"head_dim", 8},
+                                             {"num_heads", 4},
+                                             {"num_heads_kv", 2},
+                                             {"rotary_emb_dim", 4}}
+                                      : Json::object()}};
+  return parse_model_config(j, "tiny " + kind + " test config");
+}
+
+LanguageModel tiny_kind_model(const std::string& kind, uint64_t seed) {
+  LanguageModel m(tiny_kind_config(kind));
+  initialize_model(m, seed);
+  return m;
+}
+
+class GpuTrainingKinds : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuTrainingKinds, HundredStepsAgreeWithTheCpu) {
   const auto tokens = testing::tiny_tokens(20000);
   const TrainOptions o = options(100);
-  LanguageModel cpu = testing::tiny_model(11), gpu = testing::tiny_model(11);
+  LanguageModel cpu = tiny_kind_model(GetParam(), 11), gpu = tiny_kind_model(GetParam(), 11);
   const std::vector<double> want = run(cpu, tokens, o, "cpu", 100);
   const std::vector<double> got = run(gpu, tokens, o, "cuda", 100);
   expect_close(got, want, 1e-4);
   EXPECT_LT(got.back(), 0.7 * got.front());  // and it learns
 }
+
+INSTANTIATE_TEST_SUITE_P(Kinds, GpuTrainingKinds,
+                         ::testing::Values("mamba2", "mamba3_siso", "mamba3_mimo", "hybrid"));
 
 // Mixed precision (products on bf16 tensor cores, F32 weights and
 // moments): the loss curve stays within 2% of the F32 one, step by step.

@@ -13,5 +13,7 @@ void add_mixer_kernels(OpTable& t);        // mixer_ops.cpp: norms, embedding, c
 void add_mamba3_kernels(OpTable& t);       // mamba3_ops.cpp: prepare, scan, output (forward)
 void add_hybrid_kernels(OpTable& t);       // hybrid_ops.cpp: relu^2, selective scan, MoE, attention
 void add_train_kernels(OpTable& t);        // train_ops.cpp: backward ops, head loss, AdamW
+// mamba3_attention_backward_ops.cpp (called by add_train_kernels)
+void add_mamba3_attention_backward_kernels(OpTable& t);
 
 }  // namespace ssm::cuda

@@ -1,0 +1,140 @@
+// A small CPU emulator of CUDA blocks, for checking a kernel's logic on a
+// machine without a GPU (scripts/cuda-emulate/run.sh): every thread of a
+// block is a fiber (ucontext) of one OS thread, __syncthreads and the warp
+// shuffles are barriers that yield to a round-robin scheduler, shared
+// memory starts as NaN bytes. Blocks run one after another. It checks
+// indices, barriers and reductions, not CUDA's memory model or speed.
+#pragma once
+#include <cuda_runtime_api.h>  // dim3, uint3, cudaStream_t (host header)
+#include <ucontext.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <vector>
+using std::max;
+using std::min;
+
+namespace emu {
+// Every CUDA thread of a block is a fiber (ucontext) of one OS thread;
+// barriers yield to a round-robin scheduler. Blocks run one after another.
+struct Barrier {
+  unsigned expected = 0, count = 0, gen = 0;
+};
+struct Fiber {
+  ucontext_t ctx;
+  bool done = false;
+};
+inline std::vector<std::vector<char>>& stacks() {
+  static std::vector<std::vector<char>> s;
+  return s;
+}
+inline uint3 t_thread, t_block;
+inline dim3 t_bdim, t_gdim;
+struct Block {
+  std::vector<Fiber> fibers;
+  Barrier bar;
+  std::vector<Barrier> warp_bar;
+  std::vector<std::array<uint64_t, 32>> slots;
+  std::vector<char> dyn;
+  ucontext_t main;
+  unsigned cur = 0;
+  std::function<void()> task;
+};
+inline Block* g_block = nullptr;
+inline void* dyn_smem() { return g_block->dyn.data(); }
+inline void yield() { swapcontext(&g_block->fibers[g_block->cur].ctx, &g_block->main); }
+inline void arrive_and_wait(Barrier& b) {
+  const unsigned gen = b.gen;
+  if (++b.count == b.expected) {
+    b.count = 0;
+    ++b.gen;
+    return;
+  }
+  while (b.gen == gen) yield();
+}
+inline void drop(Barrier& b) {
+  --b.expected;
+  if (b.count > 0 && b.count == b.expected) {
+    b.count = 0;
+    ++b.gen;
+  }
+}
+inline void fiber_entry() {
+  g_block->task();
+  drop(g_block->bar);
+  drop(g_block->warp_bar[g_block->cur / 32]);
+  g_block->fibers[g_block->cur].done = true;
+  swapcontext(&g_block->fibers[g_block->cur].ctx, &g_block->main);
+}
+template <typename F>
+void launch(F f, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t = nullptr) {
+  const unsigned n = block.x * block.y * block.z;
+  for (unsigned by = 0; by < grid.y; ++by)
+    for (unsigned bx = 0; bx < grid.x; ++bx) {
+      Block b;
+      b.task = [&] { f(); };
+      b.bar.expected = n;
+      const unsigned warps = (n + 31) / 32;
+      b.warp_bar.resize(warps);
+      for (unsigned w = 0; w < warps; ++w) b.warp_bar[w].expected = std::min(32u, n - 32 * w);
+      b.slots.resize(warps);
+      b.dyn.resize(smem + 16);
+      std::fill(b.dyn.begin(), b.dyn.end(), static_cast<char>(0xff));  // NaN bytes
+      b.fibers.resize(n);
+      g_block = &b;
+      for (unsigned t = 0; t < n; ++t) {
+        Fiber& fb = b.fibers[t];
+        if (stacks().size() <= t) stacks().emplace_back(128 * 1024);
+        getcontext(&fb.ctx);
+        fb.ctx.uc_stack.ss_sp = stacks()[t].data();
+        fb.ctx.uc_stack.ss_size = stacks()[t].size();
+        fb.ctx.uc_link = nullptr;
+        makecontext(&fb.ctx, fiber_entry, 0);
+      }
+      t_block = uint3{bx, by, 0};
+      t_bdim = block;
+      t_gdim = grid;
+      for (bool any = true; any;) {
+        any = false;
+        for (unsigned t = 0; t < n; ++t) {
+          if (b.fibers[t].done) continue;
+          any = true;
+          b.cur = t;
+          t_thread = uint3{t, 0, 0};
+          swapcontext(&b.main, &b.fibers[t].ctx);
+        }
+      }
+      g_block = nullptr;
+    }
+}
+inline void syncthreads() { arrive_and_wait(g_block->bar); }
+template <typename T>
+T shfl_xor(unsigned, T v, int o) {
+  const unsigned lane = t_thread.x % 32, w = t_thread.x / 32;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  g_block->slots[w][lane] = bits;
+  arrive_and_wait(g_block->warp_bar[w]);
+  const uint64_t other = g_block->slots[w][lane ^ static_cast<unsigned>(o)];
+  arrive_and_wait(g_block->warp_bar[w]);
+  T r;
+  std::memcpy(&r, &other, sizeof(T));
+  return r;
+}
+}  // namespace emu
+#define threadIdx emu::t_thread
+#define blockIdx emu::t_block
+#define blockDim emu::t_bdim
+#define gridDim emu::t_gdim
+#define __syncthreads() emu::syncthreads()
+#define __shfl_xor_sync(m, v, o) emu::shfl_xor(m, v, o)
+#undef __global__
+#define __global__
+#undef __device__
+#define __device__ inline
+#define __launch_bounds__(x)
+#define cudaFuncSetAttribute(...) ((void)0)

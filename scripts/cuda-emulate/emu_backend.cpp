@@ -1,0 +1,45 @@
+// The "cuda" backend of the CPU emulator (run.sh): host memory, ref's op
+// table with the entries of mamba3_attention_backward_ops.cpp (their
+// kernels emulated), and stand-ins for the runtime's stream and checks.
+#include "ops/backend_registry.h"
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/launch_train.h"
+#include "ops/cuda/runtime.h"
+#include "ssm/ops/op_table.h"
+
+namespace ssm {
+namespace cuda {
+CudaResources& resources(Context&) {
+  alignas(64) static char buf[sizeof(CudaResources)] = {};
+  return *reinterpret_cast<CudaResources*>(buf);
+}
+void check_launch(const char*) {}
+void check(cudaError_t, const char*) {}
+void launch_column_sums(ConstRows src, float* dst, cudaStream_t) {
+  for (int64_t c = 0; c < src.cols; ++c) {
+    float acc = 0;
+    for (int64_t r = 0; r < src.rows; ++r) acc += src.p[r * src.stride + c];
+    dst[c] += acc;
+  }
+}
+}  // namespace cuda
+namespace {
+class EmuBackend : public Backend {
+ public:
+  EmuBackend() {
+    table_ = ref_backend().ops();
+    cuda::add_mamba3_attention_backward_kernels(table_);
+  }
+  std::string_view name() const override { return "cuda"; }
+  Device device() const override { return Device::host(); }
+  const OpTable& ops() const override { return table_; }
+
+ private:
+  OpTable table_;
+};
+}  // namespace
+const Backend* cuda_backend_if_built() {
+  static const EmuBackend b;
+  return &b;
+}
+}  // namespace ssm

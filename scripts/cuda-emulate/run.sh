@@ -1,0 +1,49 @@
+#!/bin/bash
+# Runs cuda kernels on the CPU, without a GPU: the .cu files of the Mamba-3
+# and attention backward ops rewritten for emu.h, their host side
+# (mamba3_attention_backward_ops.cpp) and the op tests of tests/ops built
+# with SSM_GPU_TESTS=1 against a "cuda" backend on the host (emu_backend.cpp):
+# each op against ref as on the GPU. Slow (a fiber per CUDA thread); for
+# checking a kernel's logic before spending device time on it.
+#
+#   scripts/cuda-emulate/run.sh [WORK_DIR] [gtest filter]
+#
+# Needs the default build's libraries (scripts/build.sh: build/) and the
+# CUDA toolkit's headers (/usr/local/cuda/include), no GPU. TRAIN=1 also
+# builds tests/gpu/train_cuda_test.cpp (CPU-vs-"GPU" training curves).
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=${1:-/tmp/ssm-cuda-emulate}
+FILTER=${2:-'Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*'}
+HERE=$SRC/scripts/cuda-emulate
+B=$SRC/build
+mkdir -p "$WORK"
+cd "$WORK"
+CXX=${CXX:-g++}
+FLAGS="-std=c++20 -O2 -g -pthread -I$SRC/src -I$SRC/include -I$SRC/tests -I$HERE -isystem /usr/local/cuda/include -DSSM_GPU_TESTS=1 -DSSM_GOLDEN_DIR=\"$SRC/tests/golden\""
+kernels="mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention_backward"
+objs=""
+for k in $kernels; do
+  python3 "$HERE/transform.py" "$SRC/src/ops/cuda/$k.cu" "$k.cpp"
+  $CXX $FLAGS -c "$k.cpp" -o "$k.o"
+  objs="$objs $k.o"
+done
+for f in "$HERE/emu_backend.cpp" "$SRC/src/ops/cuda/mamba3_attention_backward_ops.cpp"; do
+  o=$(basename "$f" .cpp).o
+  $CXX $FLAGS -c "$f" -o "$o"
+  objs="$objs $o"
+done
+libs="$B/libssm_ops.a $B/libssm_tensor.a $B/libssm_core.a -lopenblas -lhwy -lgtest -lgtest_main"
+tests=""
+for t in mamba3_scan_backward_test mamba3_output_test mamba3_prepare_test attention_backward_test; do
+  $CXX $FLAGS -c "$SRC/tests/ops/$t.cpp" -o "$t.o"
+  tests="$tests $t.o"
+done
+$CXX -pthread -o emu_op_tests $objs $tests $libs
+./emu_op_tests --gtest_filter="$FILTER"
+if [ "${TRAIN:-0}" = 1 ]; then
+  $CXX $FLAGS -c "$SRC/tests/gpu/train_cuda_test.cpp" -o train_cuda_test.o
+  $CXX -pthread -o emu_train_tests train_cuda_test.o $objs $B/libssm_train.a $B/libssm_model.a \
+    $B/libssm_layers.a $B/libssm_io.a $libs -lzip -lz
+  ./emu_train_tests --gtest_filter='Kinds/GpuTrainingKinds.*'
+fi

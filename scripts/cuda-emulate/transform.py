@@ -1,0 +1,15 @@
+# Rewrites a .cu file of src/ops/cuda into C++ for the CPU emulator
+# (emu.h): extern shared arrays point at the block's dynamic shared memory,
+# static shared arrays become function statics (blocks run one at a time),
+# kernel<<<grid, block, smem, stream>>>(args) becomes emu::launch(...).
+# Usage: transform.py IN.cu OUT.cpp
+import re, sys
+src = open(sys.argv[1]).read()
+src = re.sub(r'#include "ops/cuda/', '#include "ops/cuda/', src)
+src = '#include "emu.h"\n' + src
+src = re.sub(r'extern __shared__ (\w+) (\w+)\[\];', r'\1* \2 = reinterpret_cast<\1*>(emu::dyn_smem());', src)
+src = src.replace('__shared__', 'static')
+def repl(m):
+    return 'emu::launch([&] { %s(%s); }, %s);' % (m.group(1), m.group(3), m.group(2))
+src = re.sub(r'(\w+(?:<\d+>)?)<<<(.*?)>>>\((.*?)\);', repl, src, flags=re.S)
+open(sys.argv[2], 'w').write(src)

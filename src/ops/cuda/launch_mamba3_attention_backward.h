@@ -1,0 +1,89 @@
+// The launchers of the Mamba-3 and attention backward ops on the GPU, in
+// plain types like launch.h. As in launch_train.h every reduction has a
+// fixed order (no atomics): a parameter's gradient is built from per-row
+// contributions written to scratch, then summed by launch_sum_rows.
+#pragma once
+
+#include "ops/cuda/launch_train.h"
+
+namespace ssm::cuda {
+
+// dst[c] += sum over the rows of src, in a fixed order: kPartialRows
+// contiguous row ranges first (partial: kPartialRows x src.cols of scratch,
+// written here), then those partial rows in order.
+void launch_sum_rows(ConstRows src, float* partial, float* dst, cudaStream_t s);
+
+// mamba3_output backward (ops/mamba3.h). The parameter gradients' per-row
+// contributions (each may be null: not wanted): cz and co (B*L rows of
+// H*R*P, for mimo_z and mimo_o), cn (B*L rows of H*P, for norm).
+struct Mamba3OutputBackwardLaunch {
+  int64_t B = 0, L = 0, H = 0, R = 1, P = 0;
+  const float* o = nullptr;                                           // (B, H, L, R, P)
+  ConstRows z, dy;                                                    // B*L rows of H*P
+  const float *mimo_z = nullptr, *mimo_o = nullptr, *norm = nullptr;  // each may be null
+  float norm_eps = 0;
+  float* d_o = nullptr;  // (B, H, L, R, P), written
+  Rows dz;               // B*L rows of H*P, written
+  float *cz = nullptr, *co = nullptr, *cn = nullptr;
+};
+void launch_mamba3_output_backward(const Mamba3OutputBackwardLaunch& a, cudaStream_t s);
+
+// mamba3_scan backward: the recurrence walked back in time, a block per
+// (b, h), states recomputed from checkpoints every kMamba3BackwardChunk steps.
+inline constexpr int64_t kMamba3BackwardChunk = 64;
+struct Mamba3ScanBackwardLaunch {
+  int64_t B = 0, H = 0, L = 0, R = 1, N = 0, P = 0;
+  const float *q = nullptr, *k = nullptr, *v = nullptr;              // (B, H, L, R, .)
+  const float *dt = nullptr, *A = nullptr, *lam = nullptr;           // (B, H, L)
+  const float* D = nullptr;                                          // (H) or null
+  const float *ssm = nullptr, *k_prev = nullptr, *v_prev = nullptr;  // all or none
+  const float* d_o = nullptr;                                        // (B, H, L, R, P)
+  float *dq = nullptr, *dk = nullptr, *dv = nullptr;                 // written
+  float *ddt = nullptr, *dA = nullptr, *dlam = nullptr;              // written
+  float* dD = nullptr;                                               // (H) accumulated, or null
+  // Scratch: checkpoints (B*H*chunks*P*N) and the states of one chunk
+  // (B*H*(kMamba3BackwardChunk+1)*P*N).
+  float *checkpoints = nullptr, *chunk_states = nullptr;
+};
+// Shared memory of the backward kernel (bytes), for the host's check.
+int64_t mamba3_scan_backward_smem(int64_t P, int64_t N);
+void launch_mamba3_scan_backward(const Mamba3ScanBackwardLaunch& a, cudaStream_t s);
+
+// mamba3_prepare backward. dq and dk are un-rotated in place.
+struct Mamba3PrepareBackwardLaunch {
+  int64_t B = 0, L = 0, H = 0, P = 0, N = 0, G = 1, R = 1, S = 0;
+  bool halves = false;
+  float A_floor = 0, norm_eps = 0;
+  ConstRows x, Bm, C, ddt_in, ddA, trap, ang;  // the forward's inputs, B*L rows
+  const float *dt_bias = nullptr, *B_norm = nullptr, *C_norm = nullptr, *mimo_x = nullptr;
+  const float *q = nullptr, *k = nullptr, *phases = nullptr;  // the forward's outputs
+  float *dq = nullptr, *dk = nullptr;                         // read, then un-rotated
+  const float *dv = nullptr, *ddt = nullptr, *dA = nullptr, *dlam = nullptr;
+  Rows dx, dB, dC, dddt, dddA, dtrap, dang;  // written
+  // Scratch: dphase (B*H*L*S).
+  float* dphase = nullptr;
+  // Per-row contributions of the parameter gradients, null when not wanted:
+  // cBn, cCn (B*L*R*G rows of N), cBb, cCb (B*L rows of H*R*N), cmx (B*L
+  // rows of H*R*P).
+  float *cBn = nullptr, *cCn = nullptr, *cBb = nullptr, *cCb = nullptr, *cmx = nullptr;
+};
+void launch_mamba3_prepare_backward(const Mamba3PrepareBackwardLaunch& a, cudaStream_t s);
+
+// attention backward (ops/attention.h), fresh sequences; stats: scratch of
+// 3 B H L floats (each query's score maximum, 1 / softmax sum, rowsum(dO o O)).
+struct AttentionBackwardLaunch {
+  int64_t B = 0, L = 0, H = 0, Hkv = 0, hd = 0;
+  float scale = 1.f;
+  ConstRows q, out, dout;                  // B*L rows, head h at columns h*hd
+  const float *k = nullptr, *v = nullptr;  // (B, Hkv, L, hd)
+  Rows dq, dk, dv;                         // B*L rows
+  float* stats = nullptr;
+};
+void launch_attention_backward(const AttentionBackwardLaunch& a, cudaStream_t s);
+
+// rope_backward: dq (B*L rows, H heads) and dk (Hkv heads) rotated back by
+// -position * inv_freq on their pairs (i, i + half), position = row % L.
+void launch_rope_backward(Rows dq, Rows dk, int64_t L, int64_t H, int64_t Hkv, int64_t hd,
+                          const float* inv_freq, int64_t half, cudaStream_t s);
+
+}  // namespace ssm::cuda

@@ -1,0 +1,207 @@
+// mamba3_prepare backward on the GPU, the stages of
+// ref/mamba3_prepare_backward.cpp as simple kernels on the op's stream:
+//   unrotate  a thread per (step, angle): dq and dk rotated back in place,
+//             the angle's gradient of the step into dphase;
+//   cumsum    a thread per (b, h, angle): dphase summed over t' >= t (the
+//             phase is a running sum), in double;
+//   steps     a thread per (b, h, t): dt (its own gradient and the phase's),
+//             A under its floor, lam;
+//   rates     a thread per (row, angle): the angle rates' gradient, summed
+//             over the heads in order;
+//   norms     a warp per (row, rank, group, B or C): the heads' dk (dq)
+//             summed, then RMSNorm's backward;
+//   biases / v  a thread per element: per-row contributions of the biases
+//             and mimo_x, and dx.
+// Parameter gradients leave per-row contributions (launch_sum_rows sums
+// them in a fixed order): no atomics, results repeat bit for bit.
+#include <algorithm>
+
+#include "ops/cuda/launch_mamba3_attention_backward.h"
+
+namespace ssm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr float kPi = 3.14159265358979323846f;
+
+__device__ float softplus_of(float x) {
+  return x > 20.f ? x : (x < -20.f ? expf(x) : log1pf(expf(x)));
+}
+__device__ float sigmoid_of(float x) {
+  return x >= 0.f ? 1.f / (1.f + expf(-x)) : expf(x) / (1.f + expf(x));
+}
+__device__ float heavy_tail(float v) { return v >= 0.f ? 1.f + v : 1.f / (1.f - v); }
+__device__ float heavy_tail_grad(float v) { return v >= 0.f ? 1.f : 1.f / ((1.f - v) * (1.f - v)); }
+
+__device__ float at(const ConstRows& m, int64_t row, int64_t col) {
+  return m.p[row * m.stride + col];
+}
+__device__ float& at(const Rows& m, int64_t row, int64_t col) { return m.p[row * m.stride + col]; }
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+// The pair (i0, i1) that angle j turns.
+__device__ void pair_of(bool halves, int64_t N, int64_t j, int64_t& i0, int64_t& i1) {
+  i0 = halves ? j : 2 * j;
+  i1 = halves ? j + N / 2 : 2 * j + 1;
+}
+
+__global__ void unrotate_kernel(Mamba3PrepareBackwardLaunch a) {
+  const int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (u >= a.B * a.H * a.L * a.S) return;
+  const int64_t step = u / a.S, j = u % a.S, RN = a.R * a.N;
+  int64_t i0, i1;
+  pair_of(a.halves, a.N, j, i0, i1);
+  double sn, cs;
+  sincos(static_cast<double>(a.phases[u]), &sn, &cs);
+  const float c = static_cast<float>(cs), s = static_cast<float>(sn);
+  float dphase = 0.f;
+  for (int64_t r = 0; r < a.R; ++r)
+    for (int which = 0; which < 2; ++which) {
+      const int64_t at0 = step * RN + r * a.N;
+      const float* y = (which == 0 ? a.q : a.k) + at0;
+      float* dy = (which == 0 ? a.dq : a.dk) + at0;
+      // y = rotate(x): dx = rotate back(dy); d angle = dy1 y0 - dy0 y1.
+      const float da = dy[i0], db = dy[i1];
+      dphase += db * y[i0] - da * y[i1];
+      dy[i0] = da * c + db * s;
+      dy[i1] = -da * s + db * c;
+    }
+  a.dphase[u] = dphase;
+}
+
+__global__ void cumsum_kernel(Mamba3PrepareBackwardLaunch a) {
+  const int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (u >= a.B * a.H * a.S) return;
+  const int64_t bh = u / a.S, j = u % a.S;
+  float* d = a.dphase + bh * a.L * a.S + j;
+  double acc = 0;
+  for (int64_t t = a.L - 1; t >= 0; --t) {
+    acc += d[t * a.S];
+    d[t * a.S] = static_cast<float>(acc);
+  }
+}
+
+__global__ void steps_kernel(Mamba3PrepareBackwardLaunch a) {
+  const int64_t step = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (step >= a.B * a.H * a.L) return;
+  const int64_t bh = step / a.L, t = step % a.L, b = bh / a.H, h = bh % a.H, row = b * a.L + t;
+  const float pre = at(a.ddt_in, row, h) + a.dt_bias[h];
+  float grad_dt = a.ddt[step];
+  for (int64_t j = 0; j < a.S; ++j)
+    grad_dt += a.dphase[step * a.S + j] * (kPi * tanhf(at(a.ang, row, j)));
+  at(a.dddt, row, h) = grad_dt * sigmoid_of(pre);
+  // A = min(-f(ddA), -A_floor): no gradient where the floor wins.
+  const float v = at(a.ddA, row, h);
+  const bool floored = -heavy_tail(v) >= -a.A_floor;
+  at(a.dddA, row, h) = floored ? 0.f : -a.dA[step] * heavy_tail_grad(v);
+  const float lam = sigmoid_of(at(a.trap, row, h));
+  at(a.dtrap, row, h) = a.dlam[step] * lam * (1.f - lam);
+}
+
+// The rate of angle j is shared by the heads: its gradient sums
+// dphase dt over them, in head order.
+__global__ void rates_kernel(Mamba3PrepareBackwardLaunch a) {
+  const int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (u >= a.B * a.L * a.S) return;
+  const int64_t row = u / a.S, j = u % a.S, b = row / a.L, t = row % a.L;
+  float drate = 0.f;
+  for (int64_t h = 0; h < a.H; ++h) {
+    const int64_t step = (b * a.H + h) * a.L + t;
+    drate += a.dphase[step * a.S + j] * softplus_of(at(a.ddt_in, row, h) + a.dt_bias[h]);
+  }
+  const float th = tanhf(at(a.ang, row, j));
+  at(a.dang, row, j) = drate * kPi * (1.f - th * th);
+}
+
+// Warp per (row, r, group, B or C): dn = the un-rotated gradient of k (or q)
+// summed over the group's heads; out = x s w: dx = s w dn - x s^3 sum(x w dn) / N,
+// and the weight's contribution dn x s.
+__global__ void norms_kernel(Mamba3PrepareBackwardLaunch a) {
+  const int64_t RG = a.R * a.G;
+  const int64_t warp = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (warp >= a.B * a.L * RG * 2) return;  // the whole warp: the shuffles see all lanes
+  const bool isB = warp % 2 == 0;
+  const int64_t unit = warp / 2, row = unit / RG, rg = unit % RG, r = rg / a.G, grp = rg % a.G;
+  const int64_t b = row / a.L, t = row % a.L, N = a.N, per = a.H / a.G;
+  const ConstRows& src = isB ? a.Bm : a.C;
+  const Rows& dsrc = isB ? a.dB : a.dC;
+  const float* w = isB ? a.B_norm : a.C_norm;
+  const float* g = isB ? a.dk : a.dq;
+  const float* x = src.p + row * src.stride + rg * N;
+  float* dx = dsrc.p + row * dsrc.stride + rg * N;
+  float* contrib = isB ? a.cBn : a.cCn;
+  if (contrib) contrib += (row * RG + rg) * N;
+  auto dn_of = [&](int64_t n) {
+    float s = 0.f;
+    for (int64_t h = grp * per; h < (grp + 1) * per; ++h)
+      s += g[(((b * a.H + h) * a.L + t) * a.R + r) * N + n];
+    return s;
+  };
+  double ss = 0, dot = 0;  // in double, like the forward's norm
+  for (int64_t n = lane; n < N; n += 32) {
+    ss += static_cast<double>(x[n]) * x[n];
+    dot += static_cast<double>(x[n]) * w[n] * dn_of(n);
+  }
+  for (int m = 16; m > 0; m /= 2) {
+    ss += __shfl_xor_sync(0xffffffffu, ss, m);
+    dot += __shfl_xor_sync(0xffffffffu, dot, m);
+  }
+  const double sd = 1.0 / sqrt(ss / static_cast<double>(N) + a.norm_eps);
+  const float s = static_cast<float>(sd);
+  const float k = static_cast<float>(dot * sd * sd * sd / static_cast<double>(N));
+  for (int64_t n = lane; n < N; n += 32) {
+    const float dn = dn_of(n);
+    dx[n] = s * w[n] * dn - x[n] * k;
+    if (contrib) contrib[n] = dn * x[n] * s;
+  }
+}
+
+// Thread per (row, h, i < R N): the biases' contributions (k = normed B + B_bias).
+__global__ void bias_kernel(Mamba3PrepareBackwardLaunch a) {
+  const int64_t RN = a.R * a.N, HRN = a.H * RN;
+  const int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (u >= a.B * a.L * HRN) return;
+  const int64_t row = u / HRN, e = u % HRN, h = e / RN, i = e % RN;
+  const int64_t b = row / a.L, t = row % a.L, at0 = ((b * a.H + h) * a.L + t) * RN + i;
+  if (a.cBb) a.cBb[u] = a.dk[at0];
+  if (a.cCb) a.cCb[u] = a.dq[at0];
+}
+
+// Thread per (row, h, p): v = x mimo_x, so dx = sum_r dv mimo_x and mimo_x's
+// contribution dv x.
+__global__ void v_kernel(Mamba3PrepareBackwardLaunch a) {
+  const int64_t HP = a.H * a.P;
+  const int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (u >= a.B * a.L * HP) return;
+  const int64_t row = u / HP, e = u % HP, h = e / a.P, p = e % a.P;
+  const int64_t b = row / a.L, t = row % a.L, step = (b * a.H + h) * a.L + t;
+  const float xv = at(a.x, row, e);
+  float sum = 0.f;
+  for (int64_t r = 0; r < a.R; ++r) {
+    const float gv = a.dv[(step * a.R + r) * a.P + p];
+    const int64_t m = (h * a.R + r) * a.P + p;
+    sum += a.mimo_x ? gv * a.mimo_x[m] : gv;
+    if (a.cmx) a.cmx[row * a.H * a.R * a.P + m] = gv * xv;
+  }
+  at(a.dx, row, e) = sum;
+}
+
+}  // namespace
+
+void launch_mamba3_prepare_backward(const Mamba3PrepareBackwardLaunch& a, cudaStream_t s) {
+  if (a.B * a.L == 0) return;
+  const int64_t steps = a.B * a.H * a.L;
+  if (a.S > 0) {
+    unrotate_kernel<<<blocks_for(steps * a.S), kThreads, 0, s>>>(a);
+    cumsum_kernel<<<blocks_for(a.B * a.H * a.S), kThreads, 0, s>>>(a);
+    rates_kernel<<<blocks_for(a.B * a.L * a.S), kThreads, 0, s>>>(a);
+  }
+  steps_kernel<<<blocks_for(steps), kThreads, 0, s>>>(a);
+  norms_kernel<<<blocks_for(a.B * a.L * a.R * a.G * 2 * 32), kThreads, 0, s>>>(a);
+  if (a.cBb || a.cCb) bias_kernel<<<blocks_for(a.B * a.L * a.H * a.R * a.N), kThreads, 0, s>>>(a);
+  v_kernel<<<blocks_for(a.B * a.L * a.H * a.P), kThreads, 0, s>>>(a);
+}
+
+}  // namespace ssm::cuda
