@@ -92,7 +92,10 @@ Group Group::rendezvous(const LaunchEnv& env, std::string& blob,
     if (rc <= 0) continue;
     if (fds[0].revents) {
       const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) unnamed.push_back(std::make_unique<Socket>(fd));
+      if (fd >= 0) {
+        no_delay(fd);
+        unnamed.push_back(std::make_unique<Socket>(fd));
+      }
     }
     for (size_t i = fds.size() - 1; i >= 1; --i) {
       if (!fds[i].revents) continue;
@@ -125,7 +128,20 @@ Group Group::rendezvous(const LaunchEnv& env, std::string& blob,
 
 void Group::fail(const std::string& message) {
   for (const auto& p : peers_)
-    if (p && p->valid()) send_message(p->fd(), Kind::kAbort, message.data(), message.size());
+    if (p && p->valid()) {
+      send_message(p->fd(), Kind::kAbort, message.data(), message.size());
+      ::shutdown(p->fd(), SHUT_WR);
+    }
+  // Closing a socket with unread data resets the connection, and a reset
+  // can drop the message just sent: read until each peer has gone (it
+  // exits on the message), for a short while at most.
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(2);
+  for (const auto& p : peers_) {
+    if (!p || !p->valid()) continue;
+    char buf[4096];
+    while (wait_readable(p->fd(), deadline) == Wait::kReady && ::recv(p->fd(), buf, sizeof buf, 0) > 0) {
+    }
+  }
   throw Error(message);
 }
 

@@ -31,12 +31,12 @@ int ms_until(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
 }
 
+}  // namespace
+
 void no_delay(int fd) {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
-
-}  // namespace
 
 Socket::~Socket() { close(); }
 

@@ -28,6 +28,9 @@ class Socket {
   int fd_ = -1;
 };
 
+// Small messages go out at once (no Nagle delay against delayed ACKs).
+void no_delay(int fd);
+
 // Listens on every address at port (0: any free port).
 Socket listen_on(int port);
 int local_port(const Socket& s);
