@@ -52,7 +52,9 @@ Group Group::rendezvous(const LaunchEnv& env, std::string& blob,
     std::string payload;
     if (!send_message(root->fd(), Kind::kHello, &hello, sizeof hello))
       throw Error(cat("rank ", g.rank_, ": rank 0 at ", g.where_, " closed the connection"));
-    if (wait_readable(root->fd(), deadline) == Wait::kTimeout)
+    // Rank 0's own timeout decides, and it names the missing ranks: wait a
+    // little longer than it for its word.
+    if (wait_readable(root->fd(), deadline + std::chrono::seconds(5)) == Wait::kTimeout)
       throw Error(cat("rank ", g.rank_, ": rendezvous at ", g.where_, " timed out after ",
                       seconds(timeout), ": rank 0 never answered (not every rank arrived?)"));
     if (!recv_message(root->fd(), kind, payload))
