@@ -101,6 +101,11 @@ void Rank::attach(Trainer& trainer, Context& ctx) {
   }
   reducer_ = std::make_unique<GradientReducer>(g, *transport_, bucket_bytes);
   trainer.set_data_parallel(&group_, reducer_.get());
+  if (root())
+    std::fprintf(
+        stderr, "ssm: %d ranks: gradients reduced over %s in %s, buckets of %g MiB\n", world(),
+        ctx.device() == Device::host() ? "TCP (CPU ranks)" : cat("NCCL ", nccl_version()).c_str(),
+        args_.reduce_dtype.c_str(), args_.bucket_mb);
 }
 
 bool Rank::any(bool flag) {
