@@ -122,10 +122,9 @@ int run_train(TrainArgs& a) {
   const bool root = !rank || rank->root();
   check_bf16(a);
   TrainOptions opt = a.resume ? resumed_options(a, checkpoint) : a.opt;
-  if (rank) {
-    opt.world = rank->world();
-    opt.rank = rank->rank();
-  }
+  // This run's ranks, whatever a checkpoint says (its options must then agree).
+  opt.world = rank ? rank->world() : 1;
+  opt.rank = rank ? rank->rank() : 0;
   check_schedule(a, opt);
   const std::string text = read_file(a.data);
   LanguageModel model = LanguageModel::load(a.resume ? out : src, load_options(a.compute));

@@ -21,6 +21,10 @@ namespace {
 
 constexpr int kInterrupted = 130;  // the program's exit status for a clean stop on Ctrl-C
 
+// The signal the launcher got last (0: none yet), passed on to the ranks.
+volatile sig_atomic_t g_forward = 0;
+void remember(int sig) { g_forward = sig; }
+
 std::string describe(int status) {
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
@@ -36,7 +40,11 @@ bool failed(int status) {
 // The child's side of fork: its environment, then the program.
 [[noreturn]] void exec_rank(const LocalLaunch& l, int rank, int port) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // no orphan ranks if the launcher dies
+  // A group of its own: a Ctrl-C at the terminal reaches the launcher alone,
+  // which passes it on once (twice would kill a rank that is saving).
+  ::setpgid(0, 0);
   ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
   for (const auto& [k, v] : local_rank_env(rank, l.ranks, port)) ::setenv(k.c_str(), v.c_str(), 1);
   std::vector<char*> argv;
   for (const std::string& a : l.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -120,20 +128,32 @@ int run_local_ranks(const LocalLaunch& l) {
     running[r] = true;
     if (l.on_start) l.on_start(r, pid);
   }
-  // Ctrl-C reaches every rank (one process group); they agree to stop and
-  // rank 0 saves. The launcher only waits for them.
-  struct sigaction ignore {
-  }, old_int{};
-  ignore.sa_handler = SIG_IGN;
-  ::sigaction(SIGINT, &ignore, &old_int);
+  // Ctrl-C and SIGTERM are passed on to every rank: on Ctrl-C they agree
+  // to stop at one step and rank 0 saves.
+  g_forward = 0;
+  struct sigaction pass {
+  }, old_int{}, old_term{};
+  pass.sa_handler = remember;
+  ::sigaction(SIGINT, &pass, &old_int);
+  ::sigaction(SIGTERM, &pass, &old_term);
+  const auto restore = [&] {
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGTERM, &old_term, nullptr);
+  };
   int left = l.ranks, result = 0;
   while (left > 0) {
-    int status = 0;
-    const pid_t p = ::waitpid(-1, &status, 0);
-    if (p < 0) {
-      if (errno == EINTR) continue;
-      break;  // no children left
+    if (const int sig = g_forward) {
+      g_forward = 0;
+      for (int r = 0; r < l.ranks; ++r)
+        if (running[r]) ::kill(pids[r], sig);
     }
+    int status = 0;
+    const pid_t p = ::waitpid(-1, &status, WNOHANG);
+    if (p == 0 || (p < 0 && errno == EINTR)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    if (p < 0) break;  // no children left
     int r = 0;
     while (r < l.ranks && !(running[r] && pids[r] == p)) ++r;
     if (r == l.ranks) continue;  // not one of ours
@@ -141,13 +161,13 @@ int run_local_ranks(const LocalLaunch& l) {
     --left;
     if (failed(status)) {
       stop_all();
-      ::sigaction(SIGINT, &old_int, nullptr);
+      restore();
       throw Error(cat("rank ", r, " of ", l.ranks, " (pid ", p, ") ", describe(status),
                       "; stopped the other ranks"));
     }
     if (WEXITSTATUS(status) == kInterrupted) result = kInterrupted;
   }
-  ::sigaction(SIGINT, &old_int, nullptr);
+  restore();
   return result;
 }
 

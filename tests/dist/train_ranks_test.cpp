@@ -134,6 +134,38 @@ TEST_F(TrainRanks, ThreeCpuRanksTrainAsOneProcessOnTheSameGlobalBatch) {
         << e.path();
 }
 
+TEST_F(TrainRanks, StoppedRunResumesAsIfUninterrupted) {
+  const std::vector<std::string> two = {"--gpus", "2", "--backend", "cpu"};
+  const auto whole = testing::run_ssm(train("whole", 2, 6, two));
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  auto first = two;
+  first.insert(first.end(), {"--stop-at", "3"});
+  const auto cut = testing::run_ssm(train("cut", 2, 6, first));
+  ASSERT_EQ(cut.code, 0) << cut.err;
+  auto again = two;
+  again.push_back("--resume");
+  const auto rest = testing::run_ssm(train("cut", 2, 6, again));
+  ASSERT_EQ(rest.code, 0) << rest.err;
+  const auto want = losses(whole.out), got = losses(rest.out);
+  ASSERT_EQ(got.size(), 3u) << rest.out;
+  for (const auto& [step, loss] : got) EXPECT_EQ(loss, want.at(step)) << "step " << step;
+  // Another number of ranks is another global batch: refused.
+  const auto three =
+      testing::run_ssm(train("cut", 2, 6, {"--gpus", "3", "--backend", "cpu", "--resume"}));
+  EXPECT_NE(three.code, 0);
+  EXPECT_TRUE(contains(three.err, "\"world\":2")) << three.err;
+}
+
+TEST_F(TrainRanks, CtrlCStopsEveryRankAtOneStepAndRankZeroSaves) {
+  CliProcess run(train("ctrlc", 2, 1000000, {"--gpus", "2", "--backend", "cpu"}));
+  ASSERT_TRUE(wait_for([&] { return run.out(); }, "step 2/")) << run.err();
+  run.signal(SIGINT);
+  const auto r = finish_within(run, 60s);
+  EXPECT_EQ(r.code, 130) << r.err;
+  EXPECT_TRUE(contains(r.out, "interrupted: checkpoint at step")) << r.out;
+  EXPECT_TRUE(fs::exists(dir_ / "ctrlc" / "checkpoint.safetensors"));
+}
+
 TEST_F(TrainRanks, KilledRankStopsTheLaunchNamingIt) {
   CliProcess run(train("killed", 2, 1000000, {"--gpus", "3", "--backend", "cpu"}));
   ASSERT_TRUE(wait_for([&] { return run.out(); }, "step 1/")) << run.err();

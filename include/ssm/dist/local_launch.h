@@ -2,7 +2,8 @@
 // with the torchrun variables set, watched until they end. When one fails
 // (a signal, or an exit status other than 0 and 130), the others are
 // stopped and the launch fails naming it: a dead rank never leaves the
-// others hanging in a collective.
+// others hanging in a collective. Ctrl-C (SIGINT) and SIGTERM sent to the
+// launcher are passed on to every rank.
 #pragma once
 
 #include <sys/types.h>
