@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/interrupt.h"
+#include "cli/train_ranks.h"
 #include "ssm/core/log.h"
 #include "ssm/io/atomic_file.h"
 #include "ssm/tokenizer/tokenizer.h"
@@ -32,6 +33,7 @@ struct TrainArgs {
   int64_t stop_at = 0;  // stop (with a checkpoint) once this step is done; 0: run to the end
   double holdout = 0.05;
   ComputeOptions compute;
+  DataParallelArgs parallel;
   CLI::App* cmd = nullptr;
 };
 
@@ -108,12 +110,21 @@ void check_bf16(const TrainArgs& a) {
 
 int run_train(TrainArgs& a) {
   require_f32_weights(a.compute, "training");
-  check_bf16(a);
   const fs::path src(a.model), out = output_dir(a);
   const fs::path checkpoint = out / "checkpoint.safetensors";
   if (a.resume && !fs::exists(checkpoint))
     throw UsageError(cat("--resume: ", checkpoint.string(), ": no checkpoint to resume from"));
-  const TrainOptions opt = a.resume ? resumed_options(a, checkpoint) : a.opt;
+  // --gpus N: this process only starts and watches the ranks.
+  if (const auto code = launch_ranks_if_asked(a.parallel, a.compute.backend)) return *code;
+  // A rank of a data-parallel run (torchrun's variables) joins the others
+  // before it touches a GPU. Rank 0 alone writes, evaluates and prints.
+  const std::unique_ptr<Rank> rank = Rank::join(a.parallel, a.compute.backend);
+  const bool root = !rank || rank->root();
+  check_bf16(a);
+  TrainOptions opt = a.resume ? resumed_options(a, checkpoint) : a.opt;
+  // This run's ranks, whatever a checkpoint says (its options must then agree).
+  opt.world = rank ? rank->world() : 1;
+  opt.rank = rank ? rank->rank() : 0;
   check_schedule(a, opt);
   const std::string text = read_file(a.data);
   LanguageModel model = LanguageModel::load(a.resume ? out : src, load_options(a.compute));
@@ -124,7 +135,7 @@ int run_train(TrainArgs& a) {
   const TokenSplit data = split_tokens(tok->encode(text), a.holdout, opt.seq_len, cat("--data ", a.data));
   const auto held_out = fixed_windows(data.held_out, opt.batch, opt.seq_len, a.eval_tokens);
   auto bytes_of = [&](int64_t id) { return static_cast<int64_t>(tok->token_bytes(id).size()); };
-  if (out != src) copy_model_files(src, out, a.resume);
+  if (out != src && root) copy_model_files(src, out, a.resume);
 
   Context ctx = make_context(a.compute);
   if (a.bf16) ctx.resources()->set_bf16_compute(true);  // checked by check_bf16
@@ -133,10 +144,13 @@ int run_train(TrainArgs& a) {
   model.to_device(ctx.device());
   Trainer trainer(model, data.train, opt, ctx);
   if (a.resume) trainer.load_checkpoint(checkpoint);
+  if (rank) rank->attach(trainer, ctx);
+  // The other ranks say nothing on stdout: rank 0 speaks for the run.
+  if (!root && !std::freopen("/dev/null", "w", stdout)) throw Error("cannot silence a rank's stdout");
   std::printf("training %s: %lld train / %lld held-out tokens, %lld steps of %lld x %lld x %lld%s%s\n",
               out.c_str(), static_cast<long long>(data.train.size()),
               static_cast<long long>(data.held_out.size()), static_cast<long long>(opt.steps),
-              static_cast<long long>(opt.batch), static_cast<long long>(opt.seq_len),
+              static_cast<long long>(opt.batch * opt.world), static_cast<long long>(opt.seq_len),
               static_cast<long long>(opt.accumulation), opt.wsla ? ", WSLA" : "",
               a.resume ? cat(", resuming at step ", trainer.steps_done()).c_str() : "");
   std::fflush(stdout);
@@ -155,7 +169,13 @@ int run_train(TrainArgs& a) {
                 static_cast<long long>(trainer.steps_done()), r.loss(), r.perplexity(), r.bits_per_byte());
   };
   auto stop_here = [&] { return a.stop_at > 0 && trainer.steps_done() >= a.stop_at; };
-  while (!trainer.finished() && !interrupt->requested() && !stop_here()) {
+  // Every rank stops at the same step: a Ctrl-C seen by one is seen by all.
+  bool interrupted = false;
+  auto interrupted_now = [&] {
+    interrupted = rank ? rank->any(interrupt->requested()) : interrupt->requested();
+    return interrupted;
+  };
+  while (!trainer.finished() && !stop_here() && !interrupted_now()) {
     const StepReport r = trainer.step();
     tokens += r.tokens;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -173,11 +193,13 @@ int run_train(TrainArgs& a) {
                   r.grad_norm, tps, duration(eta).c_str());
     }
     std::fflush(stdout);
+    if (!root) continue;
     if (a.checkpoint_every > 0 && r.step % a.checkpoint_every == 0) trainer.save_checkpoint(out);
     if (a.eval_every > 0 && r.step % a.eval_every == 0 && !held_out.empty()) evaluate();
   }
-  const bool interrupted = interrupt->requested();
+  if (!rank) interrupted = interrupt->requested();  // also during the last step
   interrupt.reset();  // a Ctrl-C while saving kills; the checkpoint is written atomically
+  if (!root) return interrupted ? kExitInterrupted : 0;
   trainer.save_checkpoint(out);
   if (interrupted) {
     std::printf("%sinterrupted: checkpoint at step %lld saved in %s (continue with --resume)\n",
@@ -245,6 +267,7 @@ void setup_train(CLI::App& app, Action& action) {
                 "mixed precision (--backend cuda): products on bf16 tensor cores, weights, AdamW moments "
                 "and scan states in F32");
   add_compute_options(*cmd, a.compute);
+  add_data_parallel_options(*cmd, a.parallel);
   cmd->callback([&action] { action = [] { return run_train(a); }; });
 }
 

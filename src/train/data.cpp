@@ -32,17 +32,20 @@ uint64_t token_fingerprint(const std::vector<int32_t>& tokens) {
 }
 
 BatchSampler::BatchSampler(const std::vector<int32_t>& tokens, int64_t batch, int64_t length,
-                           uint64_t seed)
-    : tokens_(&tokens), batch_(batch), length_(length), rng_(seed) {
+                           uint64_t seed, int64_t rank, int64_t world)
+    : tokens_(&tokens), batch_(batch), length_(length), rank_(rank), world_(world), rng_(seed) {
   SSM_CHECK(static_cast<int64_t>(tokens.size()) >= length, "fewer tokens than one window");
+  SSM_CHECK(world >= 1 && rank >= 0 && rank < world, "rank ", rank, " of ", world);
 }
 
 Tensor BatchSampler::next() {
   Tensor ids = Tensor::empty(DType::kI64, {batch_, length_});
   const uint64_t starts = tokens_->size() - static_cast<uint64_t>(length_) + 1;
-  for (int64_t b = 0; b < batch_; ++b) {
+  for (int64_t g = 0; g < batch_ * world_; ++g) {
     // Modulo bias is negligible against 2^64.
     const uint64_t start = rng_() % starts;
+    if (g / batch_ != rank_) continue;  // another rank's row
+    const int64_t b = g % batch_;
     for (int64_t t = 0; t < length_; ++t) ids.data<int64_t>()[b * length_ + t] = (*tokens_)[start + t];
   }
   return ids;

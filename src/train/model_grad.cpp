@@ -41,6 +41,33 @@ void sub_block_backward(SequenceLayer& layer, const Param& norm_w, const Tensor&
                                .accumulate_dx = true, .dw = grad_or_none(g, norm_w)});
 }
 
+// The backward's parts in order, each with the parameters it adds
+// gradients to, and for each part the parameters it is the last to touch.
+std::vector<std::vector<const Param*>> finals_by_part(LanguageModel& model) {
+  const ModelConfig& c = model.config();
+  std::vector<std::vector<const Param*>> parts;
+  auto layer_part = [&](SequenceLayer& layer, const Param& norm) {
+    std::vector<const Param*> ps;
+    for (const Param& p : layer.parameters()) ps.push_back(&p);
+    ps.push_back(&norm);
+    parts.push_back(ps);
+  };
+  parts.push_back({&model.head()});
+  parts.push_back({&model.norm_f()});
+  for (int64_t i = c.n_layer - 1; i >= 0; --i) {
+    LanguageModel::Block& b = model.block(i);
+    if (b.mlp) layer_part(*b.mlp, b.norm2);
+    layer_part(*b.mixer, b.norm);
+  }
+  parts.push_back({&model.embedding()});
+  std::map<const Param*, size_t> last;
+  for (size_t k = 0; k < parts.size(); ++k)
+    for (const Param* p : parts[k]) last[p] = k;
+  std::vector<std::vector<const Param*>> finals(parts.size());
+  for (const auto& [p, k] : last) finals[k].push_back(p);
+  return finals;
+}
+
 }  // namespace
 
 Gradients::Gradients(LanguageModel& model, bool all) {
@@ -97,7 +124,8 @@ std::vector<int64_t> next_token_targets(const Tensor& ids, int64_t vocab_size) {
 }
 
 LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
-                            Context& ctx, std::vector<double>* position_loss, bool keep_activations) {
+                            Context& ctx, std::vector<double>* position_loss, bool keep_activations,
+                            const GradientsFinal* on_final) {
   const ModelConfig& c = model.config();
   if (grads && (c.embedding_multiplier != 1.f || c.residual_multiplier != 1.f || c.logits_scaling != 1.f))
     throw Error(cat("a ", c.family, " model with embedding, residual or logit multipliers cannot be trained yet"));
@@ -147,12 +175,27 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
             .df = df, .dhead = grads ? grad_or_none(*grads, model.head()) : Tensor(),
             .row_loss = row_loss});
   if (position_loss) position_loss->assign(row_loss.data<double>(), row_loss.data<double>() + rows);
+  std::vector<std::vector<const Param*>> finals;
+  size_t part = 0;
+  auto part_done = [&] {
+    if (part < finals.size() && !finals[part].empty()) (*on_final)(finals[part]);
+    ++part;
+  };
+  if (on_final && grads) {
+    finals = finals_by_part(model);
+    if (loss.count == 0) {  // no gradient at all: everything is final now
+      while (part < finals.size()) part_done();
+      return loss;
+    }
+  }
   if (!grads || loss.count == 0) return loss;
+  part_done();  // the head
 
   // dh from the final norm, then back through the blocks, last first.
   const Tensor dh = Tensor::empty(DType::kF32, {B, L, D}, device);
   ops::rms_norm_backward(ctx, {.x = h, .w = model.norm_f().value, .eps = eps, .dout = df, .dx = dh,
                                .dw = grad_or_none(*grads, model.norm_f())});
+  part_done();
   size_t sub = tape.inputs.size();
   for (int64_t i = c.n_layer - 1; i >= 0; --i) {
     LanguageModel::Block& b = model.block(i);
@@ -161,14 +204,17 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
       sub_block_backward(*b.mlp, b.norm2, tape.inputs[sub], std::move(tape.activations[sub]), dh,
                          *grads, eps, ctx);
       tape.inputs[sub] = Tensor();  // each input is released once read for the last time
+      part_done();
     }
     --sub;
     sub_block_backward(*b.mixer, b.norm, tape.inputs[sub], std::move(tape.activations[sub]), dh,
                        *grads, eps, ctx);
     tape.inputs[sub] = Tensor();
+    part_done();
   }
   if (Tensor dE = grad_or_none(*grads, model.embedding()); dE.defined())
     ops::embedding_backward(ctx, {.ids = ids_on, .dout = dh, .dtable = dE});
+  part_done();
   return loss;
 }
 

@@ -11,18 +11,21 @@ LanguageModel& with_wsla(LanguageModel& model, bool wsla) {
 }  // namespace
 
 Json TrainOptions::to_json() const {
-  return Json{{"steps", steps},         {"batch", batch},
-              {"seq_len", seq_len},     {"accumulation", accumulation},
-              {"lr", lr},               {"warmup", warmup},
-              {"min_lr_ratio", min_lr_ratio}, {"weight_decay", weight_decay},
-              {"clip", clip},           {"seed", seed},
-              {"wsla", wsla}};
+  Json j{{"steps", steps},         {"batch", batch},
+         {"seq_len", seq_len},     {"accumulation", accumulation},
+         {"lr", lr},               {"warmup", warmup},
+         {"min_lr_ratio", min_lr_ratio}, {"weight_decay", weight_decay},
+         {"clip", clip},           {"seed", seed},
+         {"wsla", wsla}};
+  // Only a data-parallel run says so: one-process checkpoints stay as they were.
+  if (world > 1) j["world"] = world;
+  return j;
 }
 
 TrainOptions TrainOptions::from_json(const Json& j, const std::string& source) {
   TrainOptions o;
   // nlohmann casts a float to an integer unchecked (undefined out of range).
-  for (const char* key : {"steps", "batch", "seq_len", "accumulation", "warmup", "seed"})
+  for (const char* key : {"steps", "batch", "seq_len", "accumulation", "warmup", "seed", "world"})
     if (j.is_object() && j.contains(key) && !j[key].is_number_integer())
       throw Error(cat(source, ": malformed training options: '", key, "' must be an integer"));
   try {
@@ -37,6 +40,7 @@ TrainOptions TrainOptions::from_json(const Json& j, const std::string& source) {
     o.clip = j.at("clip").get<double>();
     o.seed = j.at("seed").get<uint64_t>();
     o.wsla = j.at("wsla").get<bool>();
+    if (j.contains("world")) o.world = j.at("world").get<int64_t>();
   } catch (const Json::exception& e) {
     throw Error(cat(source, ": malformed training options: ", e.what()));
   }
@@ -49,7 +53,7 @@ Trainer::Trainer(LanguageModel& model, const std::vector<int32_t>& train_tokens,
       tokens_(train_tokens),
       options_(options),
       ctx_(ctx),
-      sampler_(train_tokens, options.batch, options.seq_len, options.seed),
+      sampler_(train_tokens, options.batch, options.seq_len, options.seed, options.rank, options.world),
       grads_(model),
       optimizer_(model.trainable_parameters(),
                  AdamWOptions{.weight_decay = options.weight_decay}),
@@ -58,6 +62,8 @@ Trainer::Trainer(LanguageModel& model, const std::vector<int32_t>& train_tokens,
   if (options.batch < 1 || options.seq_len < 2 || options.accumulation < 1 || options.steps < 0)
     throw Error(cat("training needs batch >= 1, seq_len >= 2, accumulation >= 1 (got ",
                     options.batch, ", ", options.seq_len, ", ", options.accumulation, ")"));
+  if (options.world < 1 || options.rank < 0 || options.rank >= options.world)
+    throw Error(cat("rank ", options.rank, " of ", options.world, " is not a rank of the run"));
 }
 
 Trainer::~Trainer() = default;
@@ -66,11 +72,25 @@ StepReport Trainer::step() {
   StepReport r;
   grads_.zero(ctx_);
   const double scale = 1.0 / static_cast<double>(options_.accumulation);
+  const GradientsFinal on_final = [this](const std::vector<const Param*>& params) {
+    reducer_->mark_final(params);
+  };
   for (int64_t k = 0; k < options_.accumulation; ++k) {
     const Tensor ids = sampler_.next();
     const bool keep = ctx_.device() != Device::host() && !options_.recompute;
-    r.loss += model_loss_and_grad(model_, ids, &grads_, scale, ctx_, nullptr, keep).mean() * scale;
-    r.tokens += ids.numel();
+    // Only the last micro-batch's backward finishes gradients.
+    const bool last = k + 1 == options_.accumulation;
+    if (reducer_ && last) reducer_->begin();
+    r.loss += model_loss_and_grad(model_, ids, &grads_, scale, ctx_, nullptr, keep,
+                                  reducer_ && last ? &on_final : nullptr)
+                  .mean() *
+              scale;
+    r.tokens += ids.numel() * options_.world;
+  }
+  if (reducer_) reducer_->finish();
+  if (group_) {  // every rank's rows count alike: the mean of the ranks' means
+    group_->all_reduce_sum(&r.loss, 1);
+    r.loss /= static_cast<double>(group_->size());
   }
   if (hook_) hook_(grads_);
   r.grad_norm = clip_grad_norm(optimizer_.slices(), grads_, options_.clip, ctx_);

@@ -27,7 +27,12 @@ uint64_t token_fingerprint(const std::vector<int32_t>& tokens);
 class BatchSampler {
  public:
   // Windows of `length` tokens starting anywhere in tokens (kept by pointer).
-  BatchSampler(const std::vector<int32_t>& tokens, int64_t batch, int64_t length, uint64_t seed);
+  // Data parallel: every rank draws the same global batch of batch * world
+  // windows and keeps rows [rank * batch, (rank + 1) * batch) of it: its
+  // own shard, disjoint from the others', and together the batch a single
+  // process with batch * world rows draws.
+  BatchSampler(const std::vector<int32_t>& tokens, int64_t batch, int64_t length, uint64_t seed,
+               int64_t rank = 0, int64_t world = 1);
   // (batch, length) I64.
   Tensor next();
   // The generator's state as text, and back (ssm::Error when malformed).
@@ -36,7 +41,7 @@ class BatchSampler {
 
  private:
   const std::vector<int32_t>* tokens_;
-  int64_t batch_, length_;
+  int64_t batch_, length_, rank_, world_;
   std::mt19937_64 rng_;
 };
 

@@ -3,6 +3,7 @@
 // mixer and MLP); each layer's backward recomputes its internals from there.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,13 +50,20 @@ struct LossSum {
   double mean() const { return count ? sum / static_cast<double>(count) : 0.0; }
 };
 
+// Told, during a backward, the parameters whose gradients no later part of
+// the backward touches (in backward order: head, final norm, the blocks
+// last first, embedding), so that a data-parallel reduction of them can
+// start while the backward goes on.
+using GradientsFinal = std::function<void(const std::vector<const Param*>&)>;
+
 // Loss of the batch; with grads, adds scale * d(mean loss)/d(param) to them
 // (scale = 1 / micro-batches under gradient accumulation). keep_activations:
 // each layer keeps its internals from the forward for its backward (memory
-// for speed; the same results) instead of recomputing them.
+// for speed; the same results) instead of recomputing them. on_final: see
+// GradientsFinal (a parameter is named at most once).
 LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
                             Context& ctx, std::vector<double>* position_loss = nullptr,
-                            bool keep_activations = false);
+                            bool keep_activations = false, const GradientsFinal* on_final = nullptr);
 
 // Forward only (no residuals kept), the same loss; position_loss (B*L) is
 // filled with each position's loss when given.

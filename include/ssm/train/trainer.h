@@ -14,6 +14,7 @@
 #include "ssm/io/json.h"
 #include "ssm/model/language_model.h"
 #include "ssm/train/data.h"
+#include "ssm/train/grad_reducer.h"
 #include "ssm/train/optimizer.h"
 
 namespace ssm {
@@ -34,6 +35,12 @@ struct TrainOptions {
   // is set (then recomputed from each block's input: less memory, the same
   // results). Not part of a checkpoint's options: it does not change the run.
   bool recompute = false;
+  // Data parallel: this process is rank `rank` of `world`; each takes its
+  // own `batch` rows of every global batch of batch * world rows (the
+  // sampler's draws are the same on every rank). world is part of a
+  // checkpoint's options when above 1; rank is not.
+  int64_t world = 1;
+  int64_t rank = 0;
 
   // The options that shape the loss curve, for checkpoints.
   Json to_json() const;
@@ -45,7 +52,7 @@ struct StepReport {
   double loss = 0;   // mean training loss of the step's micro-batches
   double lr = 0;
   double grad_norm = 0;  // before clipping
-  int64_t tokens = 0;    // tokens consumed by this step
+  int64_t tokens = 0;    // tokens consumed by this step (by every rank together)
 };
 
 class Trainer {
@@ -61,9 +68,18 @@ class Trainer {
   bool finished() const { return steps_done() >= options_.steps; }
   const TrainOptions& options() const { return options_; }
 
-  // Called with the summed gradients before clipping: where a data-parallel
-  // all-reduce slots in. Unset: single process.
+  // Called with the summed gradients before clipping (after the reducer's
+  // all-reduce). Unset: nothing.
   void set_gradient_hook(std::function<void(Gradients&)> hook) { hook_ = std::move(hook); }
+  // Data parallel: the last micro-batch's backward hands its final
+  // gradients to reducer (means over the ranks by the clip), and the
+  // step's loss is the mean over group's ranks. Both outlive the trainer.
+  void set_data_parallel(dist::Group* group, GradientReducer* reducer) {
+    group_ = group;
+    reducer_ = reducer;
+  }
+  // The gradients the reducer must be built on.
+  Gradients& gradients() { return grads_; }
 
   // Writes dir/model.safetensors (weights) and dir/checkpoint.safetensors
   // (weights, AdamW moments, step, data position, options), each atomically.
@@ -82,6 +98,8 @@ class Trainer {
   AdamW optimizer_;
   LrSchedule schedule_;
   std::function<void(Gradients&)> hook_;
+  dist::Group* group_ = nullptr;
+  GradientReducer* reducer_ = nullptr;
 };
 
 // Reads the options stored in a checkpoint (for a resume that must reuse them).
