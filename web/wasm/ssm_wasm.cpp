@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/text_out.h"
+#include "ssm/io/atomic_file.h"
 #include "ssm/io/json.h"
 #include "ssm/model/generator.h"
 #include "ssm/model/language_model.h"
