@@ -1,6 +1,7 @@
 // The WebAssembly build has no libzip: PyTorch's zip checkpoints
 // (pytorch_model.bin) are refused with a message saying how to convert
-// them; safetensors checkpoints load as everywhere.
+// them; safetensors checkpoints load as everywhere. (Sharded PyTorch
+// checkpoints, checkpoint.cpp, open their shards through these.)
 #include "ssm/core/error.h"
 #include "ssm/io/pytorch_archive.h"
 
@@ -20,9 +21,6 @@ PyTorchArchive PyTorchArchive::open(const std::filesystem::path& path) { refuse(
 Tensor PyTorchArchive::get(const std::string&) const { refuse(path_); }
 std::unique_ptr<TensorSource> open_pytorch_source(const std::filesystem::path& file) {
   refuse(file);
-}
-std::unique_ptr<TensorSource> open_sharded_pytorch(const std::filesystem::path& index) {
-  refuse(index);
 }
 
 }  // namespace ssm
