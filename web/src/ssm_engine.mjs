@@ -73,7 +73,7 @@ export class Engine {
   info() { return unwrap(this.#m().info()); }
   reset() { return unwrap(this.#m().reset()); }
   generate(request, onPiece = () => {}) {
-    return unwrap(this.#m().generate(JSON.stringify(request), onPiece));
+    return unwrap(this.#m().generate(JSON.stringify(request), (json) => onPiece(JSON.parse(json))));
   }
   state() { return unwrap(this.#m().state()); }
   restore(bytes) { return unwrap(this.#m().restore(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes))); }

@@ -47,7 +47,9 @@ val error_value(const std::string& message) {
 
 val json_value(const Json& j) {
   val v = val::object();
-  v.set("json", j.dump());
+  // A model may generate bytes that are not UTF-8 (a byte-level model's
+  // text cut anywhere): they become U+FFFD in the text, the ids stay exact.
+  v.set("json", j.dump(-1, ' ', false, Json::error_handler_t::replace));
   return v;
 }
 
@@ -101,7 +103,8 @@ class Model {
 
   // request: {prompt | promptIds, maxTokens, temperature, topK, topP, minP,
   // repeatPenalty, repeatLastN, seed, stop, stopIds, ignoreEos, noSpecial}
-  // with the CLI's defaults; on_piece(text) gets the text as it completes.
+  // with the CLI's defaults; on_piece(json) gets the text as it completes,
+  // as a JSON string.
   // Continues the model's session.
   val generate(const std::string& request, val on_piece) {
     return guarded([&] {
@@ -153,7 +156,11 @@ class Model {
       cli::TextOut out(*tok_, cfg.stop_strings, nullptr);
       size_t sent = 0;
       const auto send_text = [&] {
-        if (out.text().size() > sent) on_piece(out.text().substr(sent));
+        // As a JSON string: bytes that are not UTF-8 become U+FFFD exactly
+        // as in the result's text.
+        if (out.text().size() > sent)
+          on_piece(
+              Json(out.text().substr(sent)).dump(-1, ' ', false, Json::error_handler_t::replace));
         sent = out.text().size();
       };
       const SequenceOutput result = gen.generate(session_, {prompt}, cfg, [&](int64_t, int64_t id) {
