@@ -3,10 +3,11 @@
 // continue it; both generations equal the native program's run of the same
 // two prompts through one --session file, and the bytes the page saved
 // continue natively to the same ids. A screenshot of the page after the
-// generation is left at $SSM_BUILD_DIR/web-page.png.
+// generation is left at $SSM_BUILD_DIR/web-page.png. Then WSLA on pasted
+// text lowers the held-out loss the page shows (web-page-adapted.png).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildDir, defaultModel, nativeGenerate, root, tempDir } from './wasm_helpers.mjs';
 
@@ -96,6 +97,18 @@ test('the page generates, keeps a session across a reload and continues it as th
       const pb = nativeGenerate(defaultModel, ['-p', second, '--temperature', '0', '-n', String(n),
         '--session', pageFile], b.promptIds.length);
       assert.deepEqual(pb.ids, b.ids);
+
+      // WSLA on pasted text: the held-out loss the page reports falls.
+      const text = readFileSync(join(root, 'docs/MATH.md'), 'utf8').slice(0, 12000);
+      await page.$eval('#adapt-text', (e, v) => { e.value = v; }, text);
+      await page.$eval('#adapt-steps', (e) => { e.value = '6'; });
+      await page.click('#adapt');
+      await page.waitForFunction(() => document.body.dataset.adapted ||
+        document.getElementById('error').textContent !== '', { timeout: 600_000 });
+      assert.equal(await page.$eval('#error', (e) => e.textContent), '');
+      const adapted = JSON.parse(await page.evaluate(() => document.body.dataset.adapted));
+      assert.ok(adapted.heldOutAfter.loss < adapted.heldOutBefore.loss, JSON.stringify(adapted));
+      await page.screenshot({ path: join(buildDir, 'web-page-adapted.png'), fullPage: true });
     } finally {
       await browser.close();
       server.close();
