@@ -20,8 +20,8 @@ ${ENTRY_1D}
   let row = (b * L + t) * (H + 2u * Hkv) * hd;
   let base = row + slot * hd;
   for (var e = 0u; e < half; e++) {
-    let ang = f32(pos) * InvFreq[e];
-    let c = cos(ang); let s = sin(ang);
+    let sc = sincos(f32(pos) * InvFreq[e]);
+    let c = sc.y; let s = sc.x;
     let x0 = QKV[base + e]; let x1 = QKV[base + e + half];
     QKV[base + e] = x0 * c - x1 * s;
     QKV[base + e + half] = x0 * s + x1 * c;

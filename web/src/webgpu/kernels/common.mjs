@@ -24,6 +24,22 @@ fn softplus(x: f32) -> f32 {
   if (x < -20.0) { return exp(x); }
   return log1p_(exp(x));
 }
+// sin and cos to float32 accuracy. The built-in ones may be approximations
+// (SwiftShader's are off by up to 2e-4, enough to move logits by 1e-4):
+// reduce by multiples of pi/2 (pi/2 split in two parts so that the reduction
+// is exact for moderate x), then Taylor polynomials on [-pi/4, pi/4].
+fn sincos(x: f32) -> vec2<f32> {
+  let k = round(x * 0.6366197723675814);
+  let r = (x - k * 1.5707963705062866) + k * 4.371139000186243e-8;
+  let r2 = r * r;
+  let s = r * (1.0 + r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0)))));
+  let c = 1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0)))));
+  let q = i32(k) & 3;
+  if (q == 0) { return vec2<f32>(s, c); }
+  if (q == 1) { return vec2<f32>(c, -s); }
+  if (q == 2) { return vec2<f32>(-s, -c); }
+  return vec2<f32>(-c, s);
+}
 // A decay exp(x), x <= 0, flushed to zero below e^-80 as docs/MATH.md §2 says.
 fn decay(x: f32) -> f32 {
   if (x < -80.0) { return 0.0; }

@@ -91,8 +91,8 @@ ${ENTRY_1D}
   let qa = Cn[src + n] + Cbias[bias + n]; let ka = Bn[src + n] + Bbias[bias + n];
   var qv = qa; var kv = ka;
   if (turned) {
-    let ph = Phases[(bh * L + t) * S + j];
-    let c = cos(ph); let s = sin(ph);
+    let sc = sincos(Phases[(bh * L + t) * S + j]);
+    let c = sc.y; let s = sc.x;
     let qb = Cn[src + partner] + Cbias[bias + partner];
     let kb = Bn[src + partner] + Bbias[bias + partner];
     if (first) { qv = qa * c - qb * s; kv = ka * c - kb * s; }
