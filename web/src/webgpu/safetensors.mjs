@@ -44,5 +44,7 @@ export function parseSafetensors(buffer, name = 'safetensors') {
     if (data.length !== count) throw new Error(`${name}: tensor '${key}' holds ${data.length} values, its shape ${count}`);
     out[key] = { dtype: t.dtype, shape: t.shape, data };
   }
+  // The header's string map, kept out of the tensors' keys.
+  Object.defineProperty(out, '__metadata__', { value: header.__metadata__ || {}, enumerable: false });
   return out;
 }
