@@ -8,6 +8,23 @@
 
 import { Gpu, requestGpuDevice } from './gpu.mjs';
 import * as ops from './ops.mjs';
+import { parseSafetensors } from './safetensors.mjs';
+
+// `ssm generate`'s sampling defaults (src/model/sampler.h, the CLI).
+export const SAMPLING_DEFAULTS = Object.freeze({
+  maxTokens: 256, temperature: 0.8, topK: 40, topP: 0.95, minP: 0.05, repeatPenalty: 1, repeatLastN: 64, seed: 0,
+  stopIds: [],
+});
+
+function checkSampling(o) {
+  if (!(Number.isInteger(o.topK) && o.topK >= 0)) throw new Error(`top-k must be >= 0, got ${o.topK}`);
+  if (!(o.topP > 0 && o.topP <= 1)) throw new Error(`top-p must be in (0, 1], got ${o.topP}`);
+  if (!(o.minP >= 0 && o.minP <= 1)) throw new Error(`min-p must be in [0, 1], got ${o.minP}`);
+  if (!(o.repeatPenalty > 0)) throw new Error(`repeat penalty must be > 0, got ${o.repeatPenalty}`);
+  if (!(o.repeatLastN >= 0)) throw new Error(`repeat-last-n must be >= 0, got ${o.repeatLastN}`);
+  if (!Number.isFinite(o.temperature)) throw new Error(`temperature must be finite, got ${o.temperature}`);
+  if (!(Number.isInteger(o.maxTokens) && o.maxTokens >= 1)) throw new Error(`maxTokens must be >= 1, got ${o.maxTokens}`);
+}
 
 function num(v, d) {
   return v === undefined || v === null ? d : v;
@@ -276,31 +293,56 @@ export class WebGpuModel {
   }
 
   // Feeds `ids` (B L tokens, or a GPU buffer of them) and chooses each
-  // sequence's next token on the GPU; reads back only those B integers.
-  async next(ids, B, L, { temperature = 0, seed = 0 } = {}) {
+  // sequence's next token on the GPU (sampling options as generate's);
+  // reads back only those B integers. recent: per sequence, the ids the
+  // repetition penalty looks at.
+  async next(ids, B, L, opts = {}, recent = null) {
+    const o = { ...SAMPLING_DEFAULTS, ...opts };
     const idsBuf = ids instanceof GPUBuffer ? ids : this.uploadIds(ids);
     const logits = this.queueForward(idsBuf, B, L, 'last');
+    const V = this.cfg.vocab, rowLd = this.cfg.vocabPadded;
+    if (o.repeatPenalty !== 1 && o.repeatLastN > 0 && recent && recent.some((r) => r.length)) {
+      const n = Math.min(o.repeatLastN, Math.max(...recent.map((r) => r.length)));
+      const flat = new Uint32Array(B * n).fill(0xffffffff);  // ids >= V are ignored
+      recent.forEach((r, b) => flat.set(r.slice(-n), b * n));
+      ops.repeatPenalty(this.gpu, { logits, recent: this.gpu.upload(flat), B, n, V, rowLd, penalty: o.repeatPenalty });
+    }
     // Into a fresh buffer: the ids buffer of this step may be the last one.
     const tokens = this.gpu.scratch(idsBuf === this.tokens ? 'tokens_b' : 'tokens_a', B);
-    ops.selectToken(this.gpu, { logits, tokens, B, V: this.cfg.vocab, rowLd: this.cfg.vocabPadded, temperature, seed,
-      step: this.position });
+    ops.selectToken(this.gpu, { logits, tokens, B, V, rowLd, temperature: o.temperature, seed: o.seed >>> 0,
+      step: this.position, topK: o.topK, topP: o.topP, minP: o.minP });
     this.tokens = tokens;
     return Array.from(new Uint32Array(await this.gpu.read(tokens, 0, B * 4)));
   }
 
-  // Greedy (temperature 0) or sampled generation of one sequence: the
-  // prompt's ids, then up to maxTokens new ones (stopping after a stop id).
-  // Each decode step feeds the token chosen on the GPU back without an upload.
-  async generate(prompt, { maxTokens = 32, temperature = 0, seed = 0, stop = [], onToken = null, keepState = false } = {}) {
+  // Generation of one sequence, continuing the state: the prompt's ids,
+  // then new ids as they are chosen (an async iterator), up to maxTokens or
+  // a stop id (included). Each decode step feeds the token chosen on the
+  // GPU back without an upload. Options and defaults are `ssm generate`'s.
+  async *generateIds(prompt, opts = {}) {
+    const o = { ...SAMPLING_DEFAULTS, ...opts };
+    checkSampling(o);
+    if (this.batch !== 1) this.reset(1);
+    if (!prompt.length) throw new Error('generate: the prompt has no tokens');
+    const recent = [...prompt].slice(-Math.max(o.repeatLastN, 0));
+    let n = 0;
+    let tok = await this.next(prompt, 1, prompt.length, o, [recent]);
+    for (;;) {
+      const id = tok[0];
+      yield id;
+      ++n;
+      if (n >= o.maxTokens || o.stopIds.includes(id)) return;
+      recent.push(id);
+      if (recent.length > o.repeatLastN) recent.shift();
+      tok = await this.next(this.tokens, 1, 1, o, [recent]);
+    }
+  }
+
+  // All of generateIds's ids at once (a fresh state unless keepState).
+  async generate(prompt, { keepState = false, ...opts } = {}) {
     if (!keepState) this.reset(1);
     const out = [];
-    let tok = await this.next(prompt, 1, prompt.length, { temperature, seed });
-    for (;;) {
-      out.push(tok[0]);
-      if (onToken) onToken(tok[0]);
-      if (out.length >= maxTokens || stop.includes(tok[0])) break;
-      tok = await this.next(this.tokens, 1, 1, { temperature, seed });
-    }
+    for await (const id of this.generateIds(prompt, opts)) out.push(id);
     return out;
   }
 
@@ -380,4 +422,36 @@ export class WebGpuModel {
     });
     this.position = pos === null ? 0 : pos;
   }
+}
+
+// The entry web/src/ssm.mjs calls for backend 'webgpu': a model directory's
+// files by name ({'config.json': ArrayBuffer | string, 'model.safetensors':
+// ArrayBuffer, or the shards model.safetensors.index.json names}) to a
+// WebGpuModel. options.device: a GPUDevice to use (requested otherwise).
+export async function load(files, options = {}) {
+  const bytes = (name) => {
+    const v = files[name];
+    if (v === undefined) return undefined;
+    if (typeof v === 'string') return new TextEncoder().encode(v).buffer;
+    if (v instanceof ArrayBuffer) return v;
+    return v.buffer.slice(v.byteOffset, v.byteOffset + v.byteLength);
+  };
+  const text = (name) => new TextDecoder().decode(bytes(name));
+  if (!files['config.json']) throw new Error('load: the model has no config.json');
+  let config;
+  try {
+    config = JSON.parse(text('config.json'));
+  } catch (e) {
+    throw new Error(`config.json: ${e.message}`);
+  }
+  let shards = ['model.safetensors'];
+  if (!files['model.safetensors'] && files['model.safetensors.index.json'])
+    shards = [...new Set(Object.values(JSON.parse(text('model.safetensors.index.json')).weight_map))];
+  const tensors = {};
+  for (const name of shards) {
+    const b = bytes(name);
+    if (!b) throw new Error(`load: the model has no ${name}`);
+    Object.assign(tensors, parseSafetensors(b, name));
+  }
+  return WebGpuModel.load({ config, tensors, device: options.device || null });
 }

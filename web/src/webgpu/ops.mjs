@@ -132,7 +132,16 @@ export function kvCopy(gpu, { src, dst, B, Hkv, len, hd, cap, cap2 }) {
 }
 
 // tokens[b] <- the token chosen from row b of logits (rows of rowLd floats
-// from rowOff; the first V are the real vocabulary).
-export function selectToken(gpu, { logits, tokens, B, V, rowLd, rowOff = 0, temperature = 0, seed = 0, step = 0 }) {
-  gpu.dispatch('select_token', [B, V, rowLd, rowOff, f(temperature), seed, step], [logits, tokens], [B, 1, 1]);
+// from rowOff; the first V are the real vocabulary) by the engine's sampler
+// options (kernels/sample.mjs): temperature 0 is greedy.
+export function selectToken(gpu, { logits, tokens, B, V, rowLd, rowOff = 0, temperature = 0, seed = 0, step = 0,
+  topK = 0, topP = 1, minP = 0 }) {
+  gpu.dispatch('select_token', [B, V, rowLd, rowOff, f(temperature), seed, step, topK, f(topP), f(minP)],
+    [logits, tokens], [B, 1, 1]);
+}
+
+// The repetition penalty on the logits of each sequence's recent ids
+// (recent: B n u32), in place.
+export function repeatPenalty(gpu, { logits, recent, B, n, V, rowLd, rowOff = 0, penalty }) {
+  if (n > 0 && penalty !== 1) gpu.dispatch('repeat_penalty', [B, n, rowLd, rowOff, f(penalty), V], [logits, recent], [B, 1, 1]);
 }

@@ -85,7 +85,7 @@ export async function run(name) {
     const prompt = Array.from(golden.gen_prompt.data, Number);
     const want = Array.from(golden.gen_output.data, Number).slice(prompt.length);
     t0 = performance.now();
-    out.gen = await model.generate(prompt, { maxTokens: want.length });
+    out.gen = await model.generate(prompt, { maxTokens: want.length, temperature: 0 });
     out.gen_ms = performance.now() - t0;
     out.gen_want = want;
   }
