@@ -69,7 +69,9 @@ export function ssdScan(gpu, { xbc, xOff, bOff, cOff, ld, dt, A, D = null, y, st
   gpu.dispatch('ssd_cumsum', words, [dt, A, cum], B * H * nch);
   gpu.dispatch('ssd_chunk_state', words, [xbc, dt, cum, chunkS], B * H * nch * P * N);
   gpu.dispatch('chunk_state_pass', [B * H, nch, L, Q, P * N, 1], [cum, chunkS, sin, state], B * H * P * N);
-  gpu.dispatch('ssd_chunk_out', words, [xbc, dt, cum, sin, D, yv.buf], B * L * H * P);
+  const cb = gpu.scratch('scores', B * G * L * Q);
+  gpu.dispatch('ssd_scores', words, [xbc, cb], B * G * L * Q);
+  gpu.dispatch('ssd_chunk_out', words, [xbc, dt, cum, sin, D, yv.buf, cb], B * L * H * P);
 }
 
 // mamba3_prepare: in_proj's output `proj` (row stride ld) -> dal (B, H, L, 3:
@@ -104,7 +106,9 @@ export function mamba3Scan(gpu, { q, k, v, dal, D = null, o, ssm, prev, B, H, L,
     gpu.dispatch('m3_pending', [BH, P, N, R, L], [dal, ssm, prev], BH * P * N);
     gpu.dispatch('m3_chunk_state', [BH, L, Tq, R, P, N], [k, v, coef, chunkS], BH * nch * P * N);
     gpu.dispatch('chunk_state_pass', [BH, nch, L, Tq, P * N, 3], [coef, chunkS, sin, ssm], BH * P * N);
-    gpu.dispatch('m3_chunk_out', [BH, L, Tq, R, P, N, H, D ? 1 : 0], [q, k, v, coef, sin, D, o], BH * L * R * P);
+    const qk = gpu.scratch('scores', BH * L * R * Tq * R);
+    gpu.dispatch('m3_scores', [BH, L, Tq, R, P, N], [q, k, qk], BH * L * R * Tq * R);
+    gpu.dispatch('m3_chunk_out', [BH, L, Tq, R, P, N, H, D ? 1 : 0], [q, qk, v, coef, sin, D, o], BH * L * R * P);
   }
   gpu.dispatch('m3_finish', [BH, L, R, N, P], [k, v, prev], BH * R * (N + P));
 }

@@ -127,6 +127,24 @@ ${ENTRY_1D}
   State[i] = s;
 }`;
 
+// The chunk's score matrix per group, CB[b, g, t, s - chunk start] = C_t . B_s
+// for s <= t in t's chunk (Q entries per row), computed once here instead
+// of once per head channel in ssd_chunk_out.
+export const ssd_scores = /* wgsl */ `
+@group(0) @binding(1) var<storage, read> XBC: array<f32>;
+@group(0) @binding(2) var<storage, read_write> CB: array<f32>;
+${SSD_DIMS}
+${ENTRY_1D}
+  let Q = dQ(); let L = dL(); let G = dG(); let N = dN();
+  if (i >= dB() * G * L * Q) { return; }
+  let j = i % Q; let t = (i / Q) % L; let g = (i / (Q * L)) % G; let b = i / (Q * L * G);
+  let s = (t / Q) * Q + j;
+  if (s > t) { return; }
+  var acc = 0.0;
+  for (var n = 0u; n < N; n++) { acc += XBC[cat_(b, t, g, n)] * XBC[bat(b, s, g, n)]; }
+  CB[i] = acc;
+}`;
+
 // y_t[p] = D x_t[p] + sum_{s in chunk, s <= t} (C_t . B_s) exp(c_t - c_s) dt_s x_s[p]
 //          + exp(c_t) (S_in C_t)[p]
 export const ssd_chunk_out = /* wgsl */ `
@@ -136,19 +154,19 @@ export const ssd_chunk_out = /* wgsl */ `
 @group(0) @binding(4) var<storage, read> Sin: array<f32>;
 @group(0) @binding(5) var<storage, read> Dp: array<f32>;
 @group(0) @binding(6) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(7) var<storage, read> CB: array<f32>;
 ${SSD_DIMS}
 ${ENTRY_1D}
-  let N = dN(); let P = dP(); let H = dH(); let L = dL();
+  let N = dN(); let P = dP(); let H = dH(); let L = dL(); let Q = dQ();
   if (i >= dB() * L * H * P) { return; }
   let p = i % P; let h = (i / P) % H; let t = (i / (P * H)) % L; let b = i / (P * H * L);
-  let g = grp(h); let bh = b * H + h; let ch = t / dQ();
+  let g = grp(h); let bh = b * H + h; let ch = t / Q;
   let ct = Cum[bh * L + t];
+  let cb = ((b * dG() + g) * L + t) * Q - ch * Q;
   var acc = 0.0;
   if (pu(13u) != 0u) { acc = Dp[h] * XBC[xat(b, t, h, p)]; }
-  for (var s = ch * dQ(); s <= t; s++) {
-    var cb = 0.0;
-    for (var n = 0u; n < N; n++) { cb += XBC[cat_(b, t, g, n)] * XBC[bat(b, s, g, n)]; }
-    acc += cb * decay(ct - Cum[bh * L + s]) * Dt[(b * L + s) * H + h] * XBC[xat(b, s, h, p)];
+  for (var s = ch * Q; s <= t; s++) {
+    acc += CB[cb + s] * decay(ct - Cum[bh * L + s]) * Dt[(b * L + s) * H + h] * XBC[xat(b, s, h, p)];
   }
   let sb = ((bh * nch() + ch) * P + p) * N;
   var sc = 0.0;

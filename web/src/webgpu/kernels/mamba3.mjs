@@ -187,43 +187,57 @@ ${ENTRY_1D}
   ChunkS[i] = acc;
 }`;
 
+// The chunk's scores per head, QK[bh, t, R', s - chunk start, r] =
+// q_t,R' . k_s,r for s <= t in t's chunk, computed once here instead of once
+// per head channel in m3_chunk_out. params: BH L Tq R P N
+export const m3_scores = /* wgsl */ `
+@group(0) @binding(1) var<storage, read> Q: array<f32>;
+@group(0) @binding(2) var<storage, read> K: array<f32>;
+@group(0) @binding(3) var<storage, read_write> QK: array<f32>;
+${ENTRY_1D}
+  let L = pu(1u); let Tq = pu(2u); let R = pu(3u); let N = pu(5u);
+  if (i >= pu(0u) * L * R * Tq * R) { return; }
+  let r = i % R; let j = (i / R) % Tq; let ro = (i / (R * Tq)) % R; let t = (i / (R * Tq * R)) % L;
+  let bh = i / (R * Tq * R * L);
+  let s = (t / Tq) * Tq + j;
+  if (s > t) { return; }
+  let qb = ((bh * L + t) * R + ro) * N; let kb = ((bh * L + s) * R + r) * N;
+  var d = 0.0;
+  for (var n = 0u; n < N; n++) { d += Q[qb + n] * K[kb + n]; }
+  QK[i] = d;
+}`;
+
 // o_t,R[p] = D v_t,R[p] + sum_{s in chunk, s <= t} exp(c_t - c_s) w_s sum_r (q_t,R . k_s,r) v_s,r[p]
 //            - corr_t sum_r (q_t,R . k_t,r) v_t,r[p] + exp(c_t) (S_in q_t,R)[p]
 // params: BH L Tq R P N H has_D
 export const m3_chunk_out = /* wgsl */ `
 @group(0) @binding(1) var<storage, read> Q: array<f32>;
-@group(0) @binding(2) var<storage, read> K: array<f32>;
+@group(0) @binding(2) var<storage, read> QK: array<f32>;
 @group(0) @binding(3) var<storage, read> V: array<f32>;
 @group(0) @binding(4) var<storage, read> Coef: array<f32>;
 @group(0) @binding(5) var<storage, read> Sin: array<f32>;
 @group(0) @binding(6) var<storage, read> Dp: array<f32>;
 @group(0) @binding(7) var<storage, read_write> O: array<f32>;
-fn qk(qb: u32, kb: u32, N: u32) -> f32 {
-  var d = 0.0;
-  for (var n = 0u; n < N; n++) { d += Q[qb + n] * K[kb + n]; }
-  return d;
-}
 ${ENTRY_1D}
   let L = pu(1u); let Tq = pu(2u); let R = pu(3u); let P = pu(4u); let N = pu(5u); let H = pu(6u);
   let n_ch = (L + Tq - 1u) / Tq;
   if (i >= pu(0u) * L * R * P) { return; }
   let p = i % P; let ro = (i / P) % R; let t = (i / (P * R)) % L; let bh = i / (P * R * L);
-  let ch = t / Tq;
+  let ch = t / Tq; let s0 = ch * Tq;
   let qb = ((bh * L + t) * R + ro) * N;
+  let qrow = (((bh * L + t) * R + ro) * Tq) * R;  // QK row of (t, ro)
   let ct = Coef[(bh * L + t) * 3u];
   var acc = 0.0;
   if (pu(7u) != 0u) { acc = Dp[bh % H] * V[i]; }
-  for (var s = ch * Tq; s <= t; s++) {
+  for (var s = s0; s <= t; s++) {
     let e = decay(ct - Coef[(bh * L + s) * 3u]) * Coef[(bh * L + s) * 3u + 1u];
     for (var r = 0u; r < R; r++) {
-      let row = (bh * L + s) * R + r;
-      acc += e * qk(qb, row * N, N) * V[row * P + p];
+      acc += e * QK[qrow + (s - s0) * R + r] * V[((bh * L + s) * R + r) * P + p];
     }
   }
   let corr = Coef[(bh * L + t) * 3u + 2u];
   for (var r = 0u; r < R; r++) {
-    let row = (bh * L + t) * R + r;
-    acc -= corr * qk(qb, row * N, N) * V[row * P + p];
+    acc -= corr * QK[qrow + (t - s0) * R + r] * V[((bh * L + t) * R + r) * P + p];
   }
   let sb = ((bh * n_ch + ch) * P + p) * N;
   var sc = 0.0;
