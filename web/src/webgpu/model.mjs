@@ -33,7 +33,8 @@ function num(v, d) {
 // The engine's reading of a state-spaces config.json (src/model/config.cpp).
 export function parseConfig(j) {
   if (!j || typeof j !== 'object') throw new Error('config.json: not an object');
-  if (j.model_type) throw new Error(`config.json: model_type '${j.model_type}' is not supported by the webgpu backend (state-spaces layout only)`);
+  if (j.model_type === 'mamba2') return parseHfMamba2(j);
+  if (j.model_type) throw new Error(`config.json: model_type '${j.model_type}' is not supported by the webgpu backend (state-spaces layout or HF mamba2)`);
   for (const k of ['d_model', 'n_layer', 'vocab_size'])
     if (!(Number.isInteger(j[k]) && j[k] > 0)) throw new Error(`config.json: '${k}' must be a positive integer`);
   const c = {
@@ -83,7 +84,65 @@ export function parseConfig(j) {
   }
   c.layers = [];
   for (let i = 0; i < c.nLayer; ++i) c.layers.push(c.attnIdx.includes(i) ? 'attention' : c.ssm.kind);
+  c.embeddingName = 'backbone.embedding.weight';
   return c;
+}
+
+function mamba2Shape(m, dModel) {
+  m.dInner = m.expand * dModel;
+  m.H = m.dInner / m.headdim;
+  m.convDim = m.dInner + 2 * m.ngroups * m.dState;
+  m.dInProj = 2 * m.dInner + 2 * m.ngroups * m.dState + m.H;
+  if (!Number.isInteger(m.H) || m.H <= 0) throw new Error('config.json: expand * hidden_size must be a multiple of head_dim');
+  return m;
+}
+
+// HF transformers' Mamba2ForCausalLM (the engine's parse_hugging_face):
+// the same mixer under HF's key names, no vocabulary padding.
+function parseHfMamba2(j) {
+  for (const k of ['hidden_size', 'num_hidden_layers', 'vocab_size'])
+    if (!(Number.isInteger(j[k]) && j[k] > 0)) throw new Error(`config.json: '${k}' must be a positive integer`);
+  if (num(j.hidden_act, 'silu') !== 'silu') throw new Error(`config.json: hidden_act '${j.hidden_act}' is not supported (silu)`);
+  const c = { dModel: j.hidden_size, nLayer: j.num_hidden_layers, vocab: j.vocab_size, padMultiple: 1, dIntermediate: 0,
+    tie: num(j.tie_word_embeddings, true), eps: num(j.layer_norm_epsilon, 1e-5), attnIdx: [] };
+  c.vocabPadded = c.vocab;
+  c.ssm = mamba2Shape({ kind: 'mamba2', dState: num(j.state_size, 128), dConv: num(j.conv_kernel, 4), expand: num(j.expand, 2),
+    headdim: num(j.head_dim, 64), ngroups: num(j.n_groups, 1), chunk: num(j.chunk_size, 256), rmsnorm: num(j.rms_norm, true),
+    normBeforeGate: num(j.norm_before_gate, false), bias: num(j.use_bias, false), convBias: num(j.use_conv_bias, true),
+    dtLimit: j.time_step_limit || [0, Infinity] }, c.dModel);
+  if (j.num_heads !== undefined && j.num_heads !== c.ssm.H)
+    throw new Error(`config.json: num_heads (${j.num_heads}) != expand * hidden_size / head_dim (${c.ssm.H})`);
+  c.layers = new Array(c.nLayer).fill('mamba2');
+  c.embeddingName = 'backbone.embeddings.weight';
+  return c;
+}
+
+// JSON as Python writes it: bare Infinity, -Infinity and NaN (outside
+// strings) are read as numbers, as the engine's reader does.
+export function parseJson(text, name = 'config.json') {
+  let out = '', inString = false;
+  for (let i = 0; i < text.length; ++i) {
+    const ch = text[i];
+    if (inString) {
+      out += ch;
+      if (ch === '\\') out += text[++i] ?? '';
+      else if (ch === '"') inString = false;
+    } else if (ch === '"') {
+      inString = true;
+      out += ch;
+    } else if (text.startsWith('Infinity', i)) {
+      out += '1e999';
+      i += 7;
+    } else if (text.startsWith('NaN', i)) {
+      out += 'null';
+      i += 2;
+    } else out += ch;
+  }
+  try {
+    return JSON.parse(out);
+  } catch (e) {
+    throw new Error(`${name}: ${e.message}`);
+  }
 }
 
 export class WebGpuModel {
@@ -111,7 +170,7 @@ export class WebGpuModel {
       return buf;
     };
     const opt = (name) => (tensors[name] ? need(name) : null);
-    this.embedding = need('backbone.embedding.weight', [c.vocabPadded, c.dModel]);
+    this.embedding = need(c.embeddingName, [c.vocabPadded, c.dModel]);
     this.normF = need('backbone.norm_f.weight', [c.dModel]);
     this.lmHead = c.tie ? this.embedding : need('lm_head.weight', [c.vocabPadded, c.dModel]);
     this.layers = c.layers.map((kind, i) => {
@@ -438,12 +497,7 @@ export async function load(files, options = {}) {
   };
   const text = (name) => new TextDecoder().decode(bytes(name));
   if (!files['config.json']) throw new Error('load: the model has no config.json');
-  let config;
-  try {
-    config = JSON.parse(text('config.json'));
-  } catch (e) {
-    throw new Error(`config.json: ${e.message}`);
-  }
+  const config = parseJson(text('config.json'));
   let shards = ['model.safetensors'];
   if (!files['model.safetensors'] && files['model.safetensors.index.json'])
     shards = [...new Set(Object.values(JSON.parse(text('model.safetensors.index.json')).weight_map))];

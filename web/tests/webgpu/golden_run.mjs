@@ -1,7 +1,7 @@
 // In the page: runs the WebGPU forward on a golden case of tests/golden and
 // measures it against the golden (and against itself for decode), returning
 // numbers for the node test to judge.
-import { WebGpuModel } from '/web/src/webgpu/model.mjs';
+import { WebGpuModel, parseJson } from '/web/src/webgpu/model.mjs';
 import { requestGpuDevice } from '/web/src/webgpu/gpu.mjs';
 import { parseSafetensors } from '/web/src/webgpu/safetensors.mjs';
 
@@ -25,7 +25,7 @@ let device = null;
 
 export async function run(name) {
   const dir = `/tests/golden/${name}`;
-  const config = JSON.parse(new TextDecoder().decode(await bytes(`${dir}/config.json`)));
+  const config = parseJson(new TextDecoder().decode(await bytes(`${dir}/config.json`)), `${name}/config.json`);
   const tensors = parseSafetensors(await bytes(`${dir}/model.safetensors`), `${name}/model.safetensors`);
   const golden = parseSafetensors(await bytes(`${dir}/golden.safetensors`), `${name}/golden.safetensors`);
   device = device || (await requestGpuDevice());
