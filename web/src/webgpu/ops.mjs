@@ -16,7 +16,7 @@ export function linear(gpu, { x, W, bias = null, y, M, N, K, accumulate = false 
   const words = [M, N, K, xv.off, xv.ld, yv.off, yv.ld, bias ? 1 : 0, accumulate ? 1 : 0];
   // A few rows (decode) read W once per row instead of staging 16-row tiles.
   if (M <= 4) gpu.dispatch('linear_rows', words, [xv.buf, W, bias, yv.buf], [Math.ceil(N / WG), M, 1]);
-  else gpu.dispatch('linear', words, [xv.buf, W, bias, yv.buf], [Math.ceil(N / 16), Math.ceil(M / 16), 1]);
+  else gpu.dispatch('linear', words, [xv.buf, W, bias, yv.buf], [Math.ceil(N / 64), Math.ceil(M / 32), 1]);
 }
 
 export function embedding(gpu, { ids, E, out, rows, D, scale = 1 }) {

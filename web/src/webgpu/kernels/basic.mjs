@@ -2,40 +2,62 @@
 import { ENTRY_1D } from './common.mjs';
 
 // y[r, o] (+)= sum_i x[r, i] W[o, i] + bias[o]: a Linear with W stored
-// (out, in). 16 x 16 output tiles; each step stages a 16 x 16 tile of x and
-// of W in workgroup memory, so every loaded value is used 16 times.
+// (out, in). A workgroup of 16 x 16 threads makes a 32 x 64 tile of y, each
+// thread 2 rows x 4 columns (columns 16 apart); each step stages 32 columns
+// of x and W in workgroup memory, so that every value loaded is used 64 or
+// 32 times, and barriers (costly on a CPU adapter) come once per 32 of K.
 // params: M N K x_off x_ld y_off y_ld has_bias accumulate
 export const linear = /* wgsl */ `
 @group(0) @binding(1) var<storage, read> X: array<f32>;
 @group(0) @binding(2) var<storage, read> W: array<f32>;
 @group(0) @binding(3) var<storage, read> Bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> Y: array<f32>;
-var<workgroup> xs: array<array<f32, 17>, 16>;
-var<workgroup> ws: array<array<f32, 17>, 16>;
+var<workgroup> xs: array<array<f32, 33>, 32>;
+var<workgroup> ws: array<array<f32, 33>, 64>;
 @compute @workgroup_size(16, 16)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let M = pu(0u); let N = pu(1u); let K = pu(2u);
   let x_off = pu(3u); let x_ld = pu(4u);
-  let row = wid.y * 16u + lid.y;
-  let col = wid.x * 16u + lid.x;
-  let wrow = wid.x * 16u + lid.y;
-  var acc = 0.0;
-  for (var k0 = 0u; k0 < K; k0 += 16u) {
-    let k = k0 + lid.x;
-    var xv = 0.0;
-    if (row < M && k < K) { xv = X[x_off + row * x_ld + k]; }
-    xs[lid.y][lid.x] = xv;
-    var wv = 0.0;
-    if (wrow < N && k < K) { wv = W[wrow * K + k]; }
-    ws[lid.y][lid.x] = wv;
+  let tid = lid.y * 16u + lid.x;
+  let row0 = wid.y * 32u; let col0 = wid.x * 64u;
+  var acc: array<array<f32, 4>, 2>;
+  for (var k0 = 0u; k0 < K; k0 += 32u) {
+    for (var q = 0u; q < 4u; q++) {
+      let idx = tid + 256u * q;
+      let r = idx / 32u; let k = k0 + idx % 32u;
+      var v = 0.0;
+      if (row0 + r < M && k < K) { v = X[x_off + (row0 + r) * x_ld + k]; }
+      xs[r][idx % 32u] = v;
+    }
+    for (var q = 0u; q < 8u; q++) {
+      let idx = tid + 256u * q;
+      let n = idx / 32u; let k = k0 + idx % 32u;
+      var v = 0.0;
+      if (col0 + n < N && k < K) { v = W[(col0 + n) * K + k]; }
+      ws[n][idx % 32u] = v;
+    }
     workgroupBarrier();
-    for (var j = 0u; j < 16u; j++) { acc += xs[lid.y][j] * ws[lid.x][j]; }
+    for (var k = 0u; k < 32u; k++) {
+      let a0 = xs[lid.y * 2u][k]; let a1 = xs[lid.y * 2u + 1u][k];
+      for (var j = 0u; j < 4u; j++) {
+        let w = ws[lid.x + 16u * j][k];
+        acc[0][j] += a0 * w;
+        acc[1][j] += a1 * w;
+      }
+    }
     workgroupBarrier();
   }
-  if (row < M && col < N) {
-    if (pu(7u) != 0u) { acc += Bias[col]; }
-    let at = pu(5u) + row * pu(6u) + col;
-    if (pu(8u) != 0u) { Y[at] = Y[at] + acc; } else { Y[at] = acc; }
+  for (var i = 0u; i < 2u; i++) {
+    let row = row0 + lid.y * 2u + i;
+    for (var j = 0u; j < 4u; j++) {
+      let col = col0 + lid.x + 16u * j;
+      if (row < M && col < N) {
+        var v = acc[i][j];
+        if (pu(7u) != 0u) { v += Bias[col]; }
+        let at = pu(5u) + row * pu(6u) + col;
+        if (pu(8u) != 0u) { Y[at] = Y[at] + v; } else { Y[at] = v; }
+      }
+    }
   }
 }`;
 
