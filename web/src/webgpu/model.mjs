@@ -381,6 +381,8 @@ export class WebGpuModel {
   async *generateIds(prompt, opts = {}) {
     const o = { ...SAMPLING_DEFAULTS, ...opts };
     checkSampling(o);
+    if (!Array.isArray(prompt) && !ArrayBuffer.isView(prompt))
+      throw new Error('webgpu: generate takes token ids; text goes through the engine\'s tokenizer (web/src/ssm.mjs)');
     if (this.batch !== 1) this.reset(1);
     if (!prompt.length) throw new Error('generate: the prompt has no tokens');
     const recent = [...prompt].slice(-Math.max(o.repeatLastN, 0));
