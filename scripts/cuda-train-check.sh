@@ -7,6 +7,7 @@
 #   scripts/cuda-train-check.sh [SOURCE_DIR] [BUILD_DIR] [LOG_DIR]
 # DEPS_DIR: as scripts/cuda-check.sh (Debian packages the machine lacks).
 # TESTS: a ctest -R regex to run only some gpu tests.
+# CMAKE_ARGS: more configure arguments (e.g. -DSSM_NCCL=ON).
 set -uo pipefail
 src=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 build=${2:-$src/build-cuda}
@@ -14,11 +15,13 @@ logs=${3:-$build/logs}
 mkdir -p "$logs"
 
 source "$(dirname "$0")/cuda-deps.sh"
+export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on shared hosts
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/device.log"
 {
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSM_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DSSM_BUILD_TESTS=ON -DSSM_BUILD_BENCH=OFF -DSSM_PYTHON=OFF &&
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DSSM_BUILD_TESTS=ON -DSSM_BUILD_BENCH=OFF -DSSM_PYTHON=OFF \
+    ${CMAKE_ARGS:-} &&
   cmake --build "$build" -j"$(nproc)" --target test_ops_gpu test_model_gpu ssm_cli
 } > "$logs/build.log" 2>&1
 status=$?
@@ -30,6 +33,25 @@ ctest --test-dir "$build" -L gpu ${TESTS:+-R "$TESTS"} -j4 --output-on-failure >
 tstatus=$?
 grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Exception" "$logs/test.log" | head -80
 tail -3 "$logs/test.log"
+
+# A session written by `ssm generate --backend cuda` continues on the CPU as
+# one written on the CPU does (greedy, so the ids must be equal).
+for m in mamba3_siso_tiny hybrid_tiny; do
+  dir=$src/tests/golden/$m
+  for first in cuda cpu; do
+    rm -f /tmp/session-$first.state
+    "$build/bin/ssm" generate "$dir" --backend $first --prompt-ids 1,2,3,4,5 -n 6 --temperature 0 \
+      --print-ids -q --session /tmp/session-$first.state > "$logs/session-$m-$first-1.txt" 2>&1
+    "$build/bin/ssm" generate "$dir" --backend cpu --prompt-ids 7,8 -n 6 --temperature 0 \
+      --print-ids -q --session /tmp/session-$first.state > "$logs/session-$m-$first-2.txt" 2>&1
+  done
+  if cmp -s "$logs/session-$m-cuda-2.txt" "$logs/session-$m-cpu-2.txt" &&
+     cmp -s "$logs/session-$m-cuda-1.txt" "$logs/session-$m-cpu-1.txt"; then
+    echo "session $m: cuda -> cpu continuation equals cpu -> cpu: $(cat "$logs/session-$m-cuda-2.txt")"
+  else
+    echo "session $m: DIFFERS"; tail -n +1 "$logs"/session-$m-*.txt; tstatus=1
+  fi
+done
 
 if [ "${BENCH:-1}" != 0 ]; then
   ssm=$build/ssm
