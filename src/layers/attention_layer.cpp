@@ -150,6 +150,8 @@ void AttentionLayer::backward(const LayerActivations& kept, const Tensor& x, con
   if (inv_freq_.defined())
     ops::rope_backward(ctx, {.heads = H, .kv_heads = Hkv, .head_dim = hd,
                              .inv_freq = inv_freq(ctx), .dq = dq, .dk = dk});
+  // Falcon-H1: k was times key_multiplier before the (linear) rotary.
+  if (c.key_multiplier != 1.f) ops::scale(ctx, dk, c.key_multiplier);
 
   project_qkv_backward(x, dqkv, dx, grads, ctx);
 }

@@ -59,13 +59,22 @@ void GatedMlp::backward(const LayerActivations& kept, const Tensor& x, const Ten
                         Tensor& dx, std::vector<Tensor>& grads, Context& ctx) {
   const auto& a = dynamic_cast<const MlpActivations&>(kept);
   Arena::Scope scope(ctx.arena());
+  // y = m_down (gated fc2^T): the multiplier goes on the output's gradient.
+  Tensor dout = dy;
+  if (down_multiplier_ != 1.f) {
+    dout = ctx.arena().alloc(DType::kF32, dy.shape());
+    ops::copy(ctx, dout, dy);
+    ops::scale(ctx, dout, down_multiplier_);
+  }
   const Tensor dgated = ctx.arena().alloc(DType::kF32, a.gated.shape());
-  ops::linear_backward(ctx, {.x = a.gated, .W = value(fc2_), .dy = dy, .dx = dgated,
+  ops::linear_backward(ctx, {.x = a.gated, .W = value(fc2_), .dy = dout, .dx = dgated,
                              .dW = grad(grads, fc2_)});
   const Tensor dh = ctx.arena().alloc(DType::kF32, a.h.shape());
   ops::gated_rms_norm_backward(ctx, {.y = a.h.cols(0, hidden_), .z = a.h.cols(hidden_, 2 * hidden_),
                                      .dout = dgated, .dy = dh.cols(0, hidden_),
                                      .dz = dh.cols(hidden_, 2 * hidden_)});
+  // The kept gate is already times m_gate: its gradient is, before fc1's.
+  if (gate_multiplier_ != 1.f) ops::scale(ctx, dh.cols(hidden_, 2 * hidden_), gate_multiplier_);
   if (!hf_) {
     ops::linear_backward(ctx, {.x = x, .W = value(fc1_), .dy = dh, .dx = dx, .dW = grad(grads, fc1_)});
     return;

@@ -1,5 +1,6 @@
 #include "ssm/layers/mamba1_layer.h"
 
+#include "layers/mamba1_parts.h"
 #include "ssm/ops/conv1d.h"
 #include "ssm/ops/linear.h"
 #include "ssm/ops/rms_norm.h"
@@ -53,13 +54,12 @@ std::unique_ptr<LayerState> Mamba1Layer::make_state(int64_t batch, Device device
 
 void Mamba1Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
                           std::unique_ptr<LayerActivations>* keep) {
-  if (keep) throw Error("the mamba1 layer has no backward: Mamba-1 models cannot be trained yet");
   const auto& c = cfg_;
   const int64_t B = x.dim(0), L = x.dim(1), Di = c.d_inner, R = c.dt_rank, N = c.d_state;
   auto* st = static_cast<Mamba1State*>(state);
   if (st) SSM_CHECK(st->ssm.dim(0) == B, "state holds ", st->ssm.dim(0), " sequences, input has ", B);
   Arena::Scope scope(ctx.arena());
-  auto alloc = [&](const Shape& s) { return ctx.arena().alloc(DType::kF32, s); };
+  const Workspace alloc(ctx, keep != nullptr);
 
   // [x | z] = u in_proj^T
   const Tensor xz = alloc({B, L, 2 * Di});
@@ -74,6 +74,8 @@ void Mamba1Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
   // weights) and Jamba (with)
   const Tensor dbc = alloc({B, L, c.d_x_proj()});
   ops::linear(ctx, {.x = u, .W = value(x_proj_), .y = dbc});
+  // The backward of the norms reads their inputs: kept apart when training.
+  const Tensor dbc_raw = keep && c.bcdt_norm ? dbc.clone() : dbc;
   const Tensor dt_low = dbc.cols(0, R), Bm = dbc.cols(R, R + N), Cm = dbc.cols(R + N, R + 2 * N);
   if (c.bcdt_norm) {
     ops::rms_norm(ctx, {.x = dt_low, .w = value(dt_norm_), .eps = c.bcdt_eps, .out = dt_low});
@@ -91,6 +93,11 @@ void Mamba1Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
                             .A_log = value(A_log_), .B = Bm, .C = Cm, .D = value(D_),
                             .z = xz.cols(Di, 2 * Di), .y = ys, .state = st ? st->ssm : Tensor()});
   ops::linear(ctx, {.x = ys, .W = value(out_proj_), .bias = value(out_bias_), .y = y});
+  if (keep) {
+    auto a = std::make_unique<Mamba1Activations>();
+    a->xz = xz, a->u = u, a->dbc_raw = dbc_raw, a->dbc = dbc, a->dt_raw = dt_raw, a->ys = ys;
+    *keep = std::move(a);
+  }
 }
 
 }  // namespace ssm

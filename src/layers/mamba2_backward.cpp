@@ -4,6 +4,7 @@
 #include "layers/mamba2_parts.h"
 #include "ssm/layers/mamba2_layer.h"
 #include "ssm/ops/conv1d.h"
+#include "ssm/ops/elementwise.h"
 #include "ssm/ops/linear.h"
 #include "ssm/ops/rms_norm.h"
 #include "ssm/ops/ssd.h"
@@ -52,8 +53,27 @@ void Mamba2Layer::backward(const LayerActivations& kept, const Tensor& x, const 
                              .din = s.conv_in(dzxbcdt), .dweight = grad(grads, conv_),
                              .dbias = grad(grads, conv_bias_)});
 
-  ops::linear_backward(ctx, {.x = x, .W = value(in_proj_), .dy = dzxbcdt, .dx = dx,
+  if (!c.has_multipliers()) {
+    ops::linear_backward(ctx, {.x = x, .W = value(in_proj_), .dy = dzxbcdt, .dx = dx,
+                               .dW = grad(grads, in_proj_), .dbias = grad(grads, in_bias_)});
+    return;
+  }
+  // Falcon-H1: zxbcdt's blocks were each times a multiplier after in_proj,
+  // whose input was x times in_multiplier.
+  const int64_t edges[6] = {0, s.d_inner, 2 * s.d_inner, 2 * s.d_inner + s.GN, 2 * s.d_inner + 2 * s.GN,
+                            c.d_in_proj()};
+  for (int part = 0; part < 5; ++part)
+    if (c.part_multipliers[part] != 1.f)
+      ops::scale(ctx, dzxbcdt.cols(edges[part], edges[part + 1]), c.part_multipliers[part]);
+  Tensor u = x;
+  if (c.in_multiplier != 1.f) {
+    u = work.alloc(DType::kF32, x.shape());
+    ops::copy(ctx, u, x);
+    ops::scale(ctx, u, c.in_multiplier);
+  }
+  ops::linear_backward(ctx, {.x = u, .W = value(in_proj_), .dy = dzxbcdt, .dx = dx,
                              .dW = grad(grads, in_proj_), .dbias = grad(grads, in_bias_)});
+  if (c.in_multiplier != 1.f) ops::scale(ctx, dx, c.in_multiplier);
 }
 
 }  // namespace ssm

@@ -78,8 +78,14 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
     ops::add(ctx, h, out, config_.residual_multiplier);
   };
   // Falcon-H1: h += m_ssm * mamba(n) + m_out * attention(m_in * n), n = RMSNorm(h).
+  // Training: the block's input only; its backward recomputes the rest.
+  auto tape_input_only = [&] {
+    if (!tape) return;
+    tape->inputs.push_back(h.clone());
+    tape->activations.push_back(nullptr);
+  };
   auto parallel_block = [&](Block& b, LayerState* mixer_state, LayerState* attention_state) {
-    SSM_CHECK(!tape, "a layer with parallel attention has no backward");
+    tape_input_only();
     ops::rms_norm(ctx, {.x = h, .w = b.norm.value, .eps = eps, .out = normed});
     b.mixer->forward(normed, out, mixer_state, ctx);
     ops::add(ctx, h, out, config_.ssm_out_multiplier);
@@ -90,7 +96,7 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
   // Zamba2: the shared blocks read [h | embeddings]; the embeddings are h now.
   Tensor joined;
   if (!config_.shared_block_layers.empty()) {
-    SSM_CHECK(!tape, "a model with shared attention blocks has no backward");
+    if (tape) tape->embedded = h.clone();
     Shape wide = h.shape();
     wide.back() *= 2;
     joined = ctx.arena().alloc(DType::kF32, wide);
@@ -98,6 +104,7 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
   }
   // h += mamba(RMSNorm(h + shared(h, embeddings)))
   auto shared_block = [&](Block& b, LayerState* mixer_state, LayerState* cache) {
+    tape_input_only();
     ops::copy(ctx, joined.cols(0, config_.d_model), h);
     b.shared->forward(joined, out, cache, ctx);
     ops::add(ctx, out, h);

@@ -22,11 +22,22 @@ Tensor grad_or_none(Gradients& g, const Param& p) {
   return t.numel() ? t : Tensor();
 }
 
-// dh += the backward of h + layer(RMSNorm(h; w)) at the sub-block's input x,
-// from the activations the forward kept, or recomputing them.
+// alpha dh, in the arena (dh itself when alpha is 1): the gradient of a
+// layer's output that joined the residual stream times alpha.
+Tensor scaled(const Tensor& dh, float alpha, Context& ctx) {
+  if (alpha == 1.f) return dh;
+  const Tensor t = ctx.arena().alloc(DType::kF32, dh.shape());
+  ops::copy(ctx, t, dh);
+  ops::scale(ctx, t, alpha);
+  return t;
+}
+
+// dh += the backward of h + m layer(RMSNorm(h; w)) at the sub-block's input
+// x (m the residual multiplier), from the activations the forward kept, or
+// recomputing them.
 void sub_block_backward(SequenceLayer& layer, const Param& norm_w, const Tensor& x,
                         std::unique_ptr<LayerActivations> kept, const Tensor& dh, Gradients& g,
-                        float eps, Context& ctx) {
+                        float eps, float m, Context& ctx) {
   Arena::Scope scope(ctx.arena());
   const Tensor normed = ctx.arena().alloc(DType::kF32, x.shape());
   Tensor dnormed = ctx.arena().alloc(DType::kF32, x.shape());
@@ -36,7 +47,7 @@ void sub_block_backward(SequenceLayer& layer, const Param& norm_w, const Tensor&
     layer.forward(normed, out, nullptr, ctx, &kept);
   }
   std::vector<Tensor> grads = layer_grads(layer, g);
-  layer.backward(*kept, normed, dh, dnormed, grads, ctx);
+  layer.backward(*kept, normed, scaled(dh, m, ctx), dnormed, grads, ctx);
   ops::rms_norm_backward(ctx, {.x = x, .w = norm_w.value, .eps = eps, .dout = dnormed, .dx = dh,
                                .accumulate_dx = true, .dw = grad_or_none(g, norm_w)});
 }
@@ -58,6 +69,16 @@ std::vector<std::vector<const Param*>> finals_by_part(LanguageModel& model) {
     LanguageModel::Block& b = model.block(i);
     if (b.mlp) layer_part(*b.mlp, b.norm2);
     layer_part(*b.mixer, b.norm);
+    // Falcon-H1's parallel attention and Zamba2's shared block use are in
+    // the mixer's part; a shared block's own weights are final after the
+    // first layer that uses it (the last one the backward reaches).
+    if (b.parallel)
+      for (const Param& p : b.parallel->parameters()) parts.back().push_back(&p);
+    if (b.shared) {
+      for (const Param& p : b.shared->parameters()) parts.back().push_back(&p);
+      for (const Param& p : static_cast<SharedBlockUse&>(*b.shared).block().parameters())
+        parts.back().push_back(&p);
+    }
   }
   parts.push_back({&model.embedding()});
   std::map<const Param*, size_t> last;
@@ -66,6 +87,68 @@ std::vector<std::vector<const Param*>> finals_by_part(LanguageModel& model) {
   std::vector<std::vector<const Param*>> finals(parts.size());
   for (const auto& [p, k] : last) finals[k].push_back(p);
   return finals;
+}
+
+// Falcon-H1's parallel layer, recomputed from its input x:
+//   h += m_ssm mamba(n) + m_out attention(m_in n),  n = RMSNorm(x; w)
+void parallel_block_backward(const ModelConfig& c, LanguageModel::Block& b, const Tensor& x,
+                             const Tensor& dh, Gradients& g, Context& ctx) {
+  Arena::Scope scope(ctx.arena());
+  auto alloc = [&] { return ctx.arena().alloc(DType::kF32, x.shape()); };
+  const Tensor n = alloc(), n_in = alloc();
+  Tensor out = alloc(), dn = alloc(), dn_in = alloc();
+  ops::rms_norm(ctx, {.x = x, .w = b.norm.value, .eps = c.norm_eps, .out = n});
+  ops::copy(ctx, n_in, n);
+  ops::scale(ctx, n_in, c.attention_in_multiplier);
+  std::unique_ptr<LayerActivations> mixer_kept, attention_kept;
+  b.mixer->forward(n, out, nullptr, ctx, &mixer_kept);
+  b.parallel->forward(n_in, out, nullptr, ctx, &attention_kept);
+  std::vector<Tensor> mixer_grads = layer_grads(*b.mixer, g), attention_grads = layer_grads(*b.parallel, g);
+  b.mixer->backward(*mixer_kept, n, scaled(dh, c.ssm_out_multiplier, ctx), dn, mixer_grads, ctx);
+  b.parallel->backward(*attention_kept, n_in, scaled(dh, c.attention_out_multiplier, ctx), dn_in,
+                       attention_grads, ctx);
+  ops::add(ctx, dn, dn_in, c.attention_in_multiplier);
+  ops::rms_norm_backward(ctx, {.x = x, .w = b.norm.value, .eps = c.norm_eps, .dout = dn, .dx = dh,
+                               .accumulate_dx = true, .dw = grad_or_none(g, b.norm)});
+}
+
+// Zamba2's block with a use of a shared block, recomputed from its input x
+// and the embeddings e:
+//   s = shared([x | e]),  t = x + s,  h = x + m mamba(RMSNorm(t; w))
+// The gradient of e is added to demb; the shared weights' gradients, which
+// every use of the block adds to, follow the use's own in its grads.
+void shared_block_backward(const ModelConfig& c, LanguageModel::Block& b, const Tensor& x,
+                           const Tensor& e, const Tensor& dh, const Tensor& demb, Gradients& g,
+                           Context& ctx) {
+  Arena::Scope scope(ctx.arena());
+  const int64_t D = c.d_model;
+  auto alloc = [&](int64_t width) {
+    Shape s = x.shape();
+    s.back() = width;
+    return ctx.arena().alloc(DType::kF32, s);
+  };
+  const Tensor joined = alloc(2 * D), t = alloc(D), normed = alloc(D), dt = alloc(D);
+  Tensor out = alloc(D), s = alloc(D), djoined = alloc(2 * D), dnormed = alloc(D);
+  ops::copy(ctx, joined.cols(0, D), x);
+  ops::copy(ctx, joined.cols(D, 2 * D), e);
+  std::unique_ptr<LayerActivations> shared_kept, mixer_kept;
+  b.shared->forward(joined, s, nullptr, ctx, &shared_kept);
+  ops::copy(ctx, t, s);
+  ops::add(ctx, t, x);
+  ops::rms_norm(ctx, {.x = t, .w = b.norm.value, .eps = c.norm_eps, .out = normed});
+  b.mixer->forward(normed, out, nullptr, ctx, &mixer_kept);
+
+  std::vector<Tensor> mixer_grads = layer_grads(*b.mixer, g);
+  b.mixer->backward(*mixer_kept, normed, scaled(dh, c.residual_multiplier, ctx), dnormed, mixer_grads, ctx);
+  ops::rms_norm_backward(ctx, {.x = t, .w = b.norm.value, .eps = c.norm_eps, .dout = dnormed, .dx = dt,
+                               .dw = grad_or_none(g, b.norm)});
+  std::vector<Tensor> shared_grads = layer_grads(*b.shared, g);
+  for (Param& p : static_cast<SharedBlockUse&>(*b.shared).block().parameters())
+    shared_grads.push_back(g.of(p));
+  b.shared->backward(*shared_kept, joined, dt, djoined, shared_grads, ctx);
+  ops::add(ctx, dh, dt);
+  ops::add(ctx, dh, djoined.cols(0, D));
+  ops::add(ctx, demb, djoined.cols(D, 2 * D));
 }
 
 }  // namespace
@@ -127,8 +210,6 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
                             Context& ctx, std::vector<double>* position_loss, bool keep_activations,
                             const GradientsFinal* on_final) {
   const ModelConfig& c = model.config();
-  if (grads && (c.embedding_multiplier != 1.f || c.residual_multiplier != 1.f || c.logits_scaling != 1.f))
-    throw Error(cat("a ", c.family, " model with embedding, residual or logit multipliers cannot be trained yet"));
   // Refused before any work: the first layer without a backward, by name.
   for (int64_t i = 0; grads && i < c.n_layer; ++i) {
     if (!model.mixer(i).can_train())
@@ -138,10 +219,12 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
       throw Error(cat("layer ", i, " (its ", model.mlp(i)->kind(), ") has no backward: a ", c.family,
                       " model cannot be trained yet"));
   }
-  // The HF hybrid families' backward paths (split projections, HF MLP
-  // layouts) are not checked against finite differences yet: refused.
-  if (grads && c.convention == Convention::kHuggingFace && c.family != "mamba2")
-    throw Error(cat("training a ", c.family, " model is not supported yet (inference only)"));
+  for (int64_t i = 0; grads && i < c.n_layer; ++i) {
+    LanguageModel::Block& b = model.block(i);
+    if ((b.parallel && !b.parallel->can_train()) || (b.shared && !b.shared->can_train()))
+      throw Error(cat("layer ", i, " (its ", (b.parallel ? b.parallel : b.shared)->kind(),
+                      ") has no backward: a ", c.family, " model cannot be trained yet"));
+  }
   const std::vector<int64_t> targets = next_token_targets(ids, c.vocab_size);
   const int64_t B = ids.dim(0), L = ids.dim(1), rows = B * L, D = c.d_model;
   const float eps = c.norm_eps;
@@ -156,6 +239,10 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
 
   const Tensor f = Tensor::empty(DType::kF32, {B, L, D}, device);
   ops::rms_norm(ctx, {.x = h, .w = model.norm_f().value, .eps = eps, .out = f});
+  // Logits divided by logits_scaling (Granite; Falcon-H1's head multiplier):
+  // the head reads f / s, and df is scaled back below.
+  const float logit_scale = 1.f / c.logits_scaling;
+  if (logit_scale != 1.f) ops::scale(ctx, f, logit_scale);
   LossSum loss;
   loss.count = B * (L - 1);
   Tensor row_loss;
@@ -192,7 +279,10 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
   part_done();  // the head
 
   // dh from the final norm, then back through the blocks, last first.
+  if (logit_scale != 1.f) ops::scale(ctx, df, logit_scale);
   const Tensor dh = Tensor::empty(DType::kF32, {B, L, D}, device);
+  // Zamba2: the gradient of the embeddings every shared block use read.
+  const Tensor demb = tape.embedded.defined() ? Tensor::zeros(DType::kF32, {B, L, D}, device) : Tensor();
   ops::rms_norm_backward(ctx, {.x = h, .w = model.norm_f().value, .eps = eps, .dout = df, .dx = dh,
                                .dw = grad_or_none(*grads, model.norm_f())});
   part_done();
@@ -202,16 +292,23 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
     if (b.mlp) {
       --sub;
       sub_block_backward(*b.mlp, b.norm2, tape.inputs[sub], std::move(tape.activations[sub]), dh,
-                         *grads, eps, ctx);
+                         *grads, eps, c.residual_multiplier, ctx);
       tape.inputs[sub] = Tensor();  // each input is released once read for the last time
       part_done();
     }
     --sub;
-    sub_block_backward(*b.mixer, b.norm, tape.inputs[sub], std::move(tape.activations[sub]), dh,
-                       *grads, eps, ctx);
+    if (b.parallel)
+      parallel_block_backward(c, b, tape.inputs[sub], dh, *grads, ctx);
+    else if (b.shared)
+      shared_block_backward(c, b, tape.inputs[sub], tape.embedded, dh, demb, *grads, ctx);
+    else
+      sub_block_backward(*b.mixer, b.norm, tape.inputs[sub], std::move(tape.activations[sub]), dh,
+                         *grads, eps, c.residual_multiplier, ctx);
     tape.inputs[sub] = Tensor();
     part_done();
   }
+  if (demb.defined()) ops::add(ctx, dh, demb);
+  if (c.embedding_multiplier != 1.f) ops::scale(ctx, dh, c.embedding_multiplier);
   if (Tensor dE = grad_or_none(*grads, model.embedding()); dE.defined())
     ops::embedding_backward(ctx, {.ids = ids_on, .dout = dh, .dtable = dE});
   part_done();

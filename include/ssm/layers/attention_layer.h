@@ -60,8 +60,7 @@ class AttentionLayer : public SequenceLayer {
                std::unique_ptr<LayerActivations>* keep = nullptr) override;
   void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
                 std::vector<Tensor>& grads, Context& ctx) override;
-  // Falcon-H1's key multiplier has no backward yet.
-  bool can_train() const override { return cfg_.key_multiplier == 1.f; }
+  bool can_train() const override { return true; }
   const AttentionConfig& config() const { return cfg_; }
 
  private:

@@ -20,8 +20,7 @@ class GatedMlp : public SequenceLayer {
                std::unique_ptr<LayerActivations>* keep = nullptr) override;
   void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
                 std::vector<Tensor>& grads, Context& ctx) override;
-  // Falcon-H1's multipliers (no backward yet).
-  bool can_train() const override { return gate_multiplier_ == 1.f && down_multiplier_ == 1.f; }
+  bool can_train() const override { return true; }
   // Falcon-H1: SiLU(gate * gate_multiplier), and the output times down_multiplier.
   void set_multipliers(float gate, float down) {
     gate_multiplier_ = gate;

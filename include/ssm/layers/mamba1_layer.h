@@ -1,8 +1,8 @@
 // The Mamba-1 mixer (selective scan S6) of HF's MambaMixer and, with the
 // weightless norms of dt, B and C, FalconMambaMixer, and with weighted ones
 // JambaMambaMixer (docs/MATH.md).
-// Inference only: it has no backward, and training a model with it fails
-// naming this layer.
+// Its backward (mamba1_backward.cpp) reverses each op over what the forward
+// kept.
 #pragma once
 
 #include "ssm/layers/mixer_config.h"
@@ -26,7 +26,9 @@ class Mamba1Layer : public SequenceLayer {
                                          Device device = Device::host()) const override;
   void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
                std::unique_ptr<LayerActivations>* keep = nullptr) override;
-  bool can_train() const override { return false; }
+  void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
+                std::vector<Tensor>& grads, Context& ctx) override;
+  bool can_train() const override { return true; }
   const Mamba1Config& config() const { return cfg_; }
 
  private:

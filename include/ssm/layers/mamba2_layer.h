@@ -24,8 +24,7 @@ class Mamba2Layer : public SequenceLayer {
                std::unique_ptr<LayerActivations>* keep = nullptr) override;
   void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
                 std::vector<Tensor>& grads, Context& ctx) override;
-  // Falcon-H1's multipliers have no backward yet.
-  bool can_train() const override { return !cfg_.has_multipliers(); }
+  bool can_train() const override { return true; }
   std::vector<TrainableSlice> trainable_parameters() override;
   const Mamba2Config& config() const { return cfg_; }
 

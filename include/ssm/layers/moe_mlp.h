@@ -2,7 +2,6 @@
 // a softmax-over-top-k router, routed experts with SiLU-gated projections
 // (gate first), plus an always-on shared expert of the same form:
 //   out = sum_j w_j expert_{e_j}(u) + shared(u)
-// Inference only.
 #pragma once
 
 #include "ssm/layers/mixer_config.h"
@@ -20,7 +19,9 @@ class MoeMlp : public SequenceLayer {
   }
   void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
                std::unique_ptr<LayerActivations>* keep = nullptr) override;
-  bool can_train() const override { return false; }
+  void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
+                std::vector<Tensor>& grads, Context& ctx) override;
+  bool can_train() const override { return true; }
 
  private:
   MoeConfig cfg_;

@@ -1,5 +1,5 @@
 // An MLP without a gate, HF's layout: out = act(u up_proj^T) down_proj^T,
-// with act relu² (Nemotron-H's MLP layers). Inference only.
+// with act relu² (Nemotron-H's MLP layers).
 #pragma once
 
 #include "ssm/layers/sequence_layer.h"
@@ -15,7 +15,9 @@ class PlainMlp : public SequenceLayer {
   }
   void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
                std::unique_ptr<LayerActivations>* keep = nullptr) override;
-  bool can_train() const override { return false; }
+  void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
+                std::vector<Tensor>& grads, Context& ctx) override;
+  bool can_train() const override { return true; }
 
  private:
   int64_t hidden_;

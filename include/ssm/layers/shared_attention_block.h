@@ -33,7 +33,9 @@ class SharedAttentionBlock {
 //   a = RMSNorm(attention(q, k, v) o_proj^T)
 //   [g | v'] = a gate_up^T + (a A_u^T) B_u^T,   t = (GELU(g) * v') down^T
 //   y = t linear_u^T
-// The state is this use's KV cache.
+// The state is this use's KV cache. Its backward takes, after the gradients
+// of its own parameters, those of the shared block's (block().parameters()
+// order), which every use adds to.
 class SharedBlockUse : public SequenceLayer {
  public:
   SharedBlockUse(SharedAttentionBlock& block, int64_t use);
@@ -42,12 +44,22 @@ class SharedBlockUse : public SequenceLayer {
                                          Device device = Device::host()) const override;
   void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
                std::unique_ptr<LayerActivations>* keep = nullptr) override;
+  void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
+                std::vector<Tensor>& grads, Context& ctx) override;
+  bool can_train() const override { return true; }
   int64_t use() const { return use_; }
+  SharedAttentionBlock& block() { return block_; }
 
  private:
   // y (+)= x W^T, plus the adapter's (x A^T) B^T where there is one.
   void project(const Tensor& x, const Param* W, const Param* A, const Param* B, const Tensor& y,
                Context& ctx) const;
+  // Its backward: dx (+)= dy W + ((dy B) A), and the three weights' gradients.
+  void project_backward(const Tensor& x, const Param* W, const Param* A, const Param* B,
+                        const Tensor& dy, const Tensor& dx, bool accumulate_dx,
+                        std::vector<Tensor>& grads, Context& ctx) const;
+  // The gradient of a parameter of this use's or of the shared block's.
+  Tensor grad_of(std::vector<Tensor>& grads, const Param* p) const;
   SharedAttentionBlock& block_;
   int64_t use_;
   Param *qkv_a_[3] = {}, *qkv_b_[3] = {}, *mlp_a_ = nullptr, *mlp_b_ = nullptr, *linear_ = nullptr;

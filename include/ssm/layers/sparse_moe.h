@@ -7,7 +7,6 @@
 //     out = sum_j w_j down_e(SiLU(gate_e u) * up_e u)
 // The expert weights stay F32 under --dtype (kept out of the projection
 // conversion, as Granite's stacked experts are): routed_experts takes F32.
-// Inference only.
 #pragma once
 
 #include <vector>
@@ -26,7 +25,9 @@ class SparseMoe : public SequenceLayer {
   }
   void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
                std::unique_ptr<LayerActivations>* keep = nullptr) override;
-  bool can_train() const override { return false; }
+  void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
+                std::vector<Tensor>& grads, Context& ctx) override;
+  bool can_train() const override { return true; }
 
  private:
   SparseMoeConfig cfg_;

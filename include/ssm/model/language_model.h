@@ -39,10 +39,15 @@ struct ForwardTrace {
 // numbered mixer_0, (mlp_0), mixer_1, ...: for each, the residual stream
 // entering it and, unless the backward is to recompute them, the
 // activations its layer kept.
+// Falcon-H1's parallel layers and Zamba2's blocks with a shared block use
+// are one sub-block each whose backward always recomputes (null
+// activations); Zamba2's shared blocks also read the embeddings, kept in
+// `embedded`.
 struct BlockTape {
   bool keep_activations = false;
   std::vector<Tensor> inputs;
   std::vector<std::unique_ptr<LayerActivations>> activations;
+  Tensor embedded;
 };
 
 class LanguageModel {
