@@ -82,8 +82,9 @@ TEST_P(LoadMemory, ConvertedLoadDoesNotKeepTheF32Weights) {
   ASSERT_GT(converted_bytes, 0);
   // With the F32 pages resident the growth is f32_bytes + converted_bytes
   // (at least f32_bytes, however the allocator reuses memory); released, it
-  // is the converted weights plus one F32 tensor and small ones.
-  EXPECT_LT(growth, converted_bytes + f32_bytes / 4)
+  // is the converted weights plus one block of rows and small ones (and,
+  // under AddressSanitizer, its shadow and the freed blocks it quarantines).
+  EXPECT_LT(growth, converted_bytes + f32_bytes / 3)
       << "peak grew by " << growth << " bytes loading " << f32_bytes << " F32 bytes into "
       << converted_bytes << " bytes of " << dtype_name(dtype);
 }
