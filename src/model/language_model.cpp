@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <set>
 
+#include "ops/tensor_data.h"
 #include "ssm/core/log.h"
 #include "ssm/layers/attention_layer.h"
 
@@ -85,6 +87,36 @@ void check_projection_dtype(DType dtype) {
                     " (F32, F16, BF16 or Q8)"));
 }
 
+// A projection of the source converted to dtype a block of rows at a time,
+// the source's pages released after each block: the peak is the converted
+// tensor plus one block, not plus the whole F32 tensor (a 130m model's
+// embedding is 154 MB in F32, and it set the peak of an int8 load).
+Tensor convert_releasing(const Tensor& t, DType dtype, const TensorSource& source,
+                         const std::string& name) {
+  constexpr size_t kBlockBytes = size_t{8} << 20;
+  const int64_t R = t.dim(0), C = t.cols();
+  const auto in_row = static_cast<size_t>(C) * dtype_size(t.dtype());
+  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / std::max<size_t>(in_row, 1)));
+  if (R <= block) {
+    Tensor out = t.to_dtype(dtype);
+    source.release(name);
+    return out;
+  }
+  Tensor out = Tensor::empty(dtype, t.shape());
+  const auto out_row = static_cast<size_t>(C) * dtype_size(dtype);
+  for (int64_t r0 = 0; r0 < R; r0 += block) {
+    const int64_t r1 = std::min(R, r0 + block);
+    const Tensor part = t.rows(r0, r1).to_dtype(dtype);  // Q8 scales are per row: the same values
+    std::memcpy(static_cast<char*>(out.raw()) + static_cast<size_t>(r0) * out_row, part.raw(),
+                static_cast<size_t>(r1 - r0) * out_row);
+    if (dtype == DType::kQ8)
+      std::memcpy(ops::elements<float>(out.scales()) + r0, part.scales().raw(),
+                  static_cast<size_t>(r1 - r0) * sizeof(float));
+    source.release(name);  // the rows not read yet are not resident: nothing lost
+  }
+  return out;
+}
+
 // Fills every parameter of model from source, checking names and shapes.
 // Aligned F32 tensors stay in the source's (copy-on-write) mapping, and so
 // do the projection matrices (2-D weights, as convert_projections takes
@@ -116,8 +148,12 @@ void fill_parameters(LanguageModel& model, const TensorSource& source, DType kee
     if (kept && aligned) {
       p.value = *t;
     } else {
-      p.value = convert ? t->to_dtype(keep) : t->to_f32();
-      source.release(name);
+      if (convert) {
+        p.value = convert_releasing(*t, keep, source, name);
+      } else {
+        p.value = t->to_f32();
+        source.release(name);
+      }
     }
     used.insert(name);
   });

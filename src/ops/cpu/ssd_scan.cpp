@@ -22,13 +22,21 @@ namespace {
 // many times slower on common CPUs.
 inline float decay(float segment_sum) { return segment_sum < -80.f ? 0.f : std::exp(segment_sum); }
 
+// The chunk this kernel runs, at most: the result is the same sum up to
+// rounding for any chunk, and the intra-chunk products cost L Q P per head
+// against 2 L P N for the state's, so the 256 of Mamba-2 configs (a GPU
+// choice) spends most of the scan's time in the quadratic part. With 64
+// (Mamba-3's default) the scan's share of a 130m prefill fell from 29% to
+// 22% of the samples (perf, docs/CPU.md).
+constexpr int64_t kMaxChunk = 64;
+
 }  // namespace
 
 void ssd_scan_chunked(Context& ctx, const ops::SsdScanArgs& a) {
   const int64_t Bn = a.x.dim(0), L = a.x.dim(1), H = a.A.dim(0), P = a.x.cols() / H;
   const int64_t G = a.groups, N = a.B.cols() / G;
   if (L == 0) return;
-  const int64_t Q = std::max<int64_t>(1, std::min(a.chunk, L));
+  const int64_t Q = std::max<int64_t>(1, std::min({a.chunk, kMaxChunk, L}));
   const int64_t n_chunks = (L + Q - 1) / Q;
   const int64_t ldx = a.x.row_stride(), ldb = a.B.row_stride(), ldc = a.C.row_stride();
   const int64_t ldt = a.dt.row_stride(), ldy = a.y.row_stride();
