@@ -6,7 +6,8 @@
 # reconfigured with NCCL added, so only the new pieces build). Runs the
 # one-GPU NCCL tests (ctest -R NcclTrain, label gpu), the multi-process
 # launcher/rendezvous/sharding tests (test_dist, CPU ranks), and shows
-# `ssm train --backend cuda --gpus 1` next to the plain run. NCCL comes from
+# `ssm train --backend cuda --gpus 1` next to the plain run (BENCH=1: also
+# at the 130m shape, 8 x 2048). NCCL comes from
 # PyTorch's wheel (python3 -c "import nvidia.nccl") or the CUDA toolkit.
 # DEPS_DIR as for cuda-check.sh. NVLink multicast stays off.
 set -uo pipefail
@@ -49,5 +50,16 @@ run() { "$build/ssm" train "$tmp/base" --data "$tmp/data.txt" --out "$tmp/$1" --
 { echo "== plain"; run plain; echo "== --gpus 1"; run ranked --gpus 1; echo "== --gpus 1 --reduce-dtype bf16";
   run ranked16 --gpus 1 --reduce-dtype bf16; } > "$logs/nccl-cli.log" 2>&1
 grep -E "^==|^step|reduced over|error" "$logs/nccl-cli.log"
+
+# BENCH=1: the 130m-shaped Mamba-2 at 8 x 2048 (--bf16), plain against one
+# NCCL rank (F32 and BF16 buckets): what the NCCL path costs on one GPU.
+if [ -n "${BENCH:-}" ]; then
+  "$build/ssm" init --config "$src/bench/train_configs/mamba2_130m.json" --out "$tmp/m130" > /dev/null
+  big() { "$build/ssm" train "$tmp/m130" --data "$tmp/data.txt" --out "$tmp/$1" --steps 6 --batch 8 --seq-len 2048 \
+            --log-every 1 --warmup 2 --holdout 0 --backend cuda --bf16 "${@:2}"; }
+  { echo "== 130m plain"; big p; echo "== 130m --gpus 1"; big r --gpus 1;
+    echo "== 130m --gpus 1 --reduce-dtype bf16"; big r16 --gpus 1 --reduce-dtype bf16; } > "$logs/nccl-bench.log" 2>&1
+  grep -E "^==|^step [56]/|reduced over|error" "$logs/nccl-bench.log"
+fi
 rm -rf "$tmp"
 exit $tstatus
