@@ -188,9 +188,10 @@ int run_train(TrainArgs& a) {
                   static_cast<long long>(r.step), static_cast<long long>(opt.steps), r.loss, tps,
                   duration(eta).c_str());
     } else if (r.step % a.log_every == 0 || r.step == opt.steps || r.step == first + 1) {
-      std::printf("step %lld/%lld loss %.9g lr %.3g grad_norm %.4g tok/s %.0f eta %s\n",
+      std::printf("step %lld/%lld loss %.9g lr %.3g grad_norm %.4g tok/s %.0f eta %s%s\n",
                   static_cast<long long>(r.step), static_cast<long long>(opt.steps), r.loss, r.lr,
-                  r.grad_norm, tps, duration(eta).c_str());
+                  r.grad_norm, tps, duration(eta).c_str(),
+                  r.comm_wait_ms >= 0 ? cat(" comm_wait_ms ", r.comm_wait_ms).c_str() : "");
     }
     std::fflush(stdout);
     if (!root) continue;

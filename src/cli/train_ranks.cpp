@@ -14,9 +14,10 @@ namespace ssm::cli {
 void add_data_parallel_options(CLI::App& cmd, DataParallelArgs& a) {
   cmd.add_option("--gpus", a.gpus,
                  "data parallel: start N ranks of this command on this host, one per GPU (with "
-                 "--backend cpu: N CPU processes); under torchrun/srun leave it out")
+                 "--backend cpu: N CPU processes); under torchrun/srun leave it out; 0: one process, or as torchrun's variables say")
       ->type_name("N")
-      ->check(whole_number(1, 1024));
+      ->capture_default_str()
+      ->check(whole_number(0, 1024));
   cmd.add_option(
          "--reduce-dtype", a.reduce_dtype,
          "data parallel: the gradient all-reduce's type, f32 or bf16 (bf16 halves the traffic; "

@@ -1,7 +1,9 @@
 #include "ssm/dist/local_launch.h"
 
 #include <signal.h>
+#if !defined(__EMSCRIPTEN__)  // the WebAssembly build links this library but never launches
 #include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,7 +41,9 @@ bool failed(int status) {
 
 // The child's side of fork: its environment, then the program.
 [[noreturn]] void exec_rank(const LocalLaunch& l, int rank, int port) {
+#if !defined(__EMSCRIPTEN__)
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // no orphan ranks if the launcher dies
+#endif
   // A group of its own: a Ctrl-C at the terminal reaches the launcher alone,
   // which passes it on once (twice would kill a rank that is saving).
   ::setpgid(0, 0);

@@ -39,6 +39,9 @@ class NcclTransport : public GradientTransport {
                 "cudaStreamCreate");
     cuda::check(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming), "cudaEventCreate");
     cuda::check(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming), "cudaEventCreate");
+    // Timed, both on the compute stream: its wait for the reduction.
+    cuda::check(cudaEventCreate(&wait_begin_), "cudaEventCreate");
+    cuda::check(cudaEventCreate(&wait_end_), "cudaEventCreate");
     if (bf16_)
       cuda::check(cudaMalloc(&half_, static_cast<size_t>(elements) * 2),
                   "cudaMalloc (bf16 bucket)");
@@ -49,6 +52,8 @@ class NcclTransport : public GradientTransport {
     if (half_) cudaFree(half_);
     if (grads_ready_) cudaEventDestroy(grads_ready_);
     if (reduced_) cudaEventDestroy(reduced_);
+    if (wait_begin_) cudaEventDestroy(wait_begin_);
+    if (wait_end_) cudaEventDestroy(wait_end_);
     if (comm_stream_) cudaStreamDestroy(comm_stream_);
   }
   NcclTransport(const NcclTransport&) = delete;
@@ -76,8 +81,22 @@ class NcclTransport : public GradientTransport {
   void wait() override {
     if (!pending_) return;
     cuda::check(cudaEventRecord(reduced_, comm_stream_), "cudaEventRecord");
+    cuda::check(cudaEventRecord(wait_begin_, compute_), "cudaEventRecord");
     cuda::check(cudaStreamWaitEvent(compute_, reduced_, 0), "cudaStreamWaitEvent");
+    cuda::check(cudaEventRecord(wait_end_, compute_), "cudaEventRecord");
     pending_ = false;
+    timed_ = true;
+  }
+
+  // A measurement, never a failure: -1 when the events are not done.
+  double last_wait_ms() override {
+    float ms = 0;
+    if (!timed_ || cudaEventQuery(wait_end_) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, wait_begin_, wait_end_) != cudaSuccess) {
+      cudaGetLastError();  // a failed query leaves no error behind
+      return -1;
+    }
+    return ms;
   }
 
  private:
@@ -85,6 +104,8 @@ class NcclTransport : public GradientTransport {
   bool bf16_;
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t grads_ready_ = nullptr, reduced_ = nullptr;
+  cudaEvent_t wait_begin_ = nullptr, wait_end_ = nullptr;
+  bool timed_ = false;
   void* half_ = nullptr;
   ncclComm_t comm_ = nullptr;
   bool pending_ = false;

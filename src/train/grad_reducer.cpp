@@ -1,6 +1,7 @@
 #include "ssm/train/grad_reducer.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "ssm/core/error.h"
 
@@ -11,12 +12,20 @@ class GroupTransport : public GradientTransport {
  public:
   explicit GroupTransport(dist::Group& group) : group_(group) {}
   void all_reduce_mean(float* data, int64_t n) override {
+    const auto t0 = std::chrono::steady_clock::now();
     group_.all_reduce_mean(data, static_cast<size_t>(n));
+    spent_ms_ +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
-  void wait() override {}
+  void wait() override {
+    last_ms_ = spent_ms_;
+    spent_ms_ = 0;
+  }
+  double last_wait_ms() override { return last_ms_; }
 
  private:
   dist::Group& group_;
+  double spent_ms_ = 0, last_ms_ = -1;
 };
 
 }  // namespace

@@ -97,6 +97,8 @@ StepReport Trainer::step() {
   r.lr = schedule_.at(optimizer_.steps());
   optimizer_.step(grads_, r.lr, ctx_);
   r.step = optimizer_.steps();
+  // Known once the step's work is done: after the optimizer's host read.
+  if (reducer_) r.comm_wait_ms = reducer_->transport().last_wait_ms();
   return r;
 }
 

@@ -37,7 +37,7 @@ TrainOptions nccl_options() {
 }
 
 std::vector<double> plain_losses(const std::vector<int32_t>& tokens) {
-  LanguageModel m = testing::tiny_model(21, 64);
+  LanguageModel m = testing::tiny_model(21);
   Context ctx("cuda", 1);
   m.to_device(ctx.device());
   Trainer t(m, tokens, nccl_options(), ctx);
@@ -47,13 +47,13 @@ std::vector<double> plain_losses(const std::vector<int32_t>& tokens) {
 }
 
 std::vector<double> nccl_losses(const std::vector<int32_t>& tokens, bool bf16, int64_t* buckets) {
-  LanguageModel m = testing::tiny_model(21, 64);
+  LanguageModel m = testing::tiny_model(21);
   Context ctx("cuda", 1);
   m.to_device(ctx.device());
   Trainer t(m, tokens, nccl_options(), ctx);
   auto transport =
       make_nccl_transport(nccl_unique_id(), 0, 1, ctx, bf16, t.gradients().flat().numel());
-  GradientReducer reducer(t.gradients(), *transport, /*bucket_bytes=*/8192);
+  GradientReducer reducer(t.gradients(), *transport, /*bucket_bytes=*/4096);
   t.set_data_parallel(nullptr, &reducer);
   std::vector<double> out;
   while (!t.finished()) out.push_back(t.step().loss);
@@ -102,9 +102,11 @@ std::map<int, double> step_losses(const std::string& log) {
 
 TEST(NcclTrain, CliOneGpuRankEqualsThePlainRun) {
   testing::TempDir dir;
-  std::ofstream(dir / "config.json") << R"({"d_model": 64, "n_layer": 2, "vocab_size": 256,
-    "pad_vocab_size_multiple": 8, "d_intermediate": 128, "attn_layer_idx": [], "attn_cfg": {},
-    "ssm_cfg": {"layer": "Mamba2", "d_state": 16, "headdim": 16, "chunk_size": 32},
+  // The shapes the GPU training tests use (tests/train/tiny_model.h), with
+  // a byte vocabulary.
+  std::ofstream(dir / "config.json") << R"({"d_model": 32, "n_layer": 2, "vocab_size": 256,
+    "pad_vocab_size_multiple": 8, "d_intermediate": 0, "attn_layer_idx": [], "attn_cfg": {},
+    "ssm_cfg": {"layer": "Mamba2", "d_state": 8, "headdim": 8, "chunk_size": 8},
     "tie_embeddings": true})";
   {
     std::ofstream text(dir / "data.txt");
@@ -125,7 +127,7 @@ TEST(NcclTrain, CliOneGpuRankEqualsThePlainRun) {
                                      "--log-every", "1",
                                      "--warmup",    "2",
                                      "--backend",   "cuda",
-                                     "--bucket-mb", "0.05"};
+                                     "--bucket-mb", "0.01"};
     args.insert(args.end(), more.begin(), more.end());
     return testing::run_ssm(args);
   };

@@ -26,6 +26,10 @@ class GradientTransport {
   // Every reduction started is done before the next op on the gradients
   // (on a GPU: the compute stream waits for them).
   virtual void wait() = 0;
+  // Milliseconds the last step's computation waited for the reduction
+  // after its backward had ended (the communication the backward did not
+  // hide; on the CPU, the whole exchange); negative when not known.
+  virtual double last_wait_ms() { return -1; }
 };
 
 // Host gradients over the group's TCP connections (the CPU backend, and
@@ -47,6 +51,7 @@ class GradientReducer {
   void finish();
   // Buckets sent in the last step.
   int64_t buckets() const { return buckets_; }
+  GradientTransport& transport() { return transport_; }
 
  private:
   void send(int64_t lo, int64_t hi);

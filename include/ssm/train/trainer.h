@@ -53,6 +53,7 @@ struct StepReport {
   double lr = 0;
   double grad_norm = 0;  // before clipping
   int64_t tokens = 0;    // tokens consumed by this step (by every rank together)
+  double comm_wait_ms = -1;  // data parallel: see GradientTransport::last_wait_ms
 };
 
 class Trainer {
