@@ -84,7 +84,14 @@ class Model {
       dir_ = dir;
       ctx_ = std::make_unique<Context>("cpu", std::max(1, threads));
       model_ = std::make_unique<LanguageModel>(LanguageModel::load(dir));
-      tok_ = load_tokenizer_for_model(dir);
+      // As `ssm generate`: a model without a tokenizer still generates from
+      // ids to ids; what needs text reports why it has none.
+      try {
+        tok_ = load_tokenizer_for_model(dir);
+      } catch (const std::exception& e) {
+        tok_.reset();
+        tok_error_ = e.what();
+      }
       fingerprint_ = model_fingerprint(*model_, *ctx_);
       session_ = make_session(*model_, 1);
       stop_ids_ = default_stop_ids();
@@ -143,38 +150,45 @@ class Model {
         // As `ssm generate`: a fresh text gets the tokenizer's special
         // tokens; a prompt continuing the session is mid-text.
         const bool special = !field<bool>(r, "noSpecial", false) && session_.pending[0] < 0;
-        for (const int32_t id : special ? tok_->encode_with_special(text) : tok_->encode(text))
+        const Tokenizer& tok = tokenizer();
+        for (const int32_t id : special ? tok.encode_with_special(text) : tok.encode(text))
           prompt.push_back(id);
       }
       if (prompt.empty() && session_.pending[0] < 0) throw Error("generate: the prompt is empty");
+      if (!cfg.stop_strings.empty()) tokenizer();  // stop strings are matched on text
 
       Generator gen(*model_, *ctx_);
-      gen.set_token_text([&](int64_t id) {
-        return id < tok_->vocab_size() ? tok_->token_bytes(static_cast<int32_t>(id))
-                                       : std::string_view();
-      });
-      cli::TextOut out(*tok_, cfg.stop_strings, nullptr);
+      std::optional<cli::TextOut> out;  // none without a tokenizer: ids only
+      if (tok_) {
+        gen.set_token_text([&](int64_t id) {
+          return id < tok_->vocab_size() ? tok_->token_bytes(static_cast<int32_t>(id))
+                                         : std::string_view();
+        });
+        out.emplace(*tok_, cfg.stop_strings, nullptr);
+      }
       size_t sent = 0;
       const auto send_text = [&] {
         // As a JSON string: bytes that are not UTF-8 become U+FFFD exactly
         // as in the result's text.
-        if (out.text().size() > sent)
+        if (!out) return;
+        if (out->text().size() > sent)
           on_piece(
-              Json(out.text().substr(sent)).dump(-1, ' ', false, Json::error_handler_t::replace));
-        sent = out.text().size();
+              Json(out->text().substr(sent)).dump(-1, ' ', false, Json::error_handler_t::replace));
+        sent = out->text().size();
       };
       const SequenceOutput result = gen.generate(session_, {prompt}, cfg, [&](int64_t, int64_t id) {
-        if (std::find(cfg.stop_tokens.begin(), cfg.stop_tokens.end(), id) != cfg.stop_tokens.end())
+        if (!out ||
+            std::find(cfg.stop_tokens.begin(), cfg.stop_tokens.end(), id) != cfg.stop_tokens.end())
           return;
-        out.push(id);
+        out->push(id);
         send_text();
       })[0];
-      out.finish(result.finish == FinishReason::kStopString);
+      if (out) out->finish(result.finish == FinishReason::kStopString);
       send_text();
       const GenerationStats& s = gen.stats();
       Json doc = {{"promptIds", prompt},
                   {"ids", result.tokens},
-                  {"text", out.text()},
+                  {"text", out ? out->text() : std::string()},
                   {"finish", finish_reason_name(result.finish)},
                   {"seed", cfg.seed},
                   {"stats",
@@ -227,7 +241,7 @@ class Model {
     return guarded([&] {
       check_loaded();
       const Json r = parse_json(request, "score request");
-      const std::vector<int32_t> ids = tok_->encode(field<std::string>(r, "text", ""));
+      const std::vector<int32_t> ids = tokenizer().encode(field<std::string>(r, "text", ""));
       return json_value(eval_json(ids, field<int64_t>(r, "seqLen", 256)));
     });
   }
@@ -253,7 +267,7 @@ class Model {
       if (opt.seq_len < 2 || opt.batch < 1)
         throw Error("adapt: seqLen must be at least 2 and batch at least 1");
       const double holdout = field<double>(r, "holdout", 0.1);
-      std::vector<int32_t> ids = tok_->encode(field<std::string>(r, "text", ""));
+      std::vector<int32_t> ids = tokenizer().encode(field<std::string>(r, "text", ""));
       const TokenSplit split =
           split_tokens(std::move(ids), holdout, opt.seq_len, "adapt: the text");
       const Json before = eval_json(split.held_out, opt.seq_len);
@@ -279,7 +293,7 @@ class Model {
   val tokenize(const std::string& text) {
     return guarded([&] {
       check_loaded();
-      return json_value(Json(tok_->encode(text)));
+      return json_value(Json(tokenizer().encode(text)));
     });
   }
 
@@ -306,6 +320,11 @@ class Model {
     if (!model_) throw Error("no model is loaded");
   }
 
+  const Tokenizer& tokenizer() const {
+    if (!tok_) throw Error(tok_error_);
+    return *tok_;
+  }
+
   // As `ssm generate`: generation_config.json's eos, else config.json's,
   // else the tokenizer's <|endoftext|>.
   std::vector<int64_t> default_stop_ids() const {
@@ -316,7 +335,8 @@ class Model {
     }
     const std::vector<int64_t> ids = eos_ids(model_->config().source);
     if (!ids.empty()) return ids;
-    if (const auto id = tok_->token_to_id("<|endoftext|>")) return {*id};
+    if (tok_)
+      if (const auto id = tok_->token_to_id("<|endoftext|>")) return {*id};
     return {};
   }
 
@@ -328,7 +348,7 @@ class Model {
     const EvalResult e = evaluate_batches(
         *model_, windows,
         [&](int64_t id) {
-          return static_cast<int64_t>(tok_->token_bytes(static_cast<int32_t>(id)).size());
+          return static_cast<int64_t>(tokenizer().token_bytes(static_cast<int32_t>(id)).size());
         },
         *ctx_);
     return {{"tokens", e.tokens},
@@ -349,7 +369,8 @@ class Model {
   std::string dir_;
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<LanguageModel> model_;
-  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<Tokenizer> tok_;  // null when the model has none: tok_error_ says why
+  std::string tok_error_;
   std::string fingerprint_;
   SessionState session_;
   std::vector<int64_t> stop_ids_;
