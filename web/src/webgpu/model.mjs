@@ -224,6 +224,10 @@ export class WebGpuModel {
   // Fresh decode state for `batch` sequences (zeros, empty KV caches).
   reset(batch = 1) {
     const { gpu, cfg } = this, s = cfg.ssm;
+    // Freed once the work already submitted with them is done.
+    gpu.submit();
+    for (const st of this.state || [])
+      for (const b of Object.values(st)) if (b instanceof GPUBuffer) b.destroy();
     this.batch = batch;
     this.position = 0;
     this.state = this.layers.map((L) => {
@@ -329,10 +333,19 @@ export class WebGpuModel {
     ops.linear(gpu, { x: out, W: p.outProj, bias: p.outBias, y: h, M: rows, N: D, K: a.H * a.hd, accumulate: true });
   }
 
+  // The ids into a reused buffer. Queued work is submitted first: a write
+  // is ordered before every submission that follows it.
   uploadIds(ids) {
-    const u = Uint32Array.from(ids, Number);
-    if (u.some((x) => x >= this.cfg.vocab)) throw new Error(`webgpu: token id out of range (vocabulary ${this.cfg.vocab})`);
-    return this.gpu.upload(u);
+    const u = Uint32Array.from(ids, (v) => {
+      const x = Number(v);
+      if (!(Number.isInteger(x) && x >= 0 && x < this.cfg.vocab))
+        throw new Error(`webgpu: token id ${v} is not in the vocabulary (0..${this.cfg.vocab - 1})`);
+      return x;
+    });
+    this.gpu.submit();
+    const buf = this.gpu.scratch('ids', u.length);
+    this.gpu.write(buf, u);
+    return buf;
   }
 
   // The logits (B L, vocab_size), read back, of B sequences of L tokens
@@ -364,7 +377,9 @@ export class WebGpuModel {
       const n = Math.min(o.repeatLastN, Math.max(...recent.map((r) => r.length)));
       const flat = new Uint32Array(B * n).fill(0xffffffff);  // ids >= V are ignored
       recent.forEach((r, b) => flat.set(r.slice(-n), b * n));
-      ops.repeatPenalty(this.gpu, { logits, recent: this.gpu.upload(flat), B, n, V, rowLd, penalty: o.repeatPenalty });
+      const rb = this.gpu.scratch('recent', B * n);
+      this.gpu.write(rb, flat);  // before the submission that runs this step
+      ops.repeatPenalty(this.gpu, { logits, recent: rb, B, n, V, rowLd, penalty: o.repeatPenalty });
     }
     // Into a fresh buffer: the ids buffer of this step may be the last one.
     const tokens = this.gpu.scratch(idsBuf === this.tokens ? 'tokens_b' : 'tokens_a', B);

@@ -91,3 +91,29 @@ export async function run(name) {
   }
   return out;
 }
+
+// Bad input gets an error naming the problem (the message is returned).
+export async function errors() {
+  const dir = '/tests/golden/mamba2_ssm_tiny';
+  const { load } = await import('/web/src/webgpu/model.mjs');
+  const cfg = await bytes(`${dir}/config.json`), weights = await bytes(`${dir}/model.safetensors`);
+  const out = {};
+  const attempt = async (what, f) => {
+    try {
+      await f();
+      out[what] = 'no error';
+    } catch (e) {
+      out[what] = e.message;
+    }
+  };
+  await attempt('no_weights', () => load({ 'config.json': cfg }));
+  await attempt('truncated', () => load({ 'config.json': cfg, 'model.safetensors': weights.slice(0, 100) }));
+  await attempt('bad_config', () => load({ 'config.json': '{"d_model": 64', 'model.safetensors': weights }));
+  await attempt('wrong_shape', () => load({ 'config.json': new TextDecoder().decode(cfg).replace('"d_state": 16', '"d_state": 32'),
+    'model.safetensors': weights }));
+  const model = await load({ 'config.json': cfg, 'model.safetensors': weights });
+  await attempt('bad_id', () => model.logits([1, 2, 999], 1, 3));
+  await attempt('text_prompt', () => model.generate('hello'));
+  await attempt('bad_top_p', () => model.generate([1, 2], { topP: 0 }));
+  return out;
+}

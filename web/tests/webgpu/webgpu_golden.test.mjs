@@ -29,3 +29,14 @@ for (const [name, tol] of Object.entries(CASES)) {
     if (r.gen_want) assert.deepEqual(r.gen, r.gen_want, `${name}: greedy generation`);
   });
 }
+
+test('webgpu bad input is refused with a message naming the problem', async () => {
+  const r = await ctx.page.evaluate(async () => (await import('/web/tests/webgpu/golden_run.mjs')).errors());
+  assert.match(r.no_weights, /no model\.safetensors/);
+  assert.match(r.truncated, /model\.safetensors: header of \d+ bytes runs past the end/);
+  assert.match(r.bad_config, /config\.json/);
+  assert.match(r.wrong_shape, /tensor 'backbone\.layers\.0\.mixer\.in_proj\.weight' has shape/);
+  assert.match(r.bad_id, /token id 999 is not in the vocabulary/);
+  assert.match(r.text_prompt, /takes token ids/);
+  assert.match(r.bad_top_p, /top-p must be in \(0, 1\]/);
+});
