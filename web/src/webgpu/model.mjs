@@ -148,8 +148,8 @@ export function parseJson(text, name = 'config.json') {
 export class WebGpuModel {
   // config: the parsed config.json object; tensors: {name: {shape, data}}
   // (parseSafetensors's output); device: a GPUDevice (requested if absent).
-  static async load({ config, tensors, device = null }) {
-    const gpu = new Gpu(device || (await requestGpuDevice()));
+  static async load({ config, tensors, device = null, maxBindingBytes = Infinity }) {
+    const gpu = new Gpu(device || (await requestGpuDevice()), { maxBindingBytes });
     const m = new WebGpuModel(gpu, parseConfig(config), tensors);
     m.reset(1);
     return m;
@@ -170,9 +170,17 @@ export class WebGpuModel {
       return buf;
     };
     const opt = (name) => (tensors[name] ? need(name) : null);
-    this.embedding = need(c.embeddingName, [c.vocabPadded, c.dModel]);
+    // The vocabulary-sized matrices may exceed one storage binding: in pieces of rows.
+    const rowsOf = (name) => {
+      const t = tensors[name];
+      if (!t) throw new Error(`weights: tensor '${name}' is missing`);
+      if (t.shape.length !== 2 || t.shape[0] !== c.vocabPadded || t.shape[1] !== c.dModel)
+        throw new Error(`weights: tensor '${name}' has shape [${t.shape}], expected [${c.vocabPadded},${c.dModel}]`);
+      return gpu.uploadRows(t.data instanceof Float32Array ? t.data : Float32Array.from(t.data), c.vocabPadded, c.dModel);
+    };
+    this.embedding = rowsOf(c.embeddingName);
     this.normF = need('backbone.norm_f.weight', [c.dModel]);
-    this.lmHead = c.tie ? this.embedding : need('lm_head.weight', [c.vocabPadded, c.dModel]);
+    this.lmHead = c.tie ? this.embedding : rowsOf('lm_head.weight');
     this.layers = c.layers.map((kind, i) => {
       const p = `backbone.layers.${i}.`;
       const L = { kind, norm: need(p + 'norm.weight', [c.dModel]) };

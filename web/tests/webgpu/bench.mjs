@@ -19,6 +19,10 @@ try {
   const r = await ctx.page.evaluate(async (a) => (await import('/web/tests/webgpu/bench_run.mjs')).run(a),
     { config, model: !!dir, prefill, decode });
   console.log(JSON.stringify(r));
+  if (ctx.errors.length) {
+    console.error('page errors:', ctx.errors.join('\n'));
+    process.exitCode = 1;
+  }
 } finally {
   await ctx.close();
 }

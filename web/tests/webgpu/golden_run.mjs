@@ -89,6 +89,12 @@ export async function run(name) {
     out.gen_ms = performance.now() - t0;
     out.gen_want = want;
   }
+  // 5. The embedding and LM head in pieces of rows (as a vocabulary larger
+  // than one storage binding is held): the same logits.
+  const inPieces = await WebGpuModel.load({ config, tensors, device, maxBindingBytes: Math.ceil(V / 3) * model.cfg.dModel * 4 });
+  out.pieces = inPieces.embedding.length;
+  inPieces.reset(B);
+  out.pieces_logits_diff = relErr(await inPieces.logits(ids, B, L), full, V);
   return out;
 }
 

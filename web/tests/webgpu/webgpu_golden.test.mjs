@@ -27,6 +27,8 @@ for (const [name, tol] of Object.entries(CASES)) {
     assert.ok(r.decode_err <= SELF_TOL, `${name}: decode steps differ from prefill by ${r.decode_err}`);
     assert.ok(r.restore_max_diff <= SELF_TOL, `${name}: restored state continues differently (${r.restore_max_diff})`);
     if (r.gen_want) assert.deepEqual(r.gen, r.gen_want, `${name}: greedy generation`);
+    assert.ok(r.pieces >= 3, `${name}: the embedding in ${r.pieces} pieces`);
+    assert.equal(r.pieces_logits_diff, 0, `${name}: logits with the embedding in pieces`);
   });
 }
 
