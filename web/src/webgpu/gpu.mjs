@@ -29,8 +29,10 @@ export async function requestGpuDevice() {
 }
 
 export class Gpu {
-  constructor(device) {
+  // maxBindingBytes: a smaller limit for the pieces of uploadRows (tests).
+  constructor(device, { maxBindingBytes = Infinity } = {}) {
     this.device = device;
+    this.maxBindingBytes = maxBindingBytes;
     this.pipelines = new Map();
     this.commands = [];
     this.params = new ArrayBuffer(PARAM_STRIDE * 64);
@@ -46,7 +48,23 @@ export class Gpu {
     });
   }
 
+  // A matrix of `rows` rows of `cols` floats as pieces of whole rows, each
+  // within the device's largest storage binding (a 50k x 768 embedding is
+  // larger than the 128 MiB many adapters bind): [{buf, r0, r1}].
+  uploadRows(array, rows, cols) {
+    const limit = Math.min(this.device.limits.maxStorageBufferBindingSize, this.maxBindingBytes);
+    const per = Math.max(1, Math.floor(limit / (cols * 4)));
+    const pieces = [];
+    for (let r0 = 0; r0 < rows; r0 += per) {
+      const r1 = Math.min(rows, r0 + per);
+      pieces.push({ buf: this.upload(array.subarray(r0 * cols, r1 * cols)), r0, r1 });
+    }
+    return pieces;
+  }
+
   upload(array) {
+    if (array.byteLength > this.device.limits.maxStorageBufferBindingSize)
+      throw new Error(`webgpu: a tensor of ${array.byteLength} bytes exceeds this device's largest storage binding (${this.device.limits.maxStorageBufferBindingSize})`);
     const buf = this.buffer(array.byteLength);
     this.device.queue.writeBuffer(buf, 0, array.buffer, array.byteOffset, array.byteLength);
     return buf;

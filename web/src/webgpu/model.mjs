@@ -148,8 +148,8 @@ export function parseJson(text, name = 'config.json') {
 export class WebGpuModel {
   // config: the parsed config.json object; tensors: {name: {shape, data}}
   // (parseSafetensors's output); device: a GPUDevice (requested if absent).
-  static async load({ config, tensors, device = null }) {
-    const gpu = new Gpu(device || (await requestGpuDevice()));
+  static async load({ config, tensors, device = null, maxBindingBytes = Infinity }) {
+    const gpu = new Gpu(device || (await requestGpuDevice()), { maxBindingBytes });
     const m = new WebGpuModel(gpu, parseConfig(config), tensors);
     m.reset(1);
     return m;
@@ -170,9 +170,17 @@ export class WebGpuModel {
       return buf;
     };
     const opt = (name) => (tensors[name] ? need(name) : null);
-    this.embedding = need(c.embeddingName, [c.vocabPadded, c.dModel]);
+    // The vocabulary-sized matrices may exceed one storage binding: in pieces of rows.
+    const rowsOf = (name) => {
+      const t = tensors[name];
+      if (!t) throw new Error(`weights: tensor '${name}' is missing`);
+      if (t.shape.length !== 2 || t.shape[0] !== c.vocabPadded || t.shape[1] !== c.dModel)
+        throw new Error(`weights: tensor '${name}' has shape [${t.shape}], expected [${c.vocabPadded},${c.dModel}]`);
+      return gpu.uploadRows(t.data instanceof Float32Array ? t.data : Float32Array.from(t.data), c.vocabPadded, c.dModel);
+    };
+    this.embedding = rowsOf(c.embeddingName);
     this.normF = need('backbone.norm_f.weight', [c.dModel]);
-    this.lmHead = c.tie ? this.embedding : need('lm_head.weight', [c.vocabPadded, c.dModel]);
+    this.lmHead = c.tie ? this.embedding : rowsOf('lm_head.weight');
     this.layers = c.layers.map((kind, i) => {
       const p = `backbone.layers.${i}.`;
       const L = { kind, norm: need(p + 'norm.weight', [c.dModel]) };
@@ -224,6 +232,10 @@ export class WebGpuModel {
   // Fresh decode state for `batch` sequences (zeros, empty KV caches).
   reset(batch = 1) {
     const { gpu, cfg } = this, s = cfg.ssm;
+    // Freed once the work already submitted with them is done.
+    gpu.submit();
+    for (const st of this.state || [])
+      for (const b of Object.values(st)) if (b instanceof GPUBuffer) b.destroy();
     this.batch = batch;
     this.position = 0;
     this.state = this.layers.map((L) => {
@@ -329,10 +341,19 @@ export class WebGpuModel {
     ops.linear(gpu, { x: out, W: p.outProj, bias: p.outBias, y: h, M: rows, N: D, K: a.H * a.hd, accumulate: true });
   }
 
+  // The ids into a reused buffer. Queued work is submitted first: a write
+  // is ordered before every submission that follows it.
   uploadIds(ids) {
-    const u = Uint32Array.from(ids, Number);
-    if (u.some((x) => x >= this.cfg.vocab)) throw new Error(`webgpu: token id out of range (vocabulary ${this.cfg.vocab})`);
-    return this.gpu.upload(u);
+    const u = Uint32Array.from(ids, (v) => {
+      const x = Number(v);
+      if (!(Number.isInteger(x) && x >= 0 && x < this.cfg.vocab))
+        throw new Error(`webgpu: token id ${v} is not in the vocabulary (0..${this.cfg.vocab - 1})`);
+      return x;
+    });
+    this.gpu.submit();
+    const buf = this.gpu.scratch('ids', u.length);
+    this.gpu.write(buf, u);
+    return buf;
   }
 
   // The logits (B L, vocab_size), read back, of B sequences of L tokens
@@ -364,7 +385,9 @@ export class WebGpuModel {
       const n = Math.min(o.repeatLastN, Math.max(...recent.map((r) => r.length)));
       const flat = new Uint32Array(B * n).fill(0xffffffff);  // ids >= V are ignored
       recent.forEach((r, b) => flat.set(r.slice(-n), b * n));
-      ops.repeatPenalty(this.gpu, { logits, recent: this.gpu.upload(flat), B, n, V, rowLd, penalty: o.repeatPenalty });
+      const rb = this.gpu.scratch('recent', B * n);
+      this.gpu.write(rb, flat);  // before the submission that runs this step
+      ops.repeatPenalty(this.gpu, { logits, recent: rb, B, n, V, rowLd, penalty: o.repeatPenalty });
     }
     // Into a fresh buffer: the ids buffer of this step may be the last one.
     const tokens = this.gpu.scratch(idsBuf === this.tokens ? 'tokens_b' : 'tokens_a', B);

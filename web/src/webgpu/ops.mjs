@@ -13,14 +13,23 @@ const view = (v, ld = 0) => (v && v.buf ? v : { buf: v, off: 0, ld });
 // y (+)= x W^T + bias over M rows; W is (N, K).
 export function linear(gpu, { x, W, bias = null, y, M, N, K, accumulate = false }) {
   const xv = view(x, K), yv = view(y, N);
+  if (Array.isArray(W)) {
+    // A weight in pieces of rows (gpu.uploadRows): each piece its columns of y.
+    if (bias) throw new Error('webgpu: a weight in pieces takes no bias');
+    for (const p of W)
+      linear(gpu, { x: xv, W: p.buf, y: { buf: yv.buf, off: yv.off + p.r0, ld: yv.ld }, M, N: p.r1 - p.r0, K, accumulate });
+    return;
+  }
   const words = [M, N, K, xv.off, xv.ld, yv.off, yv.ld, bias ? 1 : 0, accumulate ? 1 : 0];
   // A few rows (decode) read W once per row instead of staging 16-row tiles.
   if (M <= 4) gpu.dispatch('linear_rows', words, [xv.buf, W, bias, yv.buf], [Math.ceil(N / WG), M, 1]);
   else gpu.dispatch('linear', words, [xv.buf, W, bias, yv.buf], [Math.ceil(N / 64), Math.ceil(M / 32), 1]);
 }
 
+// E: a buffer, or pieces of rows (gpu.uploadRows), each looked up for the ids it holds.
 export function embedding(gpu, { ids, E, out, rows, D, scale = 1 }) {
-  gpu.dispatch('embedding', [rows, D, f(scale)], [ids, E, out], rows * D);
+  for (const p of Array.isArray(E) ? E : [{ buf: E, r0: 0, r1: 0xffffffff }])
+    gpu.dispatch('embedding', [rows, D, f(scale), p.r0, p.r1], [ids, p.buf, out], rows * D);
 }
 
 // RMSNorm of `runs` consecutive runs of n channels per row (w: runs * n, or null).

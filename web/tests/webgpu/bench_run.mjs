@@ -1,6 +1,6 @@
 // In the page: prefill and decode speed of a model of a given shape with
 // random weights (nothing is checked but that it runs), for bench.mjs.
-import { WebGpuModel } from '/web/src/webgpu/model.mjs';
+import { WebGpuModel, load } from '/web/src/webgpu/model.mjs';
 
 function randomTensors(config, seed = 1) {
   let a = seed >>> 0;
@@ -32,8 +32,16 @@ function randomTensors(config, seed = 1) {
   return t;
 }
 
-export async function run({ config, prefill = 64, decode = 16 }) {
-  const model = await WebGpuModel.load({ config, tensors: randomTensors(config) });
+// A model directory served under /extra/ (model: true), or random weights of `config`.
+export async function run({ config, model: fromDir = false, prefill = 64, decode = 16 }) {
+  let model;
+  if (fromDir) {
+    const get = async (n) => (await fetch(`/extra/${n}`)).arrayBuffer();
+    model = await load({ 'config.json': await get('config.json'), 'model.safetensors': await get('model.safetensors') });
+    config = { vocab_size: model.cfg.vocab };
+  } else {
+    model = await WebGpuModel.load({ config, tensors: randomTensors(config) });
+  }
   const ids = Array.from({ length: prefill }, (_, i) => (i * 7919) % config.vocab_size);
   // A warm-up compiles every pipeline.
   await model.generate(ids.slice(0, 8), { maxTokens: 2, temperature: 0 });

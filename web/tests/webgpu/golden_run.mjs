@@ -89,5 +89,37 @@ export async function run(name) {
     out.gen_ms = performance.now() - t0;
     out.gen_want = want;
   }
+  // 5. The embedding and LM head in pieces of rows (as a vocabulary larger
+  // than one storage binding is held): the same logits.
+  const inPieces = await WebGpuModel.load({ config, tensors, device, maxBindingBytes: Math.ceil(V / 3) * model.cfg.dModel * 4 });
+  out.pieces = inPieces.embedding.length;
+  inPieces.reset(B);
+  out.pieces_logits_diff = relErr(await inPieces.logits(ids, B, L), full, V);
+  return out;
+}
+
+// Bad input gets an error naming the problem (the message is returned).
+export async function errors() {
+  const dir = '/tests/golden/mamba2_ssm_tiny';
+  const { load } = await import('/web/src/webgpu/model.mjs');
+  const cfg = await bytes(`${dir}/config.json`), weights = await bytes(`${dir}/model.safetensors`);
+  const out = {};
+  const attempt = async (what, f) => {
+    try {
+      await f();
+      out[what] = 'no error';
+    } catch (e) {
+      out[what] = e.message;
+    }
+  };
+  await attempt('no_weights', () => load({ 'config.json': cfg }));
+  await attempt('truncated', () => load({ 'config.json': cfg, 'model.safetensors': weights.slice(0, 100) }));
+  await attempt('bad_config', () => load({ 'config.json': '{"d_model": 64', 'model.safetensors': weights }));
+  await attempt('wrong_shape', () => load({ 'config.json': new TextDecoder().decode(cfg).replace('"d_state": 16', '"d_state": 32'),
+    'model.safetensors': weights }));
+  const model = await load({ 'config.json': cfg, 'model.safetensors': weights });
+  await attempt('bad_id', () => model.logits([1, 2, 999], 1, 3));
+  await attempt('text_prompt', () => model.generate('hello'));
+  await attempt('bad_top_p', () => model.generate([1, 2], { topP: 0 }));
   return out;
 }

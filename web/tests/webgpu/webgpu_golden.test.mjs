@@ -27,5 +27,18 @@ for (const [name, tol] of Object.entries(CASES)) {
     assert.ok(r.decode_err <= SELF_TOL, `${name}: decode steps differ from prefill by ${r.decode_err}`);
     assert.ok(r.restore_max_diff <= SELF_TOL, `${name}: restored state continues differently (${r.restore_max_diff})`);
     if (r.gen_want) assert.deepEqual(r.gen, r.gen_want, `${name}: greedy generation`);
+    assert.ok(r.pieces >= 3, `${name}: the embedding in ${r.pieces} pieces`);
+    assert.equal(r.pieces_logits_diff, 0, `${name}: logits with the embedding in pieces`);
   });
 }
+
+test('webgpu bad input is refused with a message naming the problem', async () => {
+  const r = await ctx.page.evaluate(async () => (await import('/web/tests/webgpu/golden_run.mjs')).errors());
+  assert.match(r.no_weights, /no model\.safetensors/);
+  assert.match(r.truncated, /model\.safetensors: header of \d+ bytes runs past the end/);
+  assert.match(r.bad_config, /config\.json/);
+  assert.match(r.wrong_shape, /tensor 'backbone\.layers\.0\.mixer\.in_proj\.weight' has shape/);
+  assert.match(r.bad_id, /token id 999 is not in the vocabulary/);
+  assert.match(r.text_prompt, /takes token ids/);
+  assert.match(r.bad_top_p, /top-p must be in \(0, 1\]/);
+});

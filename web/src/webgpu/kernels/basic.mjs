@@ -98,7 +98,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   }
 }`;
 
-// out[r, :] = E[ids[r], :] * scale.  params: rows D scale
+// out[r, :] = E[ids[r], :] * scale, for the ids in [r0, r1) this piece of
+// E (its rows r0..r1) holds.  params: rows D scale r0 r1
 export const embedding = /* wgsl */ `
 @group(0) @binding(1) var<storage, read> Ids: array<u32>;
 @group(0) @binding(2) var<storage, read> E: array<f32>;
@@ -106,7 +107,9 @@ export const embedding = /* wgsl */ `
 ${ENTRY_1D}
   let D = pu(1u);
   if (i >= pu(0u) * D) { return; }
-  Out[i] = E[Ids[i / D] * D + i % D] * pf(2u);
+  let id = Ids[i / D];
+  if (id < pu(3u) || id >= pu(4u)) { return; }
+  Out[i] = E[(id - pu(3u)) * D + i % D] * pf(2u);
 }`;
 
 const REDUCE = /* wgsl */ `
