@@ -1,16 +1,19 @@
-// One chosen expert's backward for one token, shared by the host backends'
-// routed_experts_backward kernels (ref with Acc = double into buffers of
-// its own, cpu with Acc = float straight into the gradients):
+// The MoE backward pieces the host backends share. One chosen expert's
+// backward for one token, for the routed_experts_backward kernels (ref with
+// Acc = double into buffers of its own, cpu with Acc = float straight into
+// the gradients):
 //   h = W1 x, act = SiLU(h_gate) * h_value  or  relu(h)^2,  o = W2 act
 //   returns dweight = dout . o; dact = weight * W2^T dout
 //   dW2 += weight * dout act^T, dW1 += dh x^T, dx += W1^T dh
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "ops/moe_weights.h"
 #include "ops/scalar_math.h"
+#include "ssm/ops/moe.h"
 
 namespace ssm::ops {
 
@@ -75,6 +78,39 @@ Acc expert_token_backward(const ExpertWeights& w, bool gated, int64_t F, int64_t
     }
   }
   return dweight;
+}
+
+// The gradient of one token's k weights to its logits (the header's rules),
+// in Acc: dl (E) overwritten. Shared by the ref (Acc = double) and cpu
+// (Acc = float) moe_route_backward kernels.
+template <typename Acc, typename In>
+void route_backward_row(const MoeRouteBackwardArgs& a, const In* logits, const int64_t* chosen,
+                        const In* dw, int64_t E, int64_t k, Acc* dl, Acc* p) {
+  std::fill(dl, dl + E, Acc(0));
+  if (a.router == Router::kTopkSoftmax) {
+    Acc mx = logits[chosen[0]], sum = 0, dot = 0;
+    for (int64_t j = 1; j < k; ++j) mx = std::max<Acc>(mx, logits[chosen[j]]);
+    for (int64_t j = 0; j < k; ++j) sum += p[j] = std::exp(static_cast<Acc>(logits[chosen[j]]) - mx);
+    for (int64_t j = 0; j < k; ++j) dot += (p[j] /= sum) * dw[j];
+    for (int64_t j = 0; j < k; ++j) dl[chosen[j]] += p[j] * (dw[j] - dot);
+  } else if (a.router == Router::kSoftmaxTopk) {
+    Acc mx = logits[0], sum = 0, dot = 0;
+    for (int64_t e = 1; e < E; ++e) mx = std::max<Acc>(mx, logits[e]);
+    for (int64_t e = 0; e < E; ++e) sum += p[e] = std::exp(static_cast<Acc>(logits[e]) - mx);
+    for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+    for (int64_t j = 0; j < k; ++j) dot += p[chosen[j]] * dw[j];
+    for (int64_t e = 0; e < E; ++e) dl[e] = -p[e] * dot;
+    for (int64_t j = 0; j < k; ++j) dl[chosen[j]] += p[chosen[j]] * dw[j];
+  } else {
+    Acc S = 0, dot = 0;
+    for (int64_t j = 0; j < k; ++j) S += p[j] = sigmoid(static_cast<Acc>(logits[chosen[j]]));
+    S += Acc(1e-20);
+    for (int64_t j = 0; j < k; ++j) dot += dw[j] * p[j];
+    for (int64_t j = 0; j < k; ++j) {
+      const Acc ds = a.normalize ? a.scale * (dw[j] - dot / S) / S : a.scale * dw[j];
+      dl[chosen[j]] += ds * p[j] * (Acc(1) - p[j]);
+    }
+  }
 }
 
 }  // namespace ssm::ops

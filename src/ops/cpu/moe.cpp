@@ -159,45 +159,13 @@ void routed_experts(Context& ctx, const ops::RoutedExpertsArgs& a) {
 }
 
 
-// The gradient of one token's k weights to its logits (the header's rules),
-// in Acc: dl (E) overwritten.
-template <typename Acc, typename In>
-void route_backward_row(const ops::MoeRouteBackwardArgs& a, const In* logits, const int64_t* chosen,
-                        const In* dw, int64_t E, int64_t k, Acc* dl, Acc* p) {
-  std::fill(dl, dl + E, Acc(0));
-  if (a.router == ops::Router::kTopkSoftmax) {
-    Acc mx = logits[chosen[0]], sum = 0, dot = 0;
-    for (int64_t j = 1; j < k; ++j) mx = std::max<Acc>(mx, logits[chosen[j]]);
-    for (int64_t j = 0; j < k; ++j) sum += p[j] = std::exp(static_cast<Acc>(logits[chosen[j]]) - mx);
-    for (int64_t j = 0; j < k; ++j) dot += (p[j] /= sum) * dw[j];
-    for (int64_t j = 0; j < k; ++j) dl[chosen[j]] += p[j] * (dw[j] - dot);
-  } else if (a.router == ops::Router::kSoftmaxTopk) {
-    Acc mx = logits[0], sum = 0, dot = 0;
-    for (int64_t e = 1; e < E; ++e) mx = std::max<Acc>(mx, logits[e]);
-    for (int64_t e = 0; e < E; ++e) sum += p[e] = std::exp(static_cast<Acc>(logits[e]) - mx);
-    for (int64_t e = 0; e < E; ++e) p[e] /= sum;
-    for (int64_t j = 0; j < k; ++j) dot += p[chosen[j]] * dw[j];
-    for (int64_t e = 0; e < E; ++e) dl[e] = -p[e] * dot;
-    for (int64_t j = 0; j < k; ++j) dl[chosen[j]] += p[chosen[j]] * dw[j];
-  } else {
-    Acc S = 0, dot = 0;
-    for (int64_t j = 0; j < k; ++j) S += p[j] = ops::sigmoid(static_cast<Acc>(logits[chosen[j]]));
-    S += Acc(1e-20);
-    for (int64_t j = 0; j < k; ++j) dot += dw[j] * p[j];
-    for (int64_t j = 0; j < k; ++j) {
-      const Acc ds = a.normalize ? a.scale * (dw[j] - dot / S) / S : a.scale * dw[j];
-      dl[chosen[j]] += ds * p[j] * (Acc(1) - p[j]);
-    }
-  }
-}
-
 void moe_route_backward(Context& ctx, const ops::MoeRouteBackwardArgs& a) {
   const int64_t T = a.logits.rows(), E = a.logits.cols(), k = a.idx.dim(1);
   const ops::Rows<const float> logits(a.logits), dw(a.dweights);
   const ops::Rows<float> dl(a.dlogits);
   float* p = scratch_f32(ctx, E);
   for (int64_t t = 0; t < T; ++t)
-    route_backward_row<float, float>(a, logits[t], a.idx.data<int64_t>() + t * k, dw[t], E, k, dl[t], p);
+    ops::route_backward_row<float, float>(a, logits[t], a.idx.data<int64_t>() + t * k, dw[t], E, k, dl[t], p);
 }
 
 // One expert per task (its weight gradients are its own); each (token,
