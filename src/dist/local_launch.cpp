@@ -164,10 +164,25 @@ int run_local_ranks(const LocalLaunch& l) {
     running[r] = false;
     --left;
     if (failed(status)) {
+      // A rank that dies takes the others down with it as they notice, so
+      // several may have ended by the time we look; the first one reaped is
+      // not necessarily the cause. Let the rest settle briefly and name a
+      // rank killed by a signal ahead of one that exited with an error.
+      int culprit = r, culprit_status = status;
+      const auto settle = Clock::now() + std::chrono::milliseconds(200);
+      while (!WIFSIGNALED(culprit_status) && Clock::now() < settle) {
+        for (int o = 0; o < l.ranks; ++o) {
+          int s = 0;
+          if (!running[o] || ::waitpid(pids[o], &s, WNOHANG) != pids[o]) continue;
+          running[o] = false;
+          if (WIFSIGNALED(s)) culprit = o, culprit_status = s;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
       stop_all();
       restore();
-      throw Error(cat("rank ", r, " of ", l.ranks, " (pid ", p, ") ", describe(status),
-                      "; stopped the other ranks"));
+      throw Error(cat("rank ", culprit, " of ", l.ranks, " (pid ", pids[culprit], ") ",
+                      describe(culprit_status), "; stopped the other ranks"));
     }
     if (WEXITSTATUS(status) == kInterrupted) result = kInterrupted;
   }
