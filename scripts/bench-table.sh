@@ -6,7 +6,7 @@
 # markdown table, each figure with the bound `ssm bench` measured in the same
 # run (streaming read for decode, OpenBLAS SGEMM for prefill).
 #
-#   scripts/bench-table.sh [extra ssm bench flags, e.g. -r 3 -n 128]
+#   scripts/bench-table.sh [ssm bench flags; default -b 1,8 -p 512 -n 64 -r 2]
 #
 # SSM (default build/ssm) names the binary. Run it on an otherwise idle
 # machine: the bounds and the results are measured at different moments.
@@ -19,11 +19,13 @@ command -v python3 >/dev/null || { echo "bench-table.sh: needs python3" >&2; exi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+flags=("$@")
+[ ${#flags[@]} -gt 0 ] || flags=(-b 1,8 -p 512 -n 64 -r 2)
 models=(mamba2_130m mamba3_siso_130m mamba3_mimo4_130m)
 for m in "${models[@]}"; do
   "$ssm" init --config "bench/configs/$m.json" --out "$tmp/$m" >/dev/null
   echo "bench-table.sh: $m ..." >&2
-  "$ssm" bench "$tmp/$m" --dtype f32,bf16,int8 -b 1,8 -p 512 -n 64 -r 2 "$@" --json >"$tmp/$m.json"
+  "$ssm" bench "$tmp/$m" --dtype f32,bf16,int8 "${flags[@]}" --json >"$tmp/$m.json"
 done
 
 python3 - "$tmp" "${models[@]}" <<'EOF'
