@@ -84,7 +84,7 @@ void scan_head(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
         std::fill(sc + (t + 1) * R, sc + m, 0.f);
       }
     }
-    gemm(false, false, m, P, m, 1.f, scores, m, Vc, P, 0.f, Y, P);
+    gemm_causal(m, P, R, scores, m, Vc, P, Y, P);
 
     // Carried state: o_t += exp(cs_t) S' q_t.
     for (int64_t t = 0; t < q; ++t) {

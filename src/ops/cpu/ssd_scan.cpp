@@ -95,7 +95,7 @@ void ssd_scan_chunked(Context& ctx, const ops::SsdScanArgs& a) {
           decay_products(cs[t], cs, sc + t * Q, dts, M + t * q, t + 1);
           std::fill(M + t * q + t + 1, M + (t + 1) * q, 0.f);
         }
-        gemm(false, false, q, P, q, 1.f, M, q, X, ldx, 0.f, Y, ldy);
+        gemm_causal(q, P, 1, M, q, X, ldx, Y, ldy);
 
         // Carried state: y_t += exp(cs_t) S C_t.
         for (int64_t t = 0; t < q; ++t) {
