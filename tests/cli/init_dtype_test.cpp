@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "support/cli.h"
+#include "support/dir_listing.h"
 
 namespace ssm {
 namespace {
@@ -22,13 +23,6 @@ const char* kConfig = R"({"architectures": ["MambaForCausalLM"], "model_type": "
   "hidden_act": "silu", "layer_norm_epsilon": 1e-5, "residual_in_fp32": true,
   "tie_word_embeddings": true})";
 
-std::vector<std::string> shards(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 TEST(CliInitDtype, ShardedBf16GeneratesAsF32ConvertedAtLoad) {
   testing::TempDir tmp;
   const std::string config = (tmp / "config.json").string();
@@ -38,7 +32,7 @@ TEST(CliInitDtype, ShardedBf16GeneratesAsF32ConvertedAtLoad) {
   const testing::CliRun made = run_ssm({"init", "--config", config, "--out", bf16, "--seed", "5",
                                         "--dtype", "bf16", "--shard-size", "256K"});
   ASSERT_EQ(made.code, 0) << made.err;
-  const std::vector<std::string> files = shards(bf16);
+  const std::vector<std::string> files = testing::file_names(bf16);
   EXPECT_TRUE(std::count(files.begin(), files.end(), "model.safetensors.index.json")) << made.out;
   // 1.2 MB of weights in 256 KB shards: the embedding (1024 x 128) fills one.
   const auto is_shard = [](const std::string& f) { return f.rfind("model-0000", 0) == 0; };
@@ -100,7 +94,7 @@ TEST(CliInitDtype, InterruptLeavesNoPartialModel) {
   fs::create_directories(out);
   testing::CliProcess p({"init", "--config", config, "--out", out.string(), "--shard-size", "64M"});
   // Wait until the first temp file exists, then interrupt.
-  for (int i = 0; i < 3000 && shards(out).empty() && !p.exited(); ++i)
+  for (int i = 0; i < 3000 && testing::file_names(out).empty() && !p.exited(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   p.signal(SIGINT);
   const testing::CliRun r = p.wait();
@@ -110,7 +104,7 @@ TEST(CliInitDtype, InterruptLeavesNoPartialModel) {
   }
   EXPECT_EQ(r.code, 130) << r.err;
   EXPECT_TRUE(contains(r.err, "interrupted")) << r.err;
-  EXPECT_EQ(shards(out), std::vector<std::string>{});
+  EXPECT_EQ(testing::file_names(out), std::vector<std::string>{});
 }
 
 }  // namespace

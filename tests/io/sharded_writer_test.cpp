@@ -8,6 +8,7 @@
 
 #include "ssm/io/checkpoint.h"
 #include "ssm/io/json.h"
+#include "support/dir_listing.h"
 #include "support/temp_dir.h"
 
 namespace ssm {
@@ -56,19 +57,13 @@ void expect_readable(const fs::path& dir) {
   }
 }
 
-std::vector<std::string> listing(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 TEST(ShardedWriter, OneShardIsModelSafetensors) {
   testing::TempDir dir;
   const ShardedWriteResult r = write(dir.path(), uint64_t{1} << 30);
   EXPECT_EQ(r.files, std::vector<std::string>{"model.safetensors"});
   EXPECT_EQ(r.data_bytes, 4096u * 4 + 2048u * 2);
-  EXPECT_EQ(listing(dir.path()), (std::vector<std::string>{"config.json", "model.safetensors"}));
+  EXPECT_EQ(testing::file_names(dir.path()),
+            (std::vector<std::string>{"config.json", "model.safetensors"}));
   expect_readable(dir.path());
 }
 
@@ -101,9 +96,9 @@ TEST(ShardedWriter, AFailedWriteLeavesTheEarlierModelAndNoTempFiles) {
     for (const uint64_t later : {uint64_t{1} << 30, uint64_t{6144}}) {
       testing::TempDir dir;
       write(dir.path(), earlier);
-      const std::vector<std::string> before = listing(dir.path());
+      const std::vector<std::string> before = testing::file_names(dir.path());
       EXPECT_THROW(write(dir.path(), later, 4), Error);
-      EXPECT_EQ(listing(dir.path()), before) << earlier << " then " << later;
+      EXPECT_EQ(testing::file_names(dir.path()), before) << earlier << " then " << later;
       expect_readable(dir.path());
     }
   }
@@ -119,7 +114,7 @@ TEST(ShardedWriter, ANewModelReplacesTheFilesOfTheEarlierOne) {
       want.push_back("config.json");
       if (r.files.size() > 1) want.push_back("model.safetensors.index.json");
       std::sort(want.begin(), want.end());
-      EXPECT_EQ(listing(dir.path()), want) << earlier << " then " << later;
+      EXPECT_EQ(testing::file_names(dir.path()), want) << earlier << " then " << later;
       expect_readable(dir.path());
     }
   }
@@ -130,7 +125,7 @@ TEST(ShardedWriter, AProducedTensorMustMatchItsPlan) {
   EXPECT_THROW(write_sharded_safetensors(dir.path(), specs(),
                                          [](size_t) { return Tensor::empty(DType::kF32, {3}); }),
                Error);
-  EXPECT_TRUE(listing(dir.path()).empty());
+  EXPECT_TRUE(testing::file_names(dir.path()).empty());
 }
 
 }  // namespace
