@@ -1,4 +1,5 @@
 #include "ssm/io/atomic_file.h"
+#include "ssm/io/staged_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -110,40 +111,55 @@ void check_writable_file_path(const std::filesystem::path& path) {
     throw Error(cat(path.string(), ": cannot write in ", dir.string(), ": ", errno_text()));
 }
 
-void write_file_atomically(const std::filesystem::path& path,
-                           const std::function<void(FileWriter&)>& produce) {
-  const std::filesystem::path dir = parent_dir(path);
-  remove_stale_temp_files(path);
-  std::string tmpl = (dir / cat(temp_prefix(path), ::getpid(), ".XXXXXX")).string();
-  const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) throw Error(cat(path.string(), ": cannot create temp file in ", dir.string(), ": ",
-                              errno_text()));
-  const std::string tmp = tmpl;
-  try {
-    FdWriter writer(fd, path);
-    produce(writer);
-    if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0)
-      throw Error(cat(path.string(), ": cannot flush to disk: ", errno_text()));
-    if (::close(fd) != 0) {
-      ::unlink(tmp.c_str());
-      throw Error(cat(path.string(), ": close failed: ", errno_text()));
-    }
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    throw Error(cat(path.string(), ": cannot rename temp file into place: ", why));
-  }
+StagedFile::StagedFile(std::filesystem::path path) : path_(std::move(path)) {
+  const std::filesystem::path dir = parent_dir(path_);
+  remove_stale_temp_files(path_);
+  std::string tmpl = (dir / cat(temp_prefix(path_), ::getpid(), ".XXXXXX")).string();
+  fd_ = ::mkstemp(tmpl.data());
+  if (fd_ < 0)
+    throw Error(cat(path_.string(), ": cannot create temp file in ", dir.string(), ": ", errno_text()));
+  tmp_ = tmpl;
+  writer_ = std::make_unique<FdWriter>(fd_, path_);
+}
+
+StagedFile::~StagedFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+
+FileWriter& StagedFile::writer() {
+  SSM_CHECK(fd_ >= 0, path_.string(), ": written after it was finished");
+  return *writer_;
+}
+
+void StagedFile::finish() {
+  SSM_CHECK(fd_ >= 0, path_.string(), ": finished twice");
+  if (::fchmod(fd_, 0644) != 0 || ::fsync(fd_) != 0)
+    throw Error(cat(path_.string(), ": cannot flush to disk: ", errno_text()));
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw Error(cat(path_.string(), ": close failed: ", errno_text()));
+}
+
+void StagedFile::commit() {
+  SSM_CHECK(fd_ < 0 && !committed_, path_.string(), ": committed before it was finished");
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+    throw Error(cat(path_.string(), ": cannot rename temp file into place: ", errno_text()));
+  committed_ = true;
   // The rename itself must reach the disk before we report success.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  const int dfd = ::open(parent_dir(path_).c_str(), O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void write_file_atomically(const std::filesystem::path& path,
+                           const std::function<void(FileWriter&)>& produce) {
+  StagedFile file(path);
+  produce(file.writer());
+  file.finish();
+  file.commit();
 }
 
 std::string read_file(const std::filesystem::path& path) {

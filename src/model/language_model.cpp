@@ -128,8 +128,11 @@ Tensor convert_releasing(const Tensor& t, DType dtype, const TensorSource& sourc
 // tensor keeps the mapping alive (an F32 checkpoint run in BF16 would hold
 // its F32 weights and their BF16 copies), and the peak stays one tensor
 // above the converted model.
-void fill_parameters(LanguageModel& model, const TensorSource& source, DType keep) {
+// Returns the bytes of 16-bit projections it widened to F32, and their dtype.
+std::pair<uint64_t, DType> fill_parameters(LanguageModel& model, const TensorSource& source, DType keep) {
   std::set<std::string> used;
+  uint64_t widened = 0;
+  DType stored = DType::kBF16;
   model.for_each_param([&](const std::string& name, Param& p) {
     std::optional<Tensor> t = source.find(name);
     if (!t) throw Error(cat(source.describe(), ": missing tensor '", name, "' (shape ",
@@ -151,6 +154,10 @@ void fill_parameters(LanguageModel& model, const TensorSource& source, DType kee
       if (convert) {
         p.value = convert_releasing(*t, keep, source, name);
       } else {
+        if (projection && (t->dtype() == DType::kBF16 || t->dtype() == DType::kF16)) {
+          widened += t->nbytes();
+          stored = t->dtype();
+        }
         p.value = t->to_f32();
         source.release(name);
       }
@@ -163,6 +170,7 @@ void fill_parameters(LanguageModel& model, const TensorSource& source, DType kee
   if (!extra.empty())
     log_warning(source.describe(), ": ", extra.size(), " tensors not used by the model, e.g. '",
                 extra.front(), "'");
+  return {widened, stored};
 }
 
 }  // namespace
@@ -190,7 +198,13 @@ LanguageModel LanguageModel::load(const std::filesystem::path& model_dir, const 
   LanguageModel model(std::move(config));
   check_memory_budget(model_memory_bytes(model), limit, model_dir.string());
   check_projection_dtype(options.weights);
-  fill_parameters(model, *open_checkpoint(model_dir), options.weights);
+  const auto [widened, stored] = fill_parameters(model, *open_checkpoint(model_dir), options.weights);
+  // A BF16 checkpoint run with the default F32 weights takes twice its size
+  // in memory; in its own dtype it is computed from the mapped file.
+  if (widened > 0)
+    log_warning(model_dir.string(), ": ", format_bytes(widened), " of ", dtype_name(stored),
+                " projection weights widened to F32 (", format_bytes(2 * widened), "); --dtype ",
+                stored == DType::kBF16 ? "bf16" : "f16", " computes with them as stored, where they are mapped");
   model.convert_projections(options.weights);
   return model;
 }

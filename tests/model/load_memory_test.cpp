@@ -6,35 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <string>
 
 #include "ssm/io/json.h"
 #include "ssm/io/safetensors.h"
 #include "ssm/model/language_model.h"
+#include "support/resident_memory.h"
 #include "support/temp_dir.h"
 
 namespace ssm {
 namespace {
-
-// A field of /proc/self/status in bytes ("VmHWM", "VmRSS"), or -1.
-int64_t status_bytes(const std::string& field) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind(field + ":", 0) == 0)
-      return std::stoll(line.substr(field.size() + 1)) * 1024;  // kB
-  return -1;
-}
-
-// Sets VmHWM back to the current resident size; false where not allowed.
-bool reset_peak() {
-  std::ofstream f("/proc/self/clear_refs");
-  if (!f) return false;
-  f << "5";
-  return static_cast<bool>(f.flush());
-}
 
 // A Mamba-2 of about 100 MB of F32 weights (the embedding, 16 MB, is
 // converted in two blocks of rows) with small random values, its
@@ -61,20 +43,9 @@ void write_model(const std::filesystem::path& dir, int64_t* projection_bytes) {
   save_safetensors(dir / "model.safetensors", tensors);
 }
 
-// AddressSanitizer keeps freed blocks resident (its quarantine, 256 MB by
-// default) and adds shadow memory, so a peak measured under it says nothing
-// about the release of the F32 pages.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kUnderAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kUnderAsan = true;
-#else
-constexpr bool kUnderAsan = false;
-#endif
-#else
-constexpr bool kUnderAsan = false;
-#endif
+using testing::kUnderAsan;
+using testing::reset_peak;
+using testing::status_bytes;
 
 class LoadMemory : public ::testing::TestWithParam<DType> {};
 

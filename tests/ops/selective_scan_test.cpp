@@ -83,6 +83,24 @@ TEST_P(SelectiveScanTest, MatchesRef) {
 
 // [0, 9), one step, then [10, 40), each from the state the last left, equal
 // one scan over [0, 40).
+// Step sizes on both far sides of softplus's branches (below -20, above 20),
+// decays far below exp's range, gates saturated either way, and a state
+// size and width no vector divides: the cpu kernel's lanes against ref.
+TEST_P(SelectiveScanTest, ExtremeStepsAndGatesMatchRef) {
+  for (const int64_t N : {7, 64}) {
+    Problem p = random_problem(2, 9, 40, N, 900 + N, true, true);
+    p.dt_raw = random_tensor({2, 9, 40}, 901, -40.f, 40.f);
+    p.A_log = random_tensor({40, N}, 902, -1.f, 4.f);
+    p.z = random_tensor({2, 9, 40}, 903, -60.f, 60.f);
+    testing::expect_matches_ref(GetParam(), [&](Context& ctx) -> testing::Outputs {
+      Tensor y_rows;
+      const ops::SelectiveScanArgs a = args_on(ctx, p, N == 7, &y_rows);
+      ops::selective_scan(ctx, a);
+      return testing::outputs({{"y", y_rows}, {"state", a.state}});
+    }, {.tol = kScanTol});
+  }
+}
+
 TEST_P(SelectiveScanTest, SplittingASequenceCarriesTheState) {
   Problem whole = random_problem(2, 40, 24, 16, 7, true, false);
   whole.state = Tensor::zeros(DType::kF32, {2, 24, 16});
