@@ -19,7 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // Kills land anywhere in the first ~1.2 write cycles (one cycle writes both
-// versions) of the child, or its first 20 ms when writes are faster.
+// versions) of the child once it runs, or its first 20 ms when writes are
+// faster.
 int64_t max_delay_us(double cycle_seconds) {
   return std::max<int64_t>(static_cast<int64_t>(1.2e6 * cycle_seconds), 20000);
 }
@@ -46,7 +47,7 @@ void state_file_kills(int trials) {
   std::mt19937_64 rng(KillHarness::seed());
   const int64_t max_us = max_delay_us(cycle);
   for (int t = 0; t < trials; ++t) {
-    const pid_t pid = spawn([&] {
+    const pid_t pid = spawn_started([&] {
       for (int i = t;; ++i) save_state(dest, sessions[i % 2], kFingerprint);
       return 0;
     });
@@ -85,7 +86,7 @@ void checkpoint_kills(int trials) {
   std::mt19937_64 rng(KillHarness::seed() + 1);
   const int64_t max_us = max_delay_us(cycle);
   for (int t = 0; t < trials; ++t) {
-    const pid_t pid = spawn([&] {
+    const pid_t pid = spawn_started([&] {
       for (int i = t;; ++i) (i % 2 ? tt.b : tt.a)->save_checkpoint(dir.path());
       return 0;
     });

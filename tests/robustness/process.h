@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -33,6 +34,27 @@ inline pid_t spawn(const std::function<int()>& fn, bool keep_output = false) {
   } catch (...) {
   }
   ::_exit(rc);
+}
+
+// spawn, returning once the child is running fn: a delay measured from
+// then leaves out the fork, which on a loaded machine (or under ASan, whose
+// shadow memory makes fork slow) can take longer than the work timed.
+inline pid_t spawn_started(const std::function<int()>& fn) {
+  int fds[2];
+  if (::pipe(fds) != 0) return spawn(fn);
+  const pid_t pid = spawn([&] {
+    ::close(fds[0]);
+    const char started = 1;
+    (void)!::write(fds[1], &started, 1);
+    ::close(fds[1]);
+    return fn();
+  });
+  ::close(fds[1]);
+  char started = 0;
+  while (::read(fds[0], &started, 1) < 0 && errno == EINTR) {
+  }
+  ::close(fds[0]);
+  return pid;
 }
 
 // Waits for pid; returns its exit code, or 128 + signal when killed.
