@@ -4,7 +4,8 @@
 //   linear per weight dtype, M = 1 and 8 (decode GEMV), 32 (batched decode)
 //     and 512 (prefill GEMM), with GB/s of weights read and GFLOP/s; the
 //     head (50288 x 768) at M = 1 and 8, too large for the caches;
-//   rms_norm and the causal conv1d over a 512-token prompt and one decode step.
+//   rms_norm and the causal conv1d over a 512-token prompt and one decode step;
+//   one parallel_for round trip of the thread pool (what every op pays).
 // The scans (SSD, Mamba-3) run inside prefill_bench and decode_bench, whose
 // model-level cases exercise them with their real layouts.
 // The bounds, measured in the same run so that a loaded machine shows in
@@ -22,6 +23,7 @@
 #include <random>
 #include <vector>
 
+#include "ssm/core/thread_pool.h"
 #include "ssm/ops/conv1d.h"
 #include "ssm/ops/linear.h"
 #include "ssm/ops/rms_norm.h"
@@ -148,6 +150,20 @@ void BM_Conv1d(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(L), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Conv1d)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// One parallel_for over the pool with (almost) nothing to do, back to back:
+// what a decode step pays per op to share it between threads.
+void BM_PoolRoundTrip(benchmark::State& state) {
+  ThreadPool pool(bench_threads());
+  std::vector<int64_t> sink(64 * static_cast<size_t>(pool.size()));
+  for (auto _ : state) {
+    pool.parallel_for(pool.size(), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sink[static_cast<size_t>(i) * 64] += i;
+    });
+  }
+  benchmark::DoNotOptimize(sink.data());
+}
+BENCHMARK(BM_PoolRoundTrip)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace ssm

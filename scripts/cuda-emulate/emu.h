@@ -131,7 +131,9 @@ T shfl_xor(unsigned, T v, int o) {
 #define blockDim emu::t_bdim
 #define gridDim emu::t_gdim
 #define __syncthreads() emu::syncthreads()
-#define __shfl_xor_sync(m, v, o) emu::shfl_xor(m, v, o)
+// The width argument (xor within aligned groups of lanes) changes nothing for
+// offsets below it, the only use.
+#define __shfl_xor_sync(m, v, o, ...) emu::shfl_xor(m, v, o)
 #undef __global__
 #define __global__
 #undef __device__

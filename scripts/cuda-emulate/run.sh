@@ -1,42 +1,60 @@
 #!/bin/bash
-# Runs cuda kernels on the CPU, without a GPU: the .cu files of the Mamba-3
-# and attention backward ops rewritten for emu.h, their host side
-# (mamba3_attention_backward_ops.cpp) and the op tests of tests/ops built
+# Runs cuda kernels on the CPU, without a GPU: the .cu files of the Mamba-3,
+# attention and HF hybrid (selective scan, MoE, relu^2, GELU product)
+# backward ops rewritten for emu.h, their host side
+# (mamba3_attention_backward_ops.cpp, hybrid_backward_ops.cpp, with the
+# forward MoE kernels of hybrid_kernels.cu they reuse) and the op tests of tests/ops built
 # with SSM_GPU_TESTS=1 against a "cuda" backend on the host (emu_backend.cpp):
 # each op against ref as on the GPU. Slow (a fiber per CUDA thread); for
 # checking a kernel's logic before spending device time on it.
 #
 #   scripts/cuda-emulate/run.sh [WORK_DIR] [gtest filter]
+#   TRAIN=1 scripts/cuda-emulate/run.sh [WORK_DIR] [gtest filter]
 #
-# Needs the default build's libraries (scripts/build.sh: build/) and the
-# CUDA toolkit's headers (/usr/local/cuda/include), no GPU. The op tests
-# take minutes (each fiber switch is a system call); training curves through
-# the emulator would take hours, so it does not run them.
+# TRAIN=1 builds and runs, instead of the op tests, the HF families'
+# training test of tests/gpu (hf_families_train_cuda_test.cpp: a few steps
+# on "cuda" against the cpu backend), where every op without an emulated
+# kernel is ref's: it checks that the emulated backward kernels train those
+# models as the cpu backend does.
+#
+# Needs the default build's libraries (scripts/build.sh: build/; ssm_train
+# and below for TRAIN=1) and the CUDA toolkit's headers
+# (/usr/local/cuda/include), no GPU. The op tests take minutes (each fiber
+# switch is a system call); long training curves (the 100-step tests)
+# through the emulator would take hours, so it does not run them.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${1:-/tmp/ssm-cuda-emulate}
-FILTER=${2:-'Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*'}
+FILTER=${2:-'Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*'}
 HERE=$SRC/scripts/cuda-emulate
 B=$SRC/build
 mkdir -p "$WORK"
 cd "$WORK"
 CXX=${CXX:-g++}
 FLAGS="-std=c++20 -O2 -g -pthread -I$SRC/src -I$SRC/include -I$SRC/tests -I$HERE -isystem /usr/local/cuda/include -DSSM_GPU_TESTS=1 -DSSM_GOLDEN_DIR=\"$SRC/tests/golden\""
-kernels="mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention_backward"
+kernels="mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention_backward hybrid_backward hybrid_kernels"
 objs=""
 for k in $kernels; do
   python3 "$HERE/transform.py" "$SRC/src/ops/cuda/$k.cu" "$k.cpp"
   $CXX $FLAGS -c "$k.cpp" -o "$k.o"
   objs="$objs $k.o"
 done
-for f in "$HERE/emu_backend.cpp" "$SRC/src/ops/cuda/mamba3_attention_backward_ops.cpp"; do
+for f in "$HERE/emu_backend.cpp" "$SRC/src/ops/cuda/mamba3_attention_backward_ops.cpp" \
+  "$SRC/src/ops/cuda/hybrid_backward_ops.cpp"; do
   o=$(basename "$f" .cpp).o
   $CXX $FLAGS -c "$f" -o "$o"
   objs="$objs $o"
 done
 libs="$B/libssm_ops.a $B/libssm_tensor.a $B/libssm_core.a -lopenblas -lhwy -lgtest -lgtest_main"
+if [ "${TRAIN:-0}" = 1 ]; then
+  $CXX $FLAGS -c "$SRC/tests/gpu/hf_families_train_cuda_test.cpp" -o hf_families_train_cuda_test.o
+  $CXX -pthread -o emu_train_tests $objs hf_families_train_cuda_test.o $B/libssm_train.a \
+    $B/libssm_dist.a $B/libssm_model.a $B/libssm_layers.a $B/libssm_io.a $libs -lzip -lz
+  exec ./emu_train_tests --gtest_filter="${2:-*}"
+fi
 tests=""
-for t in mamba3_scan_backward_test mamba3_output_test mamba3_prepare_test attention_backward_test; do
+for t in mamba3_scan_backward_test mamba3_output_test mamba3_prepare_test attention_backward_test \
+  selective_scan_backward_test moe_backward_test activation_backward_test; do
   $CXX $FLAGS -c "$SRC/tests/ops/$t.cpp" -o "$t.o"
   tests="$tests $t.o"
 done

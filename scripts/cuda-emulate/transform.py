@@ -6,7 +6,10 @@
 import re, sys
 src = open(sys.argv[1]).read()
 src = re.sub(r'#include "ops/cuda/', '#include "ops/cuda/', src)
-src = '#include "emu.h"\n' + src
+# CUDA's own headers (cuda_bf16.h, ...) come before emu.h redefines __device__.
+cuda_headers = re.findall(r'^#include <cuda_\w+\.h>\n', src, flags=re.M)
+src = re.sub(r'^#include <cuda_\w+\.h>\n', '', src, flags=re.M)
+src = ''.join(cuda_headers) + '#include "emu.h"\n' + src
 src = re.sub(r'extern __shared__ (\w+) (\w+)\[\];', r'\1* \2 = reinterpret_cast<\1*>(emu::dyn_smem());', src)
 src = src.replace('__shared__', 'static')
 def repl(m):

@@ -1,11 +1,15 @@
-// ssm serve [MODEL] --host H --port P --sessions DIR: the OpenAI-compatible
-// HTTP server (src/serve/). SIGTERM or Ctrl-C stops it gracefully: no new
+// ssm serve [MODEL] --host H --port P --sessions DIR [--gpus 0,1 | --devices
+// cpu,cpu]: the OpenAI-compatible HTTP server (src/serve/), with one replica
+// of the model per device. SIGTERM or Ctrl-C stops it gracefully: no new
 // connection is taken, requests in flight finish and save their sessions.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <memory>
 #include <cerrno>
+#include <optional>
 #include <cstdlib>
 
 #include <cstdio>
@@ -14,6 +18,10 @@
 
 #include "cli/commands.h"
 #include "cli/install_paths.h"
+#include "cli/serve_replicas.h"
+#include "cli/usage_error.h"
+#include "ssm/model/memory_budget.h"
+#include "ssm/ops/device_backend.h"
 #include "ssm/model/state_file.h"
 #include "ssm/serve/server.h"
 #include "ssm/tokenizer/tokenizer.h"
@@ -34,8 +42,61 @@ struct ServeArgs {
   int64_t max_sessions_memory = 64, max_batch = 16, max_queue = 64, prefill_chunk = 256;
   int64_t max_prompt_tokens = 8192, max_tokens_limit = 4096, default_max_tokens = 16;
   uint64_t max_body = 1 << 20;
+  std::string gpus_text, devices_text;
+  std::optional<std::string> gpus, devices;  // nullopt: not given
+  bool backend_given = false;
   ComputeOptions compute;
 };
+
+// The replicas' contexts and models, built in order. A host replica gets
+// --threads divided among the host replicas; a GPU replica's model moves to
+// its GPU. UsageError naming the flag for a GPU that is not there or a set
+// of replicas that does not fit in memory.
+struct Replicas {
+  std::vector<std::unique_ptr<Context>> contexts;
+  std::vector<std::unique_ptr<LanguageModel>> models;
+  std::vector<serve::Replica> list;
+};
+
+Replicas build_replicas(const std::vector<ReplicaSpec>& specs, const ServeArgs& a) {
+  const auto host = static_cast<int>(std::count_if(specs.begin(), specs.end(), [](const auto& s) { return s.on_host(); }));
+  const int threads = std::max(1, a.compute.threads / std::max(1, host));
+  const LoadOptions load = load_options(a.compute);
+  Replicas out;
+  for (const ReplicaSpec& spec : specs) {
+    // "--gpus 7", "--devices cuda:7", "--backend cuda": the flag and the entry.
+    const std::string what = spec.flag == "--gpus" ? cat("--gpus ", spec.index) : cat(spec.flag, " ", spec.label);
+    try {
+      out.contexts.push_back(std::make_unique<Context>(find_backend_on(spec.backend, spec.index), threads));
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      throw UsageError(cat(what, ": ", e.what()));
+    }
+    Context& ctx = *out.contexts.back();
+    auto model = std::make_unique<LanguageModel>(LanguageModel::load(a.model, load));
+    const uint64_t bytes = model_memory_bytes(*model);
+    if (out.models.empty() && host > 1) {
+      // Every host replica holds its own copy of the weights.
+      const uint64_t limit = memory_limit(load);
+      if (static_cast<long double>(bytes) * host > static_cast<long double>(limit))
+        throw UsageError(cat(specs[0].flag, ": ", host, " replicas on the host need ", host, " x ", format_bytes(bytes),
+                             ", more than the ", format_bytes(limit), " allowed (--max-memory); use fewer replicas"));
+    }
+    if (!spec.on_host()) {
+      uint64_t peak = 0, total = 0;
+      const DeviceMemory& mem = device_memory(ctx.device());
+      if (mem.usage) mem.usage(ctx.device(), &peak, &total);
+      if (total != 0 && bytes > total)
+        throw UsageError(cat(what, ": the model needs ", format_bytes(bytes), ", more than GPU ", spec.index,
+                             "'s ", format_bytes(total)));
+      model->to_device(ctx.device());
+    }
+    out.list.push_back({model.get(), &ctx, spec.label});
+    out.models.push_back(std::move(model));
+  }
+  return out;
+}
 
 int run_serve(ServeArgs& a) {
   if (a.model.empty()) {
@@ -46,13 +107,8 @@ int run_serve(ServeArgs& a) {
   if (a.default_max_tokens > a.max_tokens_limit)
     throw UsageError(cat("--default-max-tokens ", a.default_max_tokens, " is above --max-tokens-limit ",
                          a.max_tokens_limit));
-  Context ctx = make_context(a.compute);
-  // Sessions are state files, read and written from host states (as
-  // `generate --session`); the scheduler moves rows between them.
-  if (!ctx.device().is_host())
-    throw UsageError(cat("serve is not supported with --backend ", a.compute.backend,
-                         " yet: its sessions are saved from host states"));
-  LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
+  const std::vector<ReplicaSpec> specs = serve_replicas(a.gpus, a.devices, a.compute.backend, a.backend_given);
+  Replicas replicas = build_replicas(specs, a);
   const auto tok = load_tokenizer_for_model(a.model);
   serve::ServerOptions opt;
   opt.host = a.host;
@@ -70,12 +126,16 @@ int run_serve(ServeArgs& a) {
   opt.limits.max_prompt_tokens = a.max_prompt_tokens;
   opt.limits.max_tokens = a.max_tokens_limit;
   opt.limits.default_max_tokens = a.default_max_tokens;
-  serve::Server server(model, ctx, *tok, model_fingerprint(model, ctx), opt);
+  // The same on every device: a state file saved on one replica loads on any.
+  const std::string fingerprint = model_fingerprint(*replicas.models[0], *replicas.contexts[0]);
+  serve::Server server(replicas.list, *tok, fingerprint, opt);
   const int port = server.bind();
   // An IPv6 address goes in brackets in a URL.
   const std::string url_host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
-  std::fprintf(stderr, "ssm serve: listening on http://%s:%d (model %s, sessions in %s)\n", url_host.c_str(), port,
-               opt.model_name.c_str(), a.sessions.c_str());
+  std::string devices;
+  for (const ReplicaSpec& s : specs) devices += (devices.empty() ? "" : ",") + s.label;
+  std::fprintf(stderr, "ssm serve: listening on http://%s:%d (model %s, sessions in %s, replicas on %s)\n",
+               url_host.c_str(), port, opt.model_name.c_str(), a.sessions.c_str(), devices.c_str());
   std::fflush(stderr);
   // A signal may land on any thread (OpenBLAS starts its own before main),
   // so the handler only writes the signal's number to a pipe; the watcher
@@ -137,8 +197,20 @@ void setup_serve(CLI::App& app, Action& action) {
       ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("the key is empty") : ""; }, ""));
   cmd->add_option("--model-name", a.model_name, "the model's id in the API")
       ->type_name("NAME")->default_str("the model directory's name");
+  cmd->add_option("--gpus", a.gpus_text,
+                  "one replica of the model on each of these GPUs (e.g. 0,1); a session runs on one of them")
+      ->type_name("LIST");
+  cmd->add_option("--devices", a.devices_text,
+                  "replicas on these devices: cpu, ref or cuda:N, host ones may repeat (e.g. cpu,cpu or cuda:0,cpu); "
+                  "after those of --gpus")
+      ->type_name("LIST");
   add_compute_options(*cmd, a.compute);
-  cmd->callback([&action] { action = [] { return run_serve(a); }; });
+  cmd->callback([&action, cmd] {
+    a.backend_given = cmd->count("--backend") > 0;
+    if (cmd->count("--gpus") > 0) a.gpus = a.gpus_text;
+    if (cmd->count("--devices") > 0) a.devices = a.devices_text;
+    action = [] { return run_serve(a); };
+  });
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "model/stop_matcher.h"
 #include "ssm/ops/elementwise.h"
 
 namespace ssm {
@@ -35,41 +36,18 @@ class History {
   std::vector<int64_t> tokens_;
 };
 
-// Finds stop strings in the byte stream of one sequence, keeping only the
-// tail that a match could still start in.
-class StopMatcher {
- public:
-  explicit StopMatcher(const std::vector<std::string>& stops) : stops_(stops) {
-    for (const std::string& s : stops) keep_ = std::max(keep_, s.size());
-    tail_.reserve(2 * keep_ + 256);
-  }
-  bool push(std::string_view bytes) {
-    if (stops_.empty()) return false;
-    const size_t old = tail_.size();
-    tail_.append(bytes);
-    for (const std::string& s : stops_) {
-      // Only matches that end in the new bytes are new.
-      const size_t from = old >= s.size() - 1 ? old - (s.size() - 1) : 0;
-      if (tail_.find(s, from) != std::string::npos) return true;
-    }
-    if (tail_.size() > keep_) tail_.erase(0, tail_.size() - keep_);
-    return false;
-  }
-
- private:
-  const std::vector<std::string>& stops_;
-  size_t keep_ = 0;
-  std::string tail_;
-};
-
 }  // namespace
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kLength: return "length";
-    case FinishReason::kStopToken: return "stop token";
-    case FinishReason::kStopString: return "stop string";
-    case FinishReason::kInterrupted: return "interrupt";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStopToken:
+      return "stop token";
+    case FinishReason::kStopString:
+      return "stop string";
+    case FinishReason::kInterrupted:
+      return "interrupt";
   }
   return "?";
 }
@@ -131,7 +109,8 @@ std::vector<SequenceOutput> Generator::generate(SessionState& session,
   const int64_t B = session.batch(), V = model_.config().vocab_size;
   if (static_cast<int64_t>(prompts.size()) != B)
     throw Error(cat(prompts.size(), " prompts for a session of ", B, " sequences"));
-  if (config.max_new_tokens < 0) throw Error(cat("max new tokens must be >= 0, got ", config.max_new_tokens));
+  if (config.max_new_tokens < 0)
+    throw Error(cat("max new tokens must be >= 0, got ", config.max_new_tokens));
   config.sampling.validate();
   if (!config.stop_strings.empty() && !token_text_)
     throw Error("stop strings need the token text: call set_token_text");
@@ -140,7 +119,8 @@ std::vector<SequenceOutput> Generator::generate(SessionState& session,
   for (int64_t b = 0; b < B; ++b)
     for (int64_t id : prompts[b])
       if (id < 0 || id >= V)
-        throw Error(cat("prompt token ", id, " of sequence ", b, " is outside the vocabulary [0, ", V, ")"));
+        throw Error(cat("prompt token ", id, " of sequence ", b, " is outside the vocabulary [0, ",
+                        V, ")"));
   stats_ = GenerationStats{};
 
   // Everything the loop touches is made here, before it starts.
@@ -185,13 +165,15 @@ std::vector<SequenceOutput> Generator::generate(SessionState& session,
   while (n_active > 0) {
     for (int64_t b = 0; b < B; ++b) {
       if (!active[b]) continue;
-      const int64_t tok = samplers[b].sample(logits + b * V, history[b].last(config.sampling.repeat_last_n));
+      const int64_t tok =
+          samplers[b].sample(logits + b * V, history[b].last(config.sampling.repeat_last_n));
       out[b].tokens.push_back(tok);
       history[b].push(tok);
       session.pending[b] = tok;
       if (on_token) on_token(b, tok);
       bool done = true;
-      if (std::find(config.stop_tokens.begin(), config.stop_tokens.end(), tok) != config.stop_tokens.end())
+      if (std::find(config.stop_tokens.begin(), config.stop_tokens.end(), tok) !=
+          config.stop_tokens.end())
         out[b].finish = FinishReason::kStopToken;
       else if (!config.stop_strings.empty() && stops[b].push(token_text_(tok)))
         out[b].finish = FinishReason::kStopString;

@@ -60,11 +60,17 @@ void Server::complete(const httplib::Request& req, httplib::Response& res, bool 
                      "rate_limit_error", "queue_full");
     }
     counted_waiting = true;
+    // The session's replica (placed on its first use), or the least loaded
+    // one for a request without a session.
+    int replica = 0;
     if (!r.session.empty()) {
       ex->lease = store_.acquire(r.session, true);
+      replica = ex->lease->replica();
     } else {
-      ex->scratch = make_session(model_, 1);
+      replica = store_.least_loaded();
+      ex->scratch = make_session(*replicas_[static_cast<size_t>(replica)].model, 1);
     }
+    ex->in_flight = std::make_unique<InFlight>(in_flight_[static_cast<size_t>(replica)]);
     if (prompt.empty() && ex->state().pending[0] < 0)
       throw ApiError(400, r.session.empty() ? "the prompt is empty"
                                             : cat("the prompt is empty and session '", r.session, "' has nothing to continue from"),
@@ -95,7 +101,7 @@ void Server::complete(const httplib::Request& req, httplib::Response& res, bool 
       raw->text_changed.notify_all();
       return stop;
     };
-    if (!scheduler_.submit(ex->job))
+    if (!schedulers_[static_cast<size_t>(replica)]->submit(ex->job))
       throw ApiError(429, "the server is busy: the batch queue is full; retry later", "", "rate_limit_error",
                      "queue_full");
     submitted = true;

@@ -22,7 +22,21 @@ inline const char* finish_name(Finish f) { return f == Finish::kStop ? "stop" : 
 
 // Everything one request owns while it runs, shared by the handler and the
 // streaming provider (which outlives the handler).
+// Counts a request in flight on its replica (the least-loaded placement
+// reads the counts), from its lease until its exchange ends.
+class Server::InFlight {
+ public:
+  explicit InFlight(std::atomic<int64_t>& count) : count_(count) { ++count_; }
+  ~InFlight() { --count_; }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  std::atomic<int64_t>& count_;
+};
+
 struct Server::Exchange {
+  std::unique_ptr<InFlight> in_flight;  // destroyed last: after the job and the save
   CompletionRequest request;
   std::string id;
   int64_t created = 0;

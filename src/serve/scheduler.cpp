@@ -185,7 +185,9 @@ void Scheduler::prefill(std::vector<std::unique_ptr<Running>>& joining, std::vec
         ++it;
         continue;
       }
-      std::copy_n(logits.data<float>(), V, r.logits.data());
+      // A device replica's logits come back to the host, where the sampler reads them.
+      const Tensor host = logits.device().is_host() ? logits : logits.to(Device::host());
+      std::copy_n(host.data<float>(), V, r.logits.data());
     } catch (const std::exception& e) {
       restore();
       job.error = e.what();
@@ -291,7 +293,10 @@ void Scheduler::step(std::vector<std::unique_ptr<Running>>& running) {
   ModelState& batch = batch_state(current_rows_);
   std::vector<int64_t> feed(static_cast<size_t>(current_rows_), 0);
   for (auto& r : running) feed[r->row] = r->job->session->pending[0];
-  const float* logits = model_.step(feed.data(), batch, ctx_).data<float>();
+  Tensor& out = model_.step(feed.data(), batch, ctx_);
+  Tensor host_logits;
+  if (!out.device().is_host()) host_logits = out.to(Device::host());
+  const float* logits = (out.device().is_host() ? out : host_logits).data<float>();
   for (auto& r : running) {
     std::memcpy(r->logits.data(), logits + r->row * V, static_cast<size_t>(V) * sizeof(float));
     SessionState& s = *r->job->session;

@@ -5,7 +5,9 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
+#include <initializer_list>
 #include <thread>
 
 #include "ssm/core/error.h"
@@ -24,9 +26,26 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), error_body(e)); }
 
-json session_json(const SessionInfo& s) {
-  return {{"id", s.id},          {"object", "session"}, {"tokens", s.consumed}, {"pending_token", s.pending},
-          {"bytes", s.bytes},    {"last_used", static_cast<int64_t>(s.last_use)}};
+json session_json(const SessionInfo& s, const std::vector<Replica>& replicas) {
+  return {{"id", s.id},       {"object", "session"},
+          {"tokens", s.consumed}, {"pending_token", s.pending},
+          {"bytes", s.bytes}, {"last_used", static_cast<int64_t>(s.last_use)},
+          {"replica", s.replica}, {"device", replicas.at(static_cast<size_t>(s.replica)).device}};
+}
+
+// A route's JSON body, an object whose keys are all among `allowed`.
+json object_body(const std::string& text, std::initializer_list<const char*> allowed) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::exception& e) {
+    throw ApiError(400, cat("invalid JSON in the request body: ", e.what()));
+  }
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  for (const auto& [key, _] : body.items())
+    if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) == allowed.end())
+      throw ApiError(400, cat("'", key, "': unknown field"), key);
+  return body;
 }
 
 // The eos token stops a completion: config.json's eos_token_id, else the
@@ -39,16 +58,27 @@ std::vector<int64_t> end_of_text(const LanguageModel& model, const Tokenizer& to
   return {};
 }
 
+std::vector<const LanguageModel*> models_of(const std::vector<Replica>& replicas) {
+  SSM_CHECK(!replicas.empty(), "a server needs at least one replica");
+  std::vector<const LanguageModel*> out;
+  for (const Replica& r : replicas) out.push_back(r.model);
+  return out;
+}
+
 }  // namespace
 
-Server::Server(LanguageModel& model, Context& ctx, const Tokenizer& tokenizer, std::string fingerprint,
+Server::Server(std::vector<Replica> replicas, const Tokenizer& tokenizer, std::string fingerprint,
                ServerOptions options)
-    : model_(model), tokenizer_(tokenizer), options_(std::move(options)),
-      stop_tokens_(end_of_text(model, tokenizer)),
-      store_(options_.sessions_dir, options_.max_sessions_memory, model, std::move(fingerprint)),
-      scheduler_(model, ctx, options_.max_batch, options_.max_queue, options_.prefill_chunk),
+    : replicas_(std::move(replicas)), tokenizer_(tokenizer), options_(std::move(options)),
+      stop_tokens_(end_of_text(*models_of(replicas_).front(), tokenizer)),
+      in_flight_(std::make_unique<std::atomic<int64_t>[]>(replicas_.size())),
+      store_(options_.sessions_dir, options_.max_sessions_memory, models_of(replicas_), std::move(fingerprint),
+             [this](int r) { return in_flight_[static_cast<size_t>(r)].load(); }),
       http_(std::make_unique<httplib::Server>()) {
-  options_.limits.vocab_size = model.config().vocab_size;
+  for (const Replica& r : replicas_)
+    schedulers_.push_back(std::make_unique<Scheduler>(*r.model, *r.ctx, options_.max_batch, options_.max_queue,
+                                                      options_.prefill_chunk));
+  options_.limits.vocab_size = replicas_.front().model->config().vocab_size;
   routes();
 }
 
@@ -127,7 +157,18 @@ void Server::close_idle_connections() {
 }
 
 MetricsSnapshot Server::snapshot() {
-  const SchedulerStats s = scheduler_.stats();
+  SchedulerStats s;
+  for (const auto& sched : schedulers_) {
+    const SchedulerStats one = sched->stats();
+    s.queued += one.queued;
+    s.running += one.running;
+    s.prefilling += one.prefilling;
+    s.prompt_tokens += one.prompt_tokens;
+    s.generated_tokens += one.generated_tokens;
+    s.steps += one.steps;
+    s.batched_rows += one.batched_rows;
+    s.cancelled += one.cancelled;
+  }
   MetricsSnapshot m;
   m.queue_length = s.queued;
   m.in_flight = waiting_.load();
@@ -140,6 +181,9 @@ MetricsSnapshot Server::snapshot() {
   m.batched_rows = s.batched_rows;
   m.prefilling = s.prefilling;
   m.cancelled = s.cancelled;
+  const std::vector<int64_t> placed = store_.placed_per_replica();
+  for (size_t r = 0; r < replicas_.size(); ++r)
+    m.replicas.push_back({replicas_[r].device, placed[r], in_flight_[r].load()});
   return m;
 }
 
@@ -222,7 +266,7 @@ void Server::routes() {
         session_route("/v1/sessions/{id}", [this](const std::string& id, const httplib::Request&, httplib::Response& res) {
           const auto info = store_.info(id);
           if (!info) throw ApiError(404, cat("no session '", id, "'"), "id", "invalid_request_error", "session_not_found");
-          send_json(res, 200, session_json(*info));
+          send_json(res, 200, session_json(*info, replicas_));
         }));
   h.Delete(R"(/v1/sessions/([^/]+))",
            session_route("/v1/sessions/{id}", [this](const std::string& id, const httplib::Request&, httplib::Response& res) {
@@ -233,20 +277,37 @@ void Server::routes() {
   h.Post(R"(/v1/sessions/([^/]+)/fork)",
          session_route("/v1/sessions/{id}/fork", [this](const std::string& id, const httplib::Request& req,
                                                         httplib::Response& res) {
-           json body;
-           try {
-             body = json::parse(req.body);
-           } catch (const json::exception& e) {
-             throw ApiError(400, cat("invalid JSON in the request body: ", e.what()));
-           }
-           if (!body.is_object() || !body.contains("id") || !body["id"].is_string())
+           const json body = object_body(req.body, {"id"});
+           if (!body.contains("id") || !body["id"].is_string())
              throw ApiError(400, "'id': the new session's id is required, as a string", "id");
-           for (const auto& [key, _] : body.items())
-             if (key != "id") throw ApiError(400, cat("'", key, "': unknown field"), key);
            const std::string to = body["id"].get<std::string>();
            check_session_id(to, "id");
-           send_json(res, 200, session_json(store_.fork(id, to)));
+           send_json(res, 200, session_json(store_.fork(id, to), replicas_));
          }));
+  // Moves a session to another replica between two of its requests (the
+  // move waits for a request running on it), through its state file.
+  h.Post(R"(/v1/sessions/([^/]+)/move)",
+         session_route("/v1/sessions/{id}/move", [this](const std::string& id, const httplib::Request& req,
+                                                        httplib::Response& res) {
+           const json body = object_body(req.body, {"replica"});
+           if (!body.contains("replica") || !body["replica"].is_number_integer())
+             throw ApiError(400, "'replica': the replica to move to is required, as an integer (GET /v1/replicas)",
+                            "replica");
+           const int64_t to = body["replica"].get<int64_t>();
+           if (to < 0 || to >= static_cast<int64_t>(replicas_.size()))
+             throw ApiError(400, cat("'replica': ", to, " is not a replica of this server (0 to ", replicas_.size() - 1, ")"),
+                            "replica");
+           send_json(res, 200, session_json(store_.move(id, static_cast<int>(to)), replicas_));
+         }));
+  h.Get("/v1/replicas", [this](const httplib::Request&, httplib::Response& res) {
+    const std::vector<int64_t> placed = store_.placed_per_replica();
+    json data = json::array();
+    for (size_t r = 0; r < replicas_.size(); ++r)
+      data.push_back({{"replica", r}, {"object", "replica"}, {"device", replicas_[r].device},
+                      {"sessions", placed[r]}, {"requests_in_flight", in_flight_[r].load()}});
+    send_json(res, 200, {{"object", "list"}, {"data", data}});
+    metrics_.count_request("/v1/replicas", 200);
+  });
 }
 
 }  // namespace ssm::serve

@@ -15,9 +15,11 @@ double now_seconds() {
 }
 }  // namespace
 
-SessionStore::SessionStore(fs::path dir, size_t max_in_memory, const LanguageModel& model, std::string fingerprint)
-    : dir_(std::move(dir)), max_in_memory_(std::max<size_t>(max_in_memory, 1)), model_(model),
-      fingerprint_(std::move(fingerprint)) {
+SessionStore::SessionStore(fs::path dir, size_t max_in_memory, std::vector<const LanguageModel*> models,
+                           std::string fingerprint, ReplicaLoad load)
+    : dir_(std::move(dir)), max_in_memory_(std::max<size_t>(max_in_memory, 1)), models_(std::move(models)),
+      fingerprint_(std::move(fingerprint)), load_(std::move(load)) {
+  SSM_CHECK(!models_.empty(), "a session store needs at least one replica");
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (!fs::is_directory(dir_)) throw Error(cat(dir_.string(), ": cannot create the sessions directory"));
@@ -29,6 +31,8 @@ SessionStore::Lease::Lease(SessionStore& store, std::shared_ptr<Entry> entry)
 SessionStore::Lease::~Lease() { store_.release(*entry_); }
 
 SessionState& SessionStore::Lease::state() { return *entry_->state; }
+
+int SessionStore::Lease::replica() const { return entry_->replica; }
 
 void SessionStore::Lease::save() {
   save_state(store_.file_of(entry_->id), *entry_->state, store_.fingerprint_);
@@ -52,18 +56,25 @@ std::unique_ptr<SessionStore::Lease> SessionStore::acquire(const std::string& id
   entry->busy = true;
   if (!entry->state) {
     const fs::path file = file_of(id);
+    const auto placed = placed_.find(id);
+    const int replica = placed != placed_.end() ? placed->second : choose_replica();
+    const LanguageModel& model = *models_[static_cast<size_t>(replica)];
     try {
       if (fs::exists(file)) {
         lock.unlock();  // reading a file needs no lock; the entry is ours
-        SessionState s = load_state(file, model_, fingerprint_);
+        SessionState s = load_state(file, model, fingerprint_);
         lock.lock();
         if (s.batch() != 1) throw Error(cat(file.string(), ": holds ", s.batch(), " sequences, not 1"));
         entry->state = std::move(s);
         entry->last_use = static_cast<double>(
             std::chrono::duration_cast<std::chrono::seconds>(fs::last_write_time(file).time_since_epoch()).count());
       } else if (create) {
-        entry->state = make_session(model_, 1);
+        entry->state = make_session(model, 1);
         entry->last_use = now_seconds();
+      }
+      if (entry->state) {
+        entry->replica = replica;
+        placed_[id] = replica;
       }
     } catch (const Error& e) {
       if (!lock.owns_lock()) lock.lock();
@@ -93,6 +104,35 @@ void SessionStore::release(Entry& entry) {
 
 void SessionStore::touch(Entry& entry) {
   lru_.splice(lru_.begin(), lru_, entry.lru);
+}
+
+int SessionStore::choose_replica() {
+  const int n = replicas();
+  if (n == 1) return 0;
+  std::vector<int64_t> sessions(static_cast<size_t>(n), 0);
+  for (const auto& [id, r] : placed_) ++sessions[static_cast<size_t>(r)];
+  int best = 0;
+  int64_t best_load = load_ ? load_(0) : 0;
+  for (int r = 1; r < n; ++r) {
+    const int64_t l = load_ ? load_(r) : 0;
+    if (l < best_load || (l == best_load && sessions[static_cast<size_t>(r)] < sessions[static_cast<size_t>(best)])) {
+      best = r;
+      best_load = l;
+    }
+  }
+  return best;
+}
+
+int SessionStore::least_loaded() {
+  const std::lock_guard lock(mutex_);
+  return choose_replica();
+}
+
+std::vector<int64_t> SessionStore::placed_per_replica() {
+  const std::lock_guard lock(mutex_);
+  std::vector<int64_t> sessions(models_.size(), 0);
+  for (const auto& [id, r] : placed_) ++sessions[static_cast<size_t>(r)];
+  return sessions;
 }
 
 void SessionStore::evict() {
@@ -125,6 +165,7 @@ std::optional<SessionInfo> SessionStore::info(const std::string& id) {
   const std::lock_guard lock(mutex_);
   info.last_use = entries_.at(id)->last_use;
   info.in_memory = true;
+  info.replica = lease->replica();
   return info;
 }
 
@@ -139,6 +180,7 @@ bool SessionStore::erase(const std::string& id) {
     Entry& e = *entries_.at(id);
     e.state.reset();
     lru_.erase(e.lru);
+    placed_.erase(id);
   }
   lease.reset();
   const std::lock_guard lock(mutex_);
@@ -156,10 +198,37 @@ SessionInfo SessionStore::fork(const std::string& src, const std::string& dst) {
     throw ApiError(409, cat("session '", dst, "' already exists"), "id", "invalid_request_error");
   // Through the file: the copy is exactly what a restart would load.
   save_state(file_of(dst), from->state(), fingerprint_);
-  to->state() = load_state(file_of(dst), model_, fingerprint_);
+  to->state() = load_state(file_of(dst), *models_[static_cast<size_t>(to->replica())], fingerprint_);
   to.reset();
   from.reset();
   return *info(dst);
+}
+
+SessionInfo SessionStore::move(const std::string& id, int replica) {
+  if (replica < 0 || replica >= replicas())
+    throw ApiError(400, cat("'replica': ", replica, " is not a replica of this server (0 to ", replicas() - 1, ")"),
+                   "replica");
+  auto lease = acquire(id, false);  // waits for a request running on it
+  if (!lease) throw ApiError(404, cat("no session '", id, "'"), "", "invalid_request_error", "session_not_found");
+  if (lease->replica() != replica) {
+    // Through the file: the state on the new device is exactly what a
+    // restart (or `ssm generate --session` on that device) would read.
+    SessionState& from = lease->state();
+    try {
+      save_state(file_of(id), from, fingerprint_);
+      SessionState moved = load_state(file_of(id), *models_[static_cast<size_t>(replica)], fingerprint_);
+      const std::lock_guard lock(mutex_);
+      Entry& e = *entries_.at(id);
+      e.state = std::move(moved);  // the old device's copy is freed here
+      e.replica = replica;
+      placed_[id] = replica;
+      e.last_use = now_seconds();
+    } catch (const Error& e) {
+      throw ApiError(500, cat("session '", id, "': ", e.what()), "session", "server_error");
+    }
+  }
+  lease.reset();
+  return *info(id);
 }
 
 size_t SessionStore::in_memory() {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/cli.h"
+#include "support/usage_error.h"
 #include "support/compare.h"
 
 namespace ssm {
@@ -14,6 +15,7 @@ namespace {
 
 using testing::contains;
 using testing::golden_dir;
+using testing::expect_usage_error;
 using testing::run_ssm;
 
 TEST(CliBench, JsonHasEveryCaseWithItsBound) {
@@ -63,17 +65,6 @@ TEST(CliBench, NamesTheMixerOfMambaOneModels) {
       run_ssm({"bench", golden_dir("models/mamba1_hf"), "-p", "8", "-n", "2", "-r", "1", "-t", "1"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, ": mamba1, 3 layers")) << r.out;
-}
-
-void expect_usage_error(const std::vector<std::string>& args, const std::string& names) {
-  const testing::CliRun r = run_ssm(args);
-  std::string shown;
-  for (const std::string& a : args) shown += a + " ";
-  EXPECT_EQ(r.code, 2) << shown << "\n" << r.err;
-  EXPECT_EQ(r.err.rfind("ssm: error: ", 0), 0u) << shown << "\n" << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << shown << "\n" << r.err;
-  EXPECT_TRUE(contains(r.err, names)) << shown << "\nexpected '" << names << "' in: " << r.err;
-  EXPECT_EQ(r.out, "") << shown;
 }
 
 TEST(CliBench, BadFlagsAreUsageErrors) {

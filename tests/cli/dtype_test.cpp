@@ -9,12 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "support/cli.h"
+#include "support/usage_error.h"
 
 namespace ssm {
 namespace {
 
 namespace fs = std::filesystem;
 using testing::contains;
+using testing::expect_usage_error;
 using testing::run_ssm;
 
 const fs::path kRoot = fs::path(SSM_GOLDEN_DIR).parent_path().parent_path();
@@ -49,14 +51,6 @@ TEST(CliDtype, GenerateDecodesInEveryDtype) {
     EXPECT_EQ(r.code, 0) << dtype << ": " << r.err;
     EXPECT_FALSE(r.out.empty()) << dtype;
   }
-}
-
-void expect_usage_error(const std::vector<std::string>& args, const std::string& names) {
-  const testing::CliRun r = run_ssm(args);
-  EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_EQ(r.err.rfind("ssm: error: ", 0), 0u) << r.err;
-  EXPECT_TRUE(contains(r.err, names)) << "expected '" << names << "' in: " << r.err;
-  EXPECT_EQ(r.out, "");
 }
 
 TEST(CliDtype, BadValuesAndF32OnlyCommandsAreUsageErrors) {

@@ -4,31 +4,24 @@
 // and the trained model loads and scores the held-out text better.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <sstream>
+#include <string>
+#include <vector>
 
 #include "ssm/core/error.h"
+#include "support/cli.h"
 #include "support/compare.h"
+#include "support/train_log.h"
 
 namespace ssm {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::CliRun;
+using testing::run_ssm;
+using testing::slurp_file;
 
 class HfFamilyTrain : public ::testing::TestWithParam<std::string> {
  protected:
@@ -42,57 +35,41 @@ class HfFamilyTrain : public ::testing::TestWithParam<std::string> {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  CliRun run(const std::string& args) {
-    const int status = std::system(cat(SSM_CLI_PATH, " ", args, " >", (dir_ / "out").string(),
-                                       " 2>", (dir_ / "err").string(), " </dev/null")
-                                       .c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out"), slurp(dir_ / "err")};
-  }
-
-  std::string train_args(const std::string& out) {
-    return "train " + testing::golden_dir("models/" + GetParam()) + " --data " +
-           (dir_ / "data.txt").string() + " --out " + (dir_ / out).string() +
-           " --steps 6 --batch 2 --seq-len 24 --lr 3e-3 --warmup 1 --log-every 1 --threads 2 "
-           "--seed 7";
-  }
-
-  static std::map<int, std::string> losses(const std::string& log) {
-    std::map<int, std::string> out;
-    std::istringstream in(log);
-    for (std::string line; std::getline(in, line);) {
-      int step = 0, total = 0;
-      char loss[64];
-      if (std::sscanf(line.c_str(), "step %d/%d loss %63s", &step, &total, loss) == 3)
-        out[step] = loss;
-    }
-    return out;
+  std::vector<std::string> train_args(const std::string& out,
+                                      std::initializer_list<std::string> more = {}) {
+    std::vector<std::string> args = {
+        "train", testing::golden_dir("models/" + GetParam()), "--data", (dir_ / "data.txt").string(),
+        "--out", (dir_ / out).string(), "--steps", "6", "--batch", "2", "--seq-len", "24", "--lr",
+        "3e-3", "--warmup", "1", "--log-every", "1", "--threads", "2", "--seed", "7"};
+    args.insert(args.end(), more);
+    return args;
   }
 
   fs::path dir_;
 };
 
 TEST_P(HfFamilyTrain, AResumedRunIsExactAndTheModelScoresBetter) {
-  const CliRun full = run(train_args("full"));
+  const CliRun full = run_ssm(train_args("full"));
   ASSERT_EQ(full.code, 0) << full.err;
-  const auto expected = losses(full.out);
+  const auto expected = testing::printed_step_losses(full.out);
   ASSERT_EQ(expected.size(), 6u) << full.out;
   ASSERT_TRUE(fs::exists(dir_ / "full" / "model.safetensors"));
 
-  const CliRun first = run(train_args("split") + " --stop-at 3");
+  const CliRun first = run_ssm(train_args("split", {"--stop-at", "3"}));
   ASSERT_EQ(first.code, 0) << first.err;
-  const CliRun rest = run(train_args("split") + " --resume");
+  const CliRun rest = run_ssm(train_args("split", {"--resume"}));
   ASSERT_EQ(rest.code, 0) << rest.err;
-  auto got = losses(first.out);
-  for (const auto& [step, loss] : losses(rest.out)) got[step] = loss;
+  auto got = testing::printed_step_losses(first.out);
+  for (const auto& [step, loss] : testing::printed_step_losses(rest.out)) got[step] = loss;
   EXPECT_EQ(got, expected);
-  EXPECT_EQ(slurp(dir_ / "split" / "model.safetensors"),
-            slurp(dir_ / "full" / "model.safetensors"));
+  EXPECT_EQ(slurp_file(dir_ / "split" / "model.safetensors"),
+            slurp_file(dir_ / "full" / "model.safetensors"));
 
   // The trained model loads, and scores the held-out text better than the
   // published one (training losses are of different batches).
   auto held_out_loss = [&](const std::string& model) {
     const CliRun r =
-        run("score " + model + " --data " + (dir_ / "data.txt").string() + " --seq-len 24");
+        run_ssm({"score", model, "--data", (dir_ / "data.txt").string(), "--seq-len", "24"});
     EXPECT_EQ(r.code, 0) << r.err;
     const size_t at = r.out.find("loss:");
     EXPECT_NE(at, std::string::npos) << r.out;

@@ -4,36 +4,26 @@
 // refused with a clear error.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <sstream>
+#include <string>
+#include <vector>
 
 #include "ssm/core/error.h"
-
-extern char** environ;
+#include "support/cli.h"
+#include "support/train_log.h"
 
 namespace ssm {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::CliProcess;
+using testing::CliRun;
+using testing::run_ssm;
+using testing::slurp_file;
 
 class TrainCliRun : public ::testing::Test {
  protected:
@@ -47,111 +37,90 @@ class TrainCliRun : public ::testing::Test {
       "tie_embeddings": true})";
     std::ofstream text(dir_ / "data.txt");
     for (int i = 0; i < 400; ++i) text << "line " << i % 37 << ": the quick brown fox jumps over the lazy dog.\n";
-    ASSERT_EQ(run("init --config " + (dir_ / "config.json").string() + " --out " + model("base") + " --seed 3").code, 0);
+    ASSERT_EQ(run_ssm({"init", "--config", (dir_ / "config.json").string(), "--out", model("base"), "--seed", "3"}).code, 0);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
   std::string model(const std::string& name) { return (dir_ / name).string(); }
 
-  CliRun run(const std::string& args) {
-    const int status = std::system(cat(SSM_CLI_PATH, " ", args, " >", (dir_ / "out").string(), " 2>",
-                                       (dir_ / "err").string(), " </dev/null").c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out"), slurp(dir_ / "err")};
-  }
-
-  std::string train_args(const std::string& out) {
-    return "train " + model("base") + " --data " + (dir_ / "data.txt").string() + " --out " + out +
-           " --steps 8 --batch 2 --seq-len 32 --lr 3e-3 --warmup 2 --log-every 1 --threads 2 --seed 7";
-  }
-
-  // "step N/M loss X" lines: step -> the loss as printed.
-  static std::map<int, std::string> losses(const std::string& log) {
-    std::map<int, std::string> out;
-    std::istringstream in(log);
-    for (std::string line; std::getline(in, line);) {
-      int step = 0, total = 0;
-      char loss[64];
-      if (std::sscanf(line.c_str(), "step %d/%d loss %63s", &step, &total, loss) == 3) out[step] = loss;
-    }
-    return out;
+  std::vector<std::string> train_args(const std::string& out,
+                                      std::initializer_list<std::string> more = {}) {
+    std::vector<std::string> args = {
+        "train", model("base"), "--data", (dir_ / "data.txt").string(), "--out", out, "--steps", "8",
+        "--batch", "2", "--seq-len", "32", "--lr", "3e-3", "--warmup", "2", "--log-every", "1",
+        "--threads", "2", "--seed", "7"};
+    args.insert(args.end(), more);
+    return args;
   }
 
   fs::path dir_;
 };
 
 TEST_F(TrainCliRun, ResumedRunReproducesTheUninterruptedLossCurve) {
-  const CliRun full = run(train_args(model("full")));
+  const CliRun full = run_ssm(train_args(model("full")));
   ASSERT_EQ(full.code, 0) << full.err;
-  const auto expected = losses(full.out);
+  const auto expected = testing::printed_step_losses(full.out);
   ASSERT_EQ(expected.size(), 8u) << full.out;
   EXPECT_LT(std::stod(expected.at(8)), std::stod(expected.at(1)));
 
-  const CliRun first = run(train_args(model("split")) + " --stop-at 3");
+  const CliRun first = run_ssm(train_args(model("split"), {"--stop-at", "3"}));
   ASSERT_EQ(first.code, 0) << first.err;
   EXPECT_NE(first.out.find("stopped at step 3"), std::string::npos) << first.out;
-  const CliRun rest = run(train_args(model("split")) + " --resume");
+  const CliRun rest = run_ssm(train_args(model("split"), {"--resume"}));
   ASSERT_EQ(rest.code, 0) << rest.err;
-  auto got = losses(first.out);
-  for (const auto& [step, loss] : losses(rest.out)) got[step] = loss;
+  auto got = testing::printed_step_losses(first.out);
+  for (const auto& [step, loss] : testing::printed_step_losses(rest.out)) got[step] = loss;
   EXPECT_EQ(got, expected);
-  EXPECT_EQ(slurp(dir_ / "split" / "model.safetensors"), slurp(dir_ / "full" / "model.safetensors"));
+  EXPECT_EQ(slurp_file(dir_ / "split" / "model.safetensors"), slurp_file(dir_ / "full" / "model.safetensors"));
 
-  const CliRun score = run("score " + model("full") + " --data " + (dir_ / "data.txt").string() +
-                           " --seq-len 32");
+  const CliRun score = run_ssm({"score", model("full"), "--data", (dir_ / "data.txt").string(), "--seq-len", "32"});
   ASSERT_EQ(score.code, 0) << score.err;
   EXPECT_NE(score.out.find("bits per byte:"), std::string::npos) << score.out;
 }
 
 TEST_F(TrainCliRun, ResumeWithOtherOptionsIsRefused) {
-  ASSERT_EQ(run(train_args(model("m")) + " --stop-at 2").code, 0);
-  const CliRun r = run(train_args(model("m")) + " --resume --lr 1e-2");
+  ASSERT_EQ(run_ssm(train_args(model("m"), {"--stop-at", "2"})).code, 0);
+  const CliRun r = run_ssm(train_args(model("m"), {"--resume", "--lr", "1e-2"}));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("--lr"), std::string::npos) << r.err;
 }
 
 TEST_F(TrainCliRun, CtrlCSavesACheckpointThatResumesExactly) {
-  const CliRun full = run(train_args(model("full")));
+  const CliRun full = run_ssm(train_args(model("full")));
   ASSERT_EQ(full.code, 0) << full.err;
 
   // Start a run (slowed by a checkpoint every step), wait for its first
   // step, interrupt it.
-  const fs::path log = dir_ / "interrupted.log";
-  std::string cmd = cat("exec ", SSM_CLI_PATH, " ", train_args(model("int")), " --checkpoint-every 1 > ", log.string(),
-                        " 2>&1");
-  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
-  pid_t pid;
-  ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
-  for (int i = 0; i < 600 && losses(slurp(log)).empty(); ++i) ::usleep(10000);
-  ::kill(pid, SIGINT);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  const std::string out = slurp(log);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) GTEST_SKIP() << "the run ended before the signal";
-  ASSERT_TRUE(WIFEXITED(status)) << out;
-  EXPECT_EQ(WEXITSTATUS(status), 130) << out;
+  CliProcess proc(train_args(model("int"), {"--checkpoint-every", "1"}));
+  for (int i = 0; i < 600 && testing::printed_step_losses(proc.out()).empty(); ++i) ::usleep(10000);
+  proc.signal(SIGINT);
+  const CliRun stopped = proc.wait();
+  const std::string out = stopped.out;
+  if (stopped.code == 0) GTEST_SKIP() << "the run ended before the signal";
+  EXPECT_EQ(stopped.code, 130) << stopped.err;
   EXPECT_NE(out.find("interrupted: checkpoint at step"), std::string::npos) << out;
 
-  const CliRun rest = run(train_args(model("int")) + " --resume");
+  const CliRun rest = run_ssm(train_args(model("int"), {"--resume"}));
   ASSERT_EQ(rest.code, 0) << rest.err;
-  auto got = losses(out);
-  for (const auto& [step, loss] : losses(rest.out)) got[step] = loss;
-  EXPECT_EQ(got, losses(full.out));
+  auto got = testing::printed_step_losses(out);
+  for (const auto& [step, loss] : testing::printed_step_losses(rest.out)) got[step] = loss;
+  EXPECT_EQ(got, testing::printed_step_losses(full.out));
 }
 
 TEST_F(TrainCliRun, TruncatedOrMalformedCheckpointIsRefused) {
-  ASSERT_EQ(run(train_args(model("m")) + " --stop-at 2").code, 0);
+  ASSERT_EQ(run_ssm(train_args(model("m"), {"--stop-at", "2"})).code, 0);
   const fs::path ckpt = dir_ / "m" / "checkpoint.safetensors";
-  const std::string bytes = slurp(ckpt);
+  const std::string bytes = slurp_file(ckpt);
   for (const std::string& bad : {bytes.substr(0, bytes.size() - 100), bytes.substr(0, 20),
                                  std::string("{not a checkpoint}")}) {
     std::ofstream(ckpt, std::ios::binary | std::ios::trunc) << bad;
-    const CliRun r = run(train_args(model("m")) + " --resume");
+    const CliRun r = run_ssm(train_args(model("m"), {"--resume"}));
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(r.err.find("ssm: error: "), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("checkpoint.safetensors"), std::string::npos) << r.err;
   }
   fs::remove(ckpt);
-  const CliRun none = run(train_args(model("m")) + " --resume");
+  const CliRun none = run_ssm(train_args(model("m"), {"--resume"}));
   EXPECT_NE(none.err.find("no checkpoint to resume from"), std::string::npos) << none.err;
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "support/cli.h"
+#include "support/usage_error.h"
 #include "support/compare.h"
 
 namespace ssm {
@@ -20,22 +21,11 @@ namespace {
 
 using testing::contains;
 using testing::golden_dir;
+using testing::expect_usage_error;
 using testing::run_ssm;
 
 const std::vector<std::string> kCommands = {"bench", "convert", "generate", "grad",  "help",     "info",
                                             "init",  "logits",  "score",    "serve", "tokenize", "train"};
-
-// One line on stderr, the project's prefix, exit 2, nothing on stdout.
-void expect_usage_error(const std::vector<std::string>& args, const std::string& names) {
-  const testing::CliRun r = run_ssm(args);
-  std::string shown;
-  for (const std::string& a : args) shown += a + " ";
-  EXPECT_EQ(r.code, 2) << shown << "\n" << r.err;
-  EXPECT_EQ(r.err.rfind("ssm: error: ", 0), 0u) << shown << "\n" << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << shown << "\n" << r.err;
-  EXPECT_TRUE(contains(r.err, names)) << shown << "\nexpected '" << names << "' in: " << r.err;
-  EXPECT_EQ(r.out, "") << shown;
-}
 
 TEST(CliUsage, Cli11ErrorsReadWellAndExitTwo) {
   const std::string m = golden_dir("mamba2_hf_tiny");

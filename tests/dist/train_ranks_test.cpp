@@ -14,6 +14,7 @@
 #include "ssm/core/error.h"
 #include "ssm/dist/local_launch.h"
 #include "support/cli.h"
+#include "support/train_log.h"
 
 namespace ssm {
 namespace {
@@ -61,18 +62,6 @@ class TrainRanks : public ::testing::Test {
   }
 
   // "step N/M loss X" lines: step -> loss.
-  static std::map<int, double> losses(const std::string& log) {
-    std::map<int, double> out;
-    std::istringstream in(log);
-    for (std::string line; std::getline(in, line);) {
-      int step = 0, total = 0;
-      double loss = 0;
-      if (std::sscanf(line.c_str(), "step %d/%d loss %lf", &step, &total, &loss) == 3)
-        out[step] = loss;
-    }
-    return out;
-  }
-
   testing::TempDir dir_;
 };
 
@@ -118,7 +107,7 @@ TEST_F(TrainRanks, ThreeCpuRanksTrainAsOneProcessOnTheSameGlobalBatch) {
   const auto three = testing::run_ssm(train("three", 2, 5, {"--gpus", "3", "--backend", "cpu"}));
   ASSERT_EQ(three.code, 0) << three.err;
   EXPECT_TRUE(contains(three.out, "steps of 6 x 32 x 2")) << three.out;
-  const auto want = losses(one.out), got = losses(three.out);
+  const auto want = testing::step_losses(one.out), got = testing::step_losses(three.out);
   ASSERT_EQ(want.size(), 5u) << one.out;
   ASSERT_EQ(got.size(), 5u) << three.out;
   for (const auto& [step, loss] : want)
@@ -146,7 +135,7 @@ TEST_F(TrainRanks, StoppedRunResumesAsIfUninterrupted) {
   again.push_back("--resume");
   const auto rest = testing::run_ssm(train("cut", 2, 6, again));
   ASSERT_EQ(rest.code, 0) << rest.err;
-  const auto want = losses(whole.out), got = losses(rest.out);
+  const auto want = testing::step_losses(whole.out), got = testing::step_losses(rest.out);
   ASSERT_EQ(got.size(), 3u) << rest.out;
   for (const auto& [step, loss] : got) EXPECT_EQ(loss, want.at(step)) << "step " << step;
   // Another number of ranks is another global batch: refused.

@@ -19,6 +19,7 @@
 #include "ssm/train/nccl_transport.h"
 #include "ssm/train/trainer.h"
 #include "support/cli.h"
+#include "support/train_log.h"
 #include "train/tiny_model.h"
 
 namespace ssm {
@@ -88,18 +89,6 @@ TEST(NcclTrain, OneRankBf16StaysClose) {
   EXPECT_TRUE(std::isfinite(got.back()));
 }
 
-std::map<int, double> step_losses(const std::string& log) {
-  std::map<int, double> out;
-  std::istringstream in(log);
-  for (std::string line; std::getline(in, line);) {
-    int step = 0, total = 0;
-    double loss = 0;
-    if (std::sscanf(line.c_str(), "step %d/%d loss %lf", &step, &total, &loss) == 3)
-      out[step] = loss;
-  }
-  return out;
-}
-
 TEST(NcclTrain, CliOneGpuRankEqualsThePlainRun) {
   testing::TempDir dir;
   // The shapes the GPU training tests use (tests/train/tiny_model.h), with
@@ -137,7 +126,7 @@ TEST(NcclTrain, CliOneGpuRankEqualsThePlainRun) {
   ASSERT_EQ(ranked.code, 0) << ranked.err;
   std::printf("%s%s", ranked.err.c_str(), ranked.out.c_str());
   EXPECT_TRUE(testing::contains(ranked.err, "gradients reduced over NCCL")) << ranked.err;
-  const auto want = step_losses(plain.out), got = step_losses(ranked.out);
+  const auto want = testing::step_losses(plain.out), got = testing::step_losses(ranked.out);
   ASSERT_EQ(want.size(), 6u) << plain.out;
   ASSERT_EQ(got.size(), 6u) << ranked.out;
   for (const auto& [step, loss] : want)

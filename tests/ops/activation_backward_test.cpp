@@ -15,14 +15,7 @@ namespace {
 using testing::in_block;
 using testing::random_tensor;
 
-// The cuda backend has no kernels for these backwards yet (the op fails
-// naming itself there): its copy of this test skips.
-class ActivationBackwardTest : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (testing::is_gpu_backend(GetParam())) GTEST_SKIP() << "no cuda kernel for this backward yet";
-  }
-};
+class ActivationBackwardTest : public ::testing::TestWithParam<std::string> {};
 
 const std::pair<int64_t, int64_t> kSizes[] = {{1, 1}, {7, 33}, {300, 128}};
 

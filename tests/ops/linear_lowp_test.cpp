@@ -11,8 +11,10 @@
 // lookups from such a table (a tied head converted at load).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <vector>
 
 #include "ops/against_ref.h"
 #include "ops/cpu/x86_kernels.h"
@@ -164,6 +166,40 @@ TEST_P(LinearLowpTest, EmbeddingFromConvertedTable) {
           return testing::outputs({{"out", out}});
         },
         {.tol = testing::tolerance_for(DType::kF32)});
+}
+
+// The activations' int8 quantiser against a sequential reference that rounds
+// with std::nearbyint: every value, scale and correction equal, including
+// values that land exactly halfway between two integers (ties go to even).
+TEST(QuantizeQ8Rows, MatchesNearbyintReference) {
+  const int64_t M = 3, K = 300;  // a short last block of 44 values
+  std::vector<float> x(M * K);
+  for (int64_t i = 0; i < M * K; ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 3.f;
+  // Block 0 of row 0 has max |x| = 127: its values are their own q, so
+  // halves like 2.5 and -3.5 test the ties.
+  for (int64_t k = 0; k < cpu::kQ8ActBlock; ++k) x[k] = static_cast<float>(k % 16) * 0.5f - 4.f;
+  x[5] = 127.f;
+  std::vector<int8_t> work(static_cast<size_t>(cpu::q8_workspace_bytes(M, K)));
+  const cpu::Q8Activations a = cpu::quantize_q8_rows(x.data(), K, M, K, work.data());
+  for (int64_t m = 0; m < M; ++m) {
+    double corr = 0;
+    for (int64_t b = 0; b < a.blocks; ++b) {
+      const int64_t lo = b * cpu::kQ8ActBlock, hi = std::min(K, lo + cpu::kQ8ActBlock);
+      float amax = 0.f;
+      for (int64_t k = lo; k < hi; ++k) amax = std::max(amax, std::fabs(x[m * K + k]));
+      const float inv = 127.f / amax;
+      ASSERT_EQ(a.scales[m * a.blocks + b], amax / 127.f);
+      int sum = 0;
+      for (int64_t k = lo; k < hi; ++k) {
+        const int q = std::clamp(static_cast<int>(std::nearbyint(x[m * K + k] * inv)), -127, 127);
+        ASSERT_EQ(a.q[m * a.Kp + k], q) << m << " " << k << " " << x[m * K + k] * inv;
+        sum += q;
+      }
+      corr += static_cast<double>(a.scales[m * a.blocks + b] * static_cast<float>(sum));
+    }
+    for (int64_t k = K; k < a.Kp; ++k) ASSERT_EQ(a.q[m * a.Kp + k], 0);
+    EXPECT_NEAR(a.bias128[m], 128.0 * corr, 1e-4 * std::fabs(128.0 * corr) + 1e-6);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LinearLowpTest,

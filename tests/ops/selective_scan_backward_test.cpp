@@ -40,14 +40,7 @@ Problem random_problem(int64_t B, int64_t L, int64_t D, int64_t N, uint64_t seed
   return p;
 }
 
-// The cuda backend has no kernels for these backwards yet (the op fails
-// naming itself there): its copy of this test skips.
-class SelectiveScanBackwardTest : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (testing::is_gpu_backend(GetParam())) GTEST_SKIP() << "no cuda kernel for this backward yet";
-  }
-};
+class SelectiveScanBackwardTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SelectiveScanBackwardTest, MatchesRef) {
   int config = 0;

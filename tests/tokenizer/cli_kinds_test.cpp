@@ -2,36 +2,22 @@
 // the HF families: the ids HF recorded, with the template's BOS by default
 // and without it under --no-special; decode gives HF's text.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "ssm/io/json.h"
+#include "support/cli.h"
 
 namespace ssm {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int status;
-  std::string out;
-};
-
-CliResult run_cli(const std::string& args) {
-  const std::string command = std::string(SSM_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, ""};
-  std::string out;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) out.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using testing::contains;
+using testing::run_ssm;
 
 std::string join(const std::vector<int32_t>& ids) {
   std::string out;
@@ -62,11 +48,11 @@ TEST_P(CliKinds, TokenizeGivesHfIdsWithAndWithoutSpecialTokens) {
   for (const Json& c : cases()) {
     const std::string file = write("text", c.at("text").get<std::string>());
     SCOPED_TRACE(c.at("text").dump());
-    CliResult r = run_cli("tokenize " + tokenizer() + " -f " + file);
-    EXPECT_EQ(r.status, 0) << r.out;
+    testing::CliRun r = run_ssm({"tokenize", tokenizer(), "-f", file});
+    EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, join(c.at("ids_with_special").get<std::vector<int32_t>>()) + "\n");
-    r = run_cli("tokenize " + tokenizer() + " -f " + file + " --no-special");
-    EXPECT_EQ(r.status, 0) << r.out;
+    r = run_ssm({"tokenize", tokenizer(), "-f", file, "--no-special"});
+    EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, join(c.at("ids").get<std::vector<int32_t>>()) + "\n");
   }
 }
@@ -76,25 +62,25 @@ TEST_P(CliKinds, DecodeGivesHfText) {
     const auto ids = c.at("ids").get<std::vector<int32_t>>();
     if (ids.empty()) continue;  // an empty id list is a usage error
     SCOPED_TRACE(c.at("text").dump());
-    const CliResult r = run_cli("tokenize " + tokenizer() + " --decode --text " + join(ids));
-    EXPECT_EQ(r.status, 0) << r.out;
+    const testing::CliRun r = run_ssm({"tokenize", tokenizer(), "--decode", "--text", join(ids)});
+    EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, c.at("decoded").get<std::string>() + "\n");
   }
   const Json first = cases().at(0);
-  const CliResult r = run_cli("tokenize " + tokenizer() + " --decode --skip-special --text " +
-                              join(first.at("ids_with_special").get<std::vector<int32_t>>()));
+  const testing::CliRun r = run_ssm({"tokenize", tokenizer(), "--decode", "--skip-special", "--text",
+               join(first.at("ids_with_special").get<std::vector<int32_t>>())});
   EXPECT_EQ(r.out, first.at("decoded").get<std::string>() + "\n");
 }
 
 TEST_P(CliKinds, FlagsThatContradictAreUsageErrors) {
-  CliResult r = run_cli("tokenize " + tokenizer() + " --decode --no-special --text 5");
-  EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("--no-special"), std::string::npos) << r.out;
-  r = run_cli("tokenize " + tokenizer() + " --skip-special --text hi");
-  EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("--skip-special"), std::string::npos) << r.out;
-  r = run_cli("tokenize " + tokenizer() + " --no-special=maybe --text hi");
-  EXPECT_EQ(r.status, 2) << r.out;
+  testing::CliRun r = run_ssm({"tokenize", tokenizer(), "--decode", "--no-special", "--text", "5"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "--no-special")) << r.err;
+  r = run_ssm({"tokenize", tokenizer(), "--skip-special", "--text", "hi"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "--skip-special")) << r.err;
+  r = run_ssm({"tokenize", tokenizer(), "--no-special=maybe", "--text", "hi"});
+  EXPECT_EQ(r.code, 2) << r.err;
 }
 
 // generate encodes its prompt as tokenize does: BOS first unless --no-special.
@@ -104,19 +90,19 @@ TEST_P(CliKinds, GeneratePromptIdsAreTokenizeIds) {
       "config.json",
       R"({"d_model": 32, "n_layer": 1, "vocab_size": 3008, "ssm_cfg": {"layer": "Mamba2", "d_state": 16,)"
       R"( "headdim": 16, "chunk_size": 16}, "tie_embeddings": true})");
-  const CliResult init = run_cli("init --config " + config + " --out " + model + " --seed 1");
-  ASSERT_EQ(init.status, 0) << init.out;
+  const testing::CliRun init = run_ssm({"init", "--config", config, "--out", model, "--seed", "1"});
+  ASSERT_EQ(init.code, 0) << init.err;
   fs::copy_file(tokenizer(), fs::path(model) / "tokenizer.json");
   const Json c = cases().at(0);
   const std::string file = write("prompt", c.at("text").get<std::string>());
-  CliResult r = run_cli("generate " + model + " -f " + file + " -n 0 --print-ids -q");
-  EXPECT_EQ(r.status, 0) << r.out;
+  testing::CliRun r = run_ssm({"generate", model, "-f", file, "-n", "0", "--print-ids", "-q"});
+  EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, join(c.at("ids_with_special").get<std::vector<int32_t>>()) + "\n");
-  r = run_cli("generate " + model + " -f " + file + " -n 0 --print-ids -q --no-special");
-  EXPECT_EQ(r.status, 0) << r.out;
+  r = run_ssm({"generate", model, "-f", file, "-n", "0", "--print-ids", "-q", "--no-special"});
+  EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, join(c.at("ids").get<std::vector<int32_t>>()) + "\n");
-  r = run_cli("generate " + model + " --prompt-ids 5 --no-special -n 0");
-  EXPECT_EQ(r.status, 2) << r.out;
+  r = run_ssm({"generate", model, "--prompt-ids", "5", "--no-special", "-n", "0"});
+  EXPECT_EQ(r.code, 2) << r.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, CliKinds, ::testing::Values("sp_bpe", "metaspace", "llama3"));

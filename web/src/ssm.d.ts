@@ -11,7 +11,11 @@ export type ModelFiles = Record<string, ArrayBuffer | ArrayBufferView | string>;
 
 export interface LoadOptions {
   /** "wasm" (default): the CPU backend compiled to WebAssembly. "webgpu":
-   * the WGSL backend, rejected when this build does not include it. */
+   * the forward passes on the WebGPU backend (web/src/webgpu/), the
+   * tokenizer, options, sampling and state files in the WebAssembly module,
+   * so generate/state/restore behave as with "wasm"; needs navigator.gpu
+   * (rejected otherwise, and under Node); inference only (adapt rejects,
+   * score runs in the module). */
   backend?: 'wasm' | 'webgpu';
   /** Threads of the engine's pool; more than 1 needs the pthreads build
    * (web/dist/mt/) and a cross-origin isolated page. Default 1. */
@@ -85,6 +89,7 @@ export interface ModelInfo {
   consumed: number;
   pending: number;
   threads: number;
+  backend: 'wasm' | 'webgpu';
 }
 
 export interface HeldOutScore {
@@ -129,7 +134,8 @@ export class Model {
   /** Next-token loss of text, as `ssm score --all`. */
   score(text: string, options?: { seqLen?: number }): Promise<HeldOutScore>;
   tokenize(text: string): Promise<number[]>;
-  /** WSLA fast-adapt on text (the model's weights change; older states no longer match it). */
+  /** WSLA fast-adapt on text (the model's weights change; older states no
+   * longer match it). Backend "wasm" only. */
   adapt(text: string, options?: AdaptOptions): Promise<AdaptResult>;
   close(): void;
 }

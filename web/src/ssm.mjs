@@ -100,7 +100,7 @@ class DirectChannel {
     const run = async () => {
       const e = this.engine;
       switch (op) {
-        case 'load': return e.load(args.files);
+        case 'load': return e.load(args.files, args.backend);
         case 'generate': return e.generate(args.request, onEvent);
         case 'adapt': return e.adapt(args.request, onEvent);
         case 'restore': return e.restore(args.bytes);
@@ -250,19 +250,14 @@ export class Model {
 
 // source: a model directory's URL (or path under Node), or its files as
 // {name: ArrayBuffer | Uint8Array}. options: {backend: 'wasm' | 'webgpu',
-// threads, worker, distUrl}.
+// threads, worker, distUrl}. With 'webgpu' the forward passes run on the
+// GPU (web/src/webgpu/) and the rest in the module (ssm_engine.mjs), in the
+// same Worker.
 export async function load(source, options = {}) {
   const backend = options.backend ?? 'wasm';
-  if (backend === 'webgpu') {
-    let gpu;
-    try {
-      gpu = await import('./webgpu/model.mjs');
-    } catch (e) {
-      throw new SsmError(`load: backend 'webgpu' is not available in this build (${e.message})`);
-    }
-    return gpu.load(await readSource(source), options);
-  }
-  if (backend !== 'wasm') throw new SsmError(`load: unknown backend '${backend}' (wasm or webgpu)`);
+  if (backend !== 'wasm' && backend !== 'webgpu') throw new SsmError(`load: unknown backend '${backend}' (wasm or webgpu)`);
+  if (backend === 'webgpu' && !globalThis.navigator?.gpu)
+    throw new SsmError("load: backend 'webgpu' needs WebGPU (navigator.gpu): a browser that has it, on a secure page");
   const threads = Math.max(1, options.threads ?? 1);
   if (threads > 1 && !globalThis.crossOriginIsolated && !isNode)
     throw new SsmError('load: threads need a cross-origin isolated page (COOP/COEP headers, scripts/serve-web.sh)');
@@ -271,7 +266,7 @@ export async function load(source, options = {}) {
   const channelOptions = { distUrl: options.distUrl, threads };
   const channel = useWorker ? await WorkerChannel.create(channelOptions) : await DirectChannel.create(channelOptions);
   try {
-    const info = await channel.call('load', { files });
+    const info = await channel.call('load', { files, backend });
     return new Model(channel, info, backend);
   } catch (e) {
     channel.close();

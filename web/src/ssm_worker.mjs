@@ -19,7 +19,7 @@ const ops = {
     engine = await Engine.create({ distUrl, threads });
     return { threads };
   },
-  load: ({ files }) => engine.load(files),
+  load: ({ files, backend }) => engine.load(files, backend),
   info: () => engine.info(),
   reset: () => engine.reset(),
   generate: ({ request }, emit) => engine.generate(request, (piece) => emit(piece)),

@@ -19,6 +19,7 @@ namespace {
 
 PyTorchArchive PyTorchArchive::open(const std::filesystem::path& path) { refuse(path); }
 Tensor PyTorchArchive::get(const std::string&) const { refuse(path_); }
+void PyTorchArchive::release(const std::string&) const { refuse(path_); }
 std::unique_ptr<TensorSource> open_pytorch_source(const std::filesystem::path& file) {
   refuse(file);
 }

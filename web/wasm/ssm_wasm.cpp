@@ -11,15 +11,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "cli/text_out.h"
+#include "model/stop_matcher.h"
 #include "ssm/io/atomic_file.h"
 #include "ssm/io/json.h"
+#include "ssm/layers/attention_layer.h"
 #include "ssm/model/generator.h"
 #include "ssm/model/language_model.h"
 #include "ssm/model/state_file.h"
@@ -94,6 +98,7 @@ class Model {
       }
       fingerprint_ = model_fingerprint(*model_, *ctx_);
       session_ = make_session(*model_, 1);
+      run_.reset();
       stop_ids_ = default_stop_ids();
       return json_value(info());
     });
@@ -104,6 +109,7 @@ class Model {
     return guarded([&] {
       check_loaded();
       session_ = make_session(*model_, 1);
+      run_.reset();
       return json_value(info());
     });
   }
@@ -116,47 +122,8 @@ class Model {
   val generate(const std::string& request, val on_piece) {
     return guarded([&] {
       check_loaded();
-      const Json r = parse_json(request, "generate request");
       GenerationConfig cfg;
-      cfg.max_new_tokens = field<int64_t>(r, "maxTokens", 256);
-      if (cfg.max_new_tokens < 0) throw Error("generate: maxTokens must be at least 0");
-      cfg.sampling = SamplingParams{.temperature = field<float>(r, "temperature", 0.8f),
-                                    .top_k = field<int64_t>(r, "topK", 40),
-                                    .top_p = field<float>(r, "topP", 0.95f),
-                                    .min_p = field<float>(r, "minP", 0.05f),
-                                    .repeat_penalty = field<float>(r, "repeatPenalty", 1.f),
-                                    .repeat_last_n = field<int64_t>(r, "repeatLastN", 64)};
-      cfg.seed = field<uint64_t>(r, "seed", 0);
-      cfg.stop_strings = field<std::vector<std::string>>(r, "stop", {});
-      for (const int64_t id : field<std::vector<int64_t>>(r, "stopIds", {})) {
-        if (id < 0 || id >= model_->config().vocab_size)
-          throw Error(cat("generate: stop id ", id, " is outside the model's vocabulary [0, ",
-                          model_->config().vocab_size, ")"));
-        cfg.stop_tokens.push_back(id);
-      }
-      if (!field<bool>(r, "ignoreEos", false))
-        cfg.stop_tokens.insert(cfg.stop_tokens.end(), stop_ids_.begin(), stop_ids_.end());
-
-      std::vector<int64_t> prompt;
-      if (r.contains("promptIds") && !r["promptIds"].is_null()) {
-        for (const int64_t id : field<std::vector<int64_t>>(r, "promptIds", {})) {
-          if (id < 0 || id >= model_->config().vocab_size)
-            throw Error(cat("generate: prompt id ", id, " is outside the model's vocabulary [0, ",
-                            model_->config().vocab_size, ")"));
-          prompt.push_back(id);
-        }
-      } else {
-        const std::string text = field<std::string>(r, "prompt", "");
-        // As `ssm generate`: a fresh text gets the tokenizer's special
-        // tokens; a prompt continuing the session is mid-text.
-        const bool special = !field<bool>(r, "noSpecial", false) && session_.pending[0] < 0;
-        const Tokenizer& tok = tokenizer();
-        for (const int32_t id : special ? tok.encode_with_special(text) : tok.encode(text))
-          prompt.push_back(id);
-      }
-      if (prompt.empty() && session_.pending[0] < 0) throw Error("generate: the prompt is empty");
-      if (!cfg.stop_strings.empty()) tokenizer();  // stop strings are matched on text
-
+      const std::vector<int64_t> prompt = parse_request(request, cfg);
       Generator gen(*model_, *ctx_);
       std::optional<cli::TextOut> out;  // none without a tokenizer: ids only
       if (tok_) {
@@ -232,6 +199,7 @@ class Model {
       if (loaded->batch() != 1)
         throw Error(cat("restore: the state holds ", loaded->batch(), " sequences, not one"));
       session_ = std::move(*loaded);
+      run_.reset();
       return json_value(info());
     });
   }
@@ -297,6 +265,202 @@ class Model {
     });
   }
 
+  // A generation whose forward passes run outside the module: the WebGPU
+  // backend (web/src/ssm_engine.mjs) computes the logits, the module does
+  // everything else as generate() does, from the same code: the request's
+  // options, the tokenizer, the sampler (the CLI's mt19937 draws), stop
+  // tokens and strings, the streamed text and the session's bookkeeping
+  // (pending, consumed, recent, position), so that state() writes the CLI's
+  // state file once the caller has handed over the state's tensors.
+  //
+  // externalBegin(request) -> {feed, promptIds, maxTokens, argmaxOnly}: the
+  //   caller feeds `feed` (the pending token and the prompt) in one forward;
+  // then, per token, either externalStep(id) with the argmax of the last
+  //   logits (allowed when argmaxOnly: greedy without a repetition penalty,
+  //   where the sampler's choice is the argmax, ties to the smaller id), or
+  //   the logits written into externalLogits() and externalStep(-1);
+  //   each returns {token, piece, done}; unless done, the caller feeds token;
+  // externalEnd(timings) -> generate()'s result, plus the text's last piece.
+  val externalBegin(const std::string& request) {
+    return guarded([&] {
+      check_loaded();
+      run_.reset();
+      auto run = std::make_unique<ExternalRun>();
+      run->prompt = parse_request(request, run->cfg);
+      const GenerationConfig& cfg = run->cfg;
+      cfg.sampling.validate();
+      for (const std::string& stop : cfg.stop_strings)
+        if (stop.empty()) throw Error("a stop string is empty");
+      const int64_t V = model_->config().vocab_size;
+      run->sampler.emplace(V, cfg.sampling, cfg.seed);
+      run->logits.assign(static_cast<size_t>(V), 0.f);
+      run->history = session_.recent[0];
+      run->history.insert(run->history.end(), run->prompt.begin(), run->prompt.end());
+      run->stops.emplace(run->cfg.stop_strings);
+      if (tok_) run->out.emplace(*tok_, run->cfg.stop_strings, nullptr);
+      std::vector<int64_t> feed;
+      if (session_.pending[0] >= 0) feed.push_back(session_.pending[0]);
+      feed.insert(feed.end(), run->prompt.begin(), run->prompt.end());
+      run->fed = static_cast<int64_t>(feed.size());
+      // The caller feeds these now: the session has consumed them.
+      session_.consumed[0] += run->fed;
+      session_.model.position += run->fed;
+      session_.pending[0] = -1;
+      const bool argmax_only = cfg.sampling.greedy() && cfg.sampling.repeat_penalty == 1.f;
+      run->done = cfg.max_new_tokens == 0;
+      Json doc = {{"feed", feed},
+                  {"promptIds", run->prompt},
+                  {"maxTokens", cfg.max_new_tokens},
+                  {"argmaxOnly", argmax_only}};
+      run_ = std::move(run);
+      return json_value(doc);
+    });
+  }
+
+  // Where the caller writes the last position's logits (vocab_size floats)
+  // before externalStep(-1). A view of the module's memory: fetch it again
+  // for every step (memory growth moves it).
+  val externalLogits() {
+    if (!run_) return error_value("no generation is running");
+    return val(emscripten::typed_memory_view(run_->logits.size(), run_->logits.data()));
+  }
+
+  val externalStep(double chosen) {
+    return guarded([&] {
+      ExternalRun& run = running();
+      if (run.done) throw Error("the generation has ended");
+      const int64_t V = model_->config().vocab_size;
+      int64_t tok;
+      if (chosen >= 0) {
+        if (!(run.cfg.sampling.greedy() && run.cfg.sampling.repeat_penalty == 1.f))
+          throw Error(
+              "externalStep: only a greedy run without a repetition penalty takes the argmax");
+        tok = static_cast<int64_t>(chosen);
+        if (tok >= V) throw Error(cat("externalStep: token ", tok, " is outside the vocabulary"));
+      } else {
+        const int64_t n = std::min<int64_t>(run.cfg.sampling.repeat_last_n,
+                                            static_cast<int64_t>(run.history.size()));
+        tok = run.sampler->sample(run.logits.data(),
+                                  std::span<const int64_t>(run.history)
+                                      .subspan(run.history.size() - static_cast<size_t>(n)));
+      }
+      // As Generator::generate: the stop token first, then stop strings, then the length.
+      run.tokens.push_back(tok);
+      run.history.push_back(tok);
+      const bool stop_token = std::find(run.cfg.stop_tokens.begin(), run.cfg.stop_tokens.end(),
+                                        tok) != run.cfg.stop_tokens.end();
+      if (!stop_token && run.out) run.out->push(tok);
+      if (stop_token) {
+        run.finish = FinishReason::kStopToken;
+        run.done = true;
+      } else if (!run.cfg.stop_strings.empty() && run.stops->push(token_bytes(tok))) {
+        run.finish = FinishReason::kStopString;
+        run.done = true;
+      } else if (static_cast<int64_t>(run.tokens.size()) >= run.cfg.max_new_tokens) {
+        run.finish = FinishReason::kLength;
+        run.done = true;
+      }
+      if (run.done) {
+        session_.pending[0] = tok;
+      } else {  // the caller feeds it next
+        ++session_.consumed[0];
+        ++session_.model.position;
+        ++run.decoded;
+      }
+      return json_value({{"token", tok}, {"piece", run.new_text()}, {"done", run.done}});
+    });
+  }
+
+  // timings: {prefillSeconds, decodeSeconds} measured by the caller.
+  val externalEnd(const std::string& timings) {
+    return guarded([&] {
+      ExternalRun& run = running();
+      if (run.out) run.out->finish(run.finish == FinishReason::kStopString);
+      const std::string piece = run.new_text();
+      const Json t = parse_json(timings, "timings");
+      const size_t keep = std::min(run.history.size(), static_cast<size_t>(kSessionHistory));
+      session_.recent[0].assign(run.history.end() - static_cast<std::ptrdiff_t>(keep),
+                                run.history.end());
+      Json doc = {{"promptIds", run.prompt},
+                  {"ids", run.tokens},
+                  {"text", run.out ? run.out->text() : std::string()},
+                  {"finish", finish_reason_name(run.finish)},
+                  {"seed", run.cfg.seed},
+                  {"stats",
+                   {{"prefillTokens", run.fed},
+                    {"prefillSeconds", field<double>(t, "prefillSeconds", 0)},
+                    {"decodeTokens", run.decoded},
+                    {"decodeSeconds", field<double>(t, "decodeSeconds", 0)}}},
+                  {"consumed", session_.consumed[0]},
+                  {"piece", piece}};
+      run_.reset();
+      return json_value(doc);
+    });
+  }
+
+  // Drops a generation the caller could not finish (its forward failed).
+  void externalAbort() { run_.reset(); }
+
+  // The session's layer-state tensors, each {name, dtype, shape: a JSON
+  // array, data: the bytes}, KV caches cut to their length; and the position. For a state
+  // held outside the module (WebGPU) after restore().
+  val stateTensors() {
+    return guarded([&] {
+      check_loaded();
+      val list = val::array();
+      for (auto& [name, t] : session_tensors()) {
+        Tensor v = *t;
+        if (auto* a = attention_of(name)) {
+          int64_t len = 0;
+          for (int64_t b = 0; b < a->batch(); ++b) len = std::max(len, a->length(b));
+          if (name.ends_with(".k") || name.ends_with(".v")) v = v.slice(2, 0, len).clone();
+        }
+        val e = val::object();
+        e.set("name", name);
+        e.set("dtype", std::string(dtype_name(v.dtype())));
+        e.set("shape", Json(std::vector<int64_t>(v.shape().begin(), v.shape().end())).dump());
+        e.set("data", val::global("Uint8Array")
+                          .new_(emscripten::typed_memory_view(
+                              v.nbytes(), static_cast<const uint8_t*>(v.raw()))));
+        list.call<void>("push", e);
+      }
+      val out = val::object();
+      out.set("tensors", list);
+      out.set("position", static_cast<double>(session_.model.position));
+      return out;
+    });
+  }
+
+  // One layer-state tensor from outside (WebGPU's exportState()): its name,
+  // shape (a JSON array) and bytes. The dtype and every dimension but a KV cache's
+  // length must be those the model's state has.
+  val setStateTensor(const std::string& name, const std::string& shape_json,
+                     const std::string& bytes) {
+    return guarded([&] {
+      check_loaded();
+      Tensor* target = nullptr;
+      for (auto& [n, t] : session_tensors())
+        if (n == name) target = t;
+      if (!target) throw Error(cat("state: the model's state has no tensor '", name, "'"));
+      const auto dims = parse_json(shape_json, "state tensor shape").get<std::vector<int64_t>>();
+      const Shape shape(dims.begin(), dims.end());
+      const bool cache = attention_of(name) && (name.ends_with(".k") || name.ends_with(".v"));
+      bool fits = shape.size() == target->shape().size();
+      for (size_t d = 0; fits && d < shape.size(); ++d)
+        fits = shape[d] == target->shape()[d] || (cache && d == 2);
+      if (!fits)
+        throw Error(cat("state: tensor '", name, "' is ", shape_str(shape), ", the model's ",
+                        shape_str(target->shape())));
+      Tensor t = Tensor::empty(target->dtype(), shape);
+      if (t.nbytes() != bytes.size())
+        throw Error(cat("state: tensor '", name, "' has ", bytes.size(), " bytes, its shape needs ",
+                        t.nbytes()));
+      std::memcpy(t.raw(), bytes.data(), bytes.size());
+      *target = std::move(t);
+      return val::object();
+    });
+  }
+
   val info_value() {
     return guarded([&] {
       check_loaded();
@@ -305,6 +469,56 @@ class Model {
   }
 
  private:
+  struct ExternalRun {
+    GenerationConfig cfg;
+    std::vector<int64_t> prompt, tokens, history;
+    std::optional<Sampler> sampler;
+    std::optional<StopMatcher> stops;
+    std::optional<cli::TextOut> out;
+    std::vector<float> logits;
+    int64_t fed = 0, decoded = 0;
+    bool done = false;
+    FinishReason finish = FinishReason::kLength;
+    size_t sent = 0;
+    // The text completed since the last call.
+    std::string new_text() {
+      if (!out || out->text().size() <= sent) return {};
+      const std::string piece = out->text().substr(sent);
+      sent = out->text().size();
+      return piece;
+    }
+  };
+
+  ExternalRun& running() {
+    check_loaded();
+    if (!run_) throw Error("no generation is running");
+    return *run_;
+  }
+
+  std::string_view token_bytes(int64_t id) const {
+    return tok_ && id < tok_->vocab_size() ? tok_->token_bytes(static_cast<int32_t>(id))
+                                           : std::string_view();
+  }
+
+  // The session's layer-state tensors by their state-file names.
+  std::vector<std::pair<std::string, Tensor*>> session_tensors() {
+    std::vector<std::pair<std::string, Tensor*>> out;
+    for (size_t i = 0; i < session_.model.layers.size(); ++i)
+      if (session_.model.layers[i])
+        for (auto& [name, t] : session_.model.layers[i]->tensors())
+          out.emplace_back(cat("layers.", i, ".", name), t);
+    return out;
+  }
+
+  // The attention state a tensor name belongs to, or null.
+  AttentionState* attention_of(const std::string& name) {
+    const size_t dot = name.find('.', 7);  // after "layers."
+    if (dot == std::string::npos) return nullptr;
+    const size_t i = std::stoul(name.substr(7, dot - 7));
+    if (i >= session_.model.layers.size()) return nullptr;
+    return dynamic_cast<AttentionState*>(session_.model.layers[i].get());
+  }
+
   template <typename F>
   val guarded(F&& f) {
     try {
@@ -314,6 +528,51 @@ class Model {
     } catch (...) {
       return error_value("unknown error");
     }
+  }
+
+  // A generate request (JSON) as the CLI reads its options: the config and
+  // the prompt's ids. Errors name the option.
+  std::vector<int64_t> parse_request(const std::string& request, GenerationConfig& cfg) const {
+    const Json r = parse_json(request, "generate request");
+    cfg.max_new_tokens = field<int64_t>(r, "maxTokens", 256);
+    if (cfg.max_new_tokens < 0) throw Error("generate: maxTokens must be at least 0");
+    cfg.sampling = SamplingParams{.temperature = field<float>(r, "temperature", 0.8f),
+                                  .top_k = field<int64_t>(r, "topK", 40),
+                                  .top_p = field<float>(r, "topP", 0.95f),
+                                  .min_p = field<float>(r, "minP", 0.05f),
+                                  .repeat_penalty = field<float>(r, "repeatPenalty", 1.f),
+                                  .repeat_last_n = field<int64_t>(r, "repeatLastN", 64)};
+    cfg.seed = field<uint64_t>(r, "seed", 0);
+    cfg.stop_strings = field<std::vector<std::string>>(r, "stop", {});
+    for (const int64_t id : field<std::vector<int64_t>>(r, "stopIds", {})) {
+      if (id < 0 || id >= model_->config().vocab_size)
+        throw Error(cat("generate: stop id ", id, " is outside the model's vocabulary [0, ",
+                        model_->config().vocab_size, ")"));
+      cfg.stop_tokens.push_back(id);
+    }
+    if (!field<bool>(r, "ignoreEos", false))
+      cfg.stop_tokens.insert(cfg.stop_tokens.end(), stop_ids_.begin(), stop_ids_.end());
+
+    std::vector<int64_t> prompt;
+    if (r.contains("promptIds") && !r["promptIds"].is_null()) {
+      for (const int64_t id : field<std::vector<int64_t>>(r, "promptIds", {})) {
+        if (id < 0 || id >= model_->config().vocab_size)
+          throw Error(cat("generate: prompt id ", id, " is outside the model's vocabulary [0, ",
+                          model_->config().vocab_size, ")"));
+        prompt.push_back(id);
+      }
+    } else {
+      const std::string text = field<std::string>(r, "prompt", "");
+      // As `ssm generate`: a fresh text gets the tokenizer's special
+      // tokens; a prompt continuing the session is mid-text.
+      const bool special = !field<bool>(r, "noSpecial", false) && session_.pending[0] < 0;
+      const Tokenizer& tok = tokenizer();
+      for (const int32_t id : special ? tok.encode_with_special(text) : tok.encode(text))
+        prompt.push_back(id);
+    }
+    if (prompt.empty() && session_.pending[0] < 0) throw Error("generate: the prompt is empty");
+    if (!cfg.stop_strings.empty()) tokenizer();  // stop strings are matched on text
+    return prompt;
   }
 
   void check_loaded() const {
@@ -374,6 +633,7 @@ class Model {
   std::string fingerprint_;
   SessionState session_;
   std::vector<int64_t> stop_ids_;
+  std::unique_ptr<ExternalRun> run_;  // a generation driven from JavaScript
 };
 
 }  // namespace
@@ -391,5 +651,12 @@ EMSCRIPTEN_BINDINGS(ssm) {
       .function("score", &Model::score)
       .function("adapt", &Model::adapt)
       .function("tokenize", &Model::tokenize)
-      .function("info", &Model::info_value);
+      .function("info", &Model::info_value)
+      .function("externalBegin", &Model::externalBegin)
+      .function("externalLogits", &Model::externalLogits)
+      .function("externalStep", &Model::externalStep)
+      .function("externalEnd", &Model::externalEnd)
+      .function("externalAbort", &Model::externalAbort)
+      .function("stateTensors", &Model::stateTensors)
+      .function("setStateTensor", &Model::setStateTensor);
 }

@@ -10,10 +10,16 @@
 
 namespace ssm::serve {
 
+struct ReplicaSnapshot {
+  std::string device;
+  int64_t sessions = 0, in_flight = 0;
+};
+
 struct MetricsSnapshot {
   int64_t queue_length = 0, in_flight = 0, running = 0, sessions_in_memory = 0, sessions_on_disk = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0, decode_steps = 0, batched_rows = 0;
   int64_t prefilling = 0, cancelled = 0;
+  std::vector<ReplicaSnapshot> replicas;  // by index
 };
 
 class Metrics {

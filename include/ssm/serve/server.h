@@ -1,6 +1,9 @@
 // The HTTP server of `ssm serve` (cpp-httplib): OpenAI's completions and
 // chat completions, models, health, Prometheus metrics and the session
-// routes, over one Scheduler and one SessionStore.
+// routes, over one SessionStore and one Scheduler per replica (a copy of the
+// model on one device: the CPU, or a GPU). A session's requests run on the
+// replica it is placed on, one after the other; sessions on different
+// replicas run at the same time.
 #pragma once
 
 #include <atomic>
@@ -10,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "ssm/model/language_model.h"
 #include "ssm/serve/metrics.h"
@@ -40,12 +44,23 @@ struct ServerOptions {
   RequestLimits limits;
 };
 
+// One copy of the model on one device, and the context that computes it.
+struct Replica {
+  LanguageModel* model = nullptr;
+  Context* ctx = nullptr;
+  std::string device;  // as /v1/replicas shows it: "cpu", "cuda:0"
+};
+
 class Server {
  public:
-  // model, ctx and tokenizer must outlive the server; ctx is used by the
-  // scheduler's thread only.
+  // The replicas' models and contexts (all of the same weights) and the
+  // tokenizer must outlive the server; a context is used by its replica's
+  // scheduler thread only.
+  Server(std::vector<Replica> replicas, const Tokenizer& tokenizer, std::string fingerprint, ServerOptions options);
   Server(LanguageModel& model, Context& ctx, const Tokenizer& tokenizer, std::string fingerprint,
-         ServerOptions options);
+         ServerOptions options)
+      : Server({Replica{&model, &ctx, device_str(ctx.device())}}, tokenizer, std::move(fingerprint),
+               std::move(options)) {}
   ~Server();
 
   // Binds the socket; returns the port (useful with port 0). ssm::Error when
@@ -71,13 +86,17 @@ class Server {
   void mark_busy(const httplib::Request& req, bool busy);
   void close_idle_connections();
 
-  LanguageModel& model_;
+  // A request in flight on a replica, counted from its lease to its end.
+  class InFlight;
+
+  std::vector<Replica> replicas_;
   const Tokenizer& tokenizer_;
   ServerOptions options_;
   std::vector<int64_t> stop_tokens_;
   Metrics metrics_;
+  std::unique_ptr<std::atomic<int64_t>[]> in_flight_;  // per replica
   SessionStore store_;
-  Scheduler scheduler_;
+  std::vector<std::unique_ptr<Scheduler>> schedulers_;  // per replica
   std::atomic<int64_t> waiting_{0};  // requests accepted, not yet in the batch
   std::atomic<int64_t> next_id_{0};
   std::unique_ptr<httplib::Server> http_;

@@ -3,14 +3,36 @@
 // parallelism and cores are never oversubscribed.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace ssm::cpu {
 
 // C[M, N] = alpha op(A) op(B) + beta C; lda/ldb/ldc are row strides.
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// C[M, N] = A B for A (M, M) causal by steps of `unit` rows: row r is zero
+// past column (r / unit + 1) unit - 1 (a chunk's masked scores, unit = the
+// rows per time step). Rows go in blocks of kCausalRows, each over the
+// columns up to its last nonzero one (causal_columns), which skips about a
+// third of the multiply-adds of a 64-step chunk; the terms skipped are exact
+// zeros, so each sum is the full product's (up to the sign of a zero). Only
+// the columns causal_columns(r) of row r are read: the zeros past the
+// diagonal need be written only that far.
+inline constexpr int64_t kCausalRows = 16;
+inline int64_t causal_columns(int64_t r, int64_t M, int64_t unit) {
+  const int64_t r1 = std::min(M, (r / kCausalRows + 1) * kCausalRows);
+  return std::min(M, (r1 + unit - 1) / unit * unit);
+}
+inline void gemm_causal(int64_t M, int64_t N, int64_t unit, const float* A, int64_t lda,
+                        const float* B, int64_t ldb, float* C, int64_t ldc) {
+  for (int64_t r0 = 0; r0 < M; r0 += kCausalRows) {
+    const int64_t r1 = std::min(M, r0 + kCausalRows);
+    gemm(false, false, r1 - r0, N, causal_columns(r0, M, unit), 1.f, A + r0 * lda, lda, B, ldb, 0.f,
+         C + r0 * ldc, ldc);
+  }
+}
+
 // y[N] = alpha W[N, K] x[K] + beta y; W has row stride ldw.
 void gemv(int64_t N, int64_t K, float alpha, const float* W, int64_t ldw, const float* x,
           float beta, float* y);

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/parallel.h"
 #include "ops/cpu/silu_rows.h"
 #include "ops/scalar_math.h"
 #include "ops/tensor_data.h"
@@ -91,7 +92,9 @@ void conv1d_step(Context& ctx, const ops::Conv1dArgs& a) {
   constexpr int64_t kBlock = 256;
   const int64_t B = a.in.dim(0), C = a.in.dim(2), K = a.weight.dim(2);
   const int64_t nblocks = (C + kBlock - 1) / kBlock;
-  ctx.pool().parallel_for(B * nblocks, [&](int64_t w0, int64_t w1) {
+  // One row (a few thousand multiply-adds) runs on the calling thread:
+  // waking the pool for it costs more than it saves.
+  parallel_items(ctx.pool(), B * nblocks, kBlock * K, [&](int64_t w0, int64_t w1) {
     const float* weight = a.weight.data<float>();
     const float* bias = elements_or_null<float>(a.bias);
     for (int64_t w = w0; w < w1; ++w) {

@@ -81,10 +81,10 @@ void scan_head(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
         float* sc = scores + (t * R + ro) * m;
         for (int64_t s = 0; s <= t; ++s)
           for (int64_t ri = 0; ri < R; ++ri) sc[s * R + ri] *= dec[s];
-        std::fill(sc + (t + 1) * R, sc + m, 0.f);
+        std::fill(sc + (t + 1) * R, sc + causal_columns(t * R + ro, m, R), 0.f);
       }
     }
-    gemm(false, false, m, P, m, 1.f, scores, m, Vc, P, 0.f, Y, P);
+    gemm_causal(m, P, R, scores, m, Vc, P, Y, P);
 
     // Carried state: o_t += exp(cs_t) S' q_t.
     for (int64_t t = 0; t < q; ++t) {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/parallel.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/tensor_data.h"
 #include "ops/scalar_math.h"
@@ -25,7 +26,7 @@ float inv_rms(const float* x, int64_t n, float eps) {
 void rms_norm(Context& ctx, const ops::RmsNormArgs& a) {
   const int64_t D = a.x.cols(), ldx = a.x.row_stride(), ldo = a.out.row_stride();
   const float* w = elements_or_null<float>(a.w);
-  ctx.pool().parallel_for(a.x.rows(), [&](int64_t r0, int64_t r1) {
+  parallel_items(ctx.pool(), a.x.rows(), D, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = a.x.data<float>() + r * ldx;
       float* o = elements<float>(a.out) + r * ldo;
@@ -45,7 +46,7 @@ void gated_rms_norm(Context& ctx, const ops::GatedRmsNormArgs& a) {
   const int64_t ldy = a.y.row_stride(), ldz = a.z.row_stride(), ldo = a.out.row_stride();
   const float* w = elements_or_null<float>(a.w);
   const bool gate_first = !w || !a.norm_before_gate;
-  ctx.pool().parallel_for(a.y.rows(), [&](int64_t r0, int64_t r1) {
+  parallel_items(ctx.pool(), a.y.rows(), D, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* yr = a.y.data<float>() + r * ldy;
       const float* zr = a.z.data<float>() + r * ldz;

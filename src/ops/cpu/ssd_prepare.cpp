@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/cpu/parallel.h"
 #include "ops/cpu/ssd.h"
 #include "ops/tensor_data.h"
 #include "ops/scalar_math.h"
@@ -15,7 +16,7 @@ using ops::elements_or_null;
 void ssd_prepare(Context& ctx, const ops::SsdPrepareArgs& a) {
   const int64_t H = a.dt_raw.cols(), ldr = a.dt_raw.row_stride(), ldt = a.dt.row_stride();
   const float* bias = a.dt_bias.data<float>();
-  ctx.pool().parallel_for(a.dt_raw.rows(), [&](int64_t r0, int64_t r1) {
+  parallel_items(ctx.pool(), a.dt_raw.rows(), H, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* raw = a.dt_raw.data<float>() + r * ldr;
       float* dt = elements<float>(a.dt) + r * ldt;

@@ -89,13 +89,14 @@ void ssd_scan_chunked(Context& ctx, const ops::SsdScanArgs& a) {
           cs[t] = run += dts[t] * A[h];
         }
 
-        // M[t][s] = sc[t][s] decay(cs_t - cs_s) dt_s for s <= t, else 0.
+        // M[t][s] = sc[t][s] decay(cs_t - cs_s) dt_s for s <= t, else 0 (as
+        // far as gemm_causal reads).
         const float* sc = sc_all + ((b * G + g) * n_chunks + c) * Q * Q;
         for (int64_t t = 0; t < q; ++t) {
           decay_products(cs[t], cs, sc + t * Q, dts, M + t * q, t + 1);
-          std::fill(M + t * q + t + 1, M + (t + 1) * q, 0.f);
+          std::fill(M + t * q + t + 1, M + t * q + causal_columns(t, q, 1), 0.f);
         }
-        gemm(false, false, q, P, q, 1.f, M, q, X, ldx, 0.f, Y, ldy);
+        gemm_causal(q, P, 1, M, q, X, ldx, Y, ldy);
 
         // Carried state: y_t += exp(cs_t) S C_t.
         for (int64_t t = 0; t < q; ++t) {

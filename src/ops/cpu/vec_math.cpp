@@ -67,6 +67,11 @@ void MulSilu(const float* y, const float* z, float* out, int64_t n) {
 }
 
 double SumSquares(const float* x, int64_t n) {
+#if !HWY_HAVE_FLOAT64  // WebAssembly's SIMD128 target has no double lanes
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+#else
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;  // half a vector of floats
   const int64_t L = static_cast<int64_t>(hn::Lanes(dd));
@@ -81,6 +86,7 @@ double SumSquares(const float* x, int64_t n) {
   double s = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
   for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
   return s;
+#endif
 }
 
 }  // namespace ssm::cpu::HWY_NAMESPACE

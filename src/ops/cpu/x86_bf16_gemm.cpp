@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/cpu/x86_gemm_tiles.h"
 #include "ops/cpu/x86_kernels.h"
 
 #define SSM_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
@@ -68,9 +69,6 @@ SSM_TARGET_BF16 Bf16PackedRows pack_bf16_rows(const float* x, int64_t ldx, int64
 
 namespace {
 
-constexpr int kTileRows = 6;     // weight rows per tile
-constexpr int kTileVectors = 4;  // blocks of 16 activation rows per tile
-
 // acc[r][v] = sum over pairs of W row r against activation block v; stored
 // to tile[r][16 v + lane].
 template <int NR, int V>
@@ -104,49 +102,23 @@ SSM_TARGET_BF16 void bf16_tile(const uint32_t* xb, int64_t pairs, const uint16_t
     for (int v = 0; v < V; ++v) _mm512_storeu_ps(tile + r * 64 + v * 16, acc[r][v]);
 }
 
-template <int NR>
-SSM_TARGET_BF16 void bf16_tile_v(int V, const uint32_t* xb, int64_t pairs, const uint16_t* W,
-                                 int64_t K, float* tile) {
-  switch (V) {
-    case 1:
-      return bf16_tile<NR, 1>(xb, pairs, W, K, tile);
-    case 2:
-      return bf16_tile<NR, 2>(xb, pairs, W, K, tile);
-    case 3:
-      return bf16_tile<NR, 3>(xb, pairs, W, K, tile);
-    default:
-      return bf16_tile<NR, 4>(xb, pairs, W, K, tile);
-  }
-}
-
 }  // namespace
 
-SSM_TARGET_BF16 void bf16_gemm_avx512(const Bf16PackedRows& x, const Bf16GemmJob& job) {
-  const int64_t K = x.K, pairs = x.pairs, blocks = bf16_row_blocks(x.M);
-  alignas(64) float tile[kTileRows * 64];
-  // Activation rows outer: a group of 64 packed rows stays in L2 while all
-  // of this job's weight rows pass over it.
-  for (int64_t b0 = 0; b0 < blocks; b0 += kTileVectors) {
-    const int V = static_cast<int>(std::min<int64_t>(kTileVectors, blocks - b0));
+void bf16_gemm_avx512(const Bf16PackedRows& x, const Bf16GemmJob& job) {
+  const int64_t K = x.K, pairs = x.pairs;
+  const GemmTileOutput out{
+      .n = job.n, .bias = job.bias, .accumulate = job.accumulate, .y = job.y, .ldy = job.ldy};
+  for_each_gemm_tile(x.M, out, [&](int vectors, int64_t b0, int64_t j0, int rows, float* sums) {
     const uint32_t* xb = x.data + b0 * pairs * 16;
-    const int64_t m0 = b0 * 16, m1 = std::min(x.M, m0 + 64);
-    for (int64_t j0 = 0; j0 < job.n; j0 += kTileRows) {
-      const int nr = static_cast<int>(std::min<int64_t>(kTileRows, job.n - j0));
-      const uint16_t* W = job.W + j0 * K;
-      if (nr == kTileRows) {
-        bf16_tile_v<kTileRows>(V, xb, pairs, W, K, tile);
-      } else {
-        for (int r = 0; r < nr; ++r) bf16_tile_v<1>(V, xb, pairs, W + r * K, K, tile + r * 64);
-      }
-      for (int64_t m = m0; m < m1; ++m) {
-        float* out = job.y + m * job.ldy + j0;
-        for (int r = 0; r < nr; ++r) {
-          const float v = tile[r * 64 + (m - m0)] + (job.bias ? job.bias[j0 + r] : 0.f);
-          out[r] = job.accumulate ? out[r] + v : v;
-        }
-      }
-    }
-  }
+    const uint16_t* W = job.W + j0 * K;
+    with_tile_vectors(vectors, [&](auto v) {
+      if (rows == kGemmTileRows)
+        bf16_tile<kGemmTileRows, decltype(v)::value>(xb, pairs, W, K, sums);
+      else
+        for (int r = 0; r < rows; ++r)
+          bf16_tile<1, decltype(v)::value>(xb, pairs, W + r * K, K, sums + r * 64);
+    });
+  });
 }
 #else
 bool cpu_has_avx512_bf16() { return false; }

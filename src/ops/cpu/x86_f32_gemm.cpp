@@ -1,7 +1,8 @@
 // F32 matrix products with AVX-512 for prefill. OpenBLAS 0.3.21 does not
 // know AMD family 26 (Zen 5) and runs its AVX2 (Haswell) kernels there, at
 // about half of what the core's 512-bit multiply-adds do. The tile is the
-// one of x86_bf16_gemm.cpp: a weight of one row broadcast against 16
+// one of x86_bf16_gemm.cpp (the loop around it is x86_gemm_tiles.h): a
+// weight of one row broadcast against 16
 // activation rows per vector (x packed once per call, W read as stored),
 // 6 weight rows x 64 activation rows, 24 accumulators in registers.
 #if defined(__x86_64__)
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 
+#include "ops/cpu/x86_gemm_tiles.h"
 #include "ops/cpu/x86_kernels.h"
 
 #define SSM_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
@@ -50,9 +52,8 @@ F32PackedRows pack_f32_rows(const float* x, int64_t ldx, int64_t M, int64_t K, v
 
 namespace {
 
-constexpr int kTileRows = 6;     // weight rows per tile
-constexpr int kTileVectors = 4;  // blocks of 16 activation rows per tile
-
+// acc[r][v] = sum over k of W row r against activation block v, in order;
+// stored to tile[r * 64 + 16 v + lane].
 template <int NR, int V>
 SSM_TARGET_AVX512 void f32_tile(const float* xb, int64_t K, const float* W, float* tile) {
   __m512 acc[NR][V];
@@ -70,48 +71,23 @@ SSM_TARGET_AVX512 void f32_tile(const float* xb, int64_t K, const float* W, floa
     for (int v = 0; v < V; ++v) _mm512_storeu_ps(tile + r * 64 + v * 16, acc[r][v]);
 }
 
-template <int NR>
-SSM_TARGET_AVX512 void f32_tile_v(int V, const float* xb, int64_t K, const float* W, float* tile) {
-  switch (V) {
-    case 1:
-      return f32_tile<NR, 1>(xb, K, W, tile);
-    case 2:
-      return f32_tile<NR, 2>(xb, K, W, tile);
-    case 3:
-      return f32_tile<NR, 3>(xb, K, W, tile);
-    default:
-      return f32_tile<NR, 4>(xb, K, W, tile);
-  }
-}
-
 }  // namespace
 
-SSM_TARGET_AVX512 void f32_gemm_avx512(const F32PackedRows& x, const F32GemmJob& job) {
-  const int64_t K = x.K, blocks = (x.M + 15) / 16;
-  alignas(64) float tile[kTileRows * 64];
-  // Activation rows outer: a group of 64 packed rows stays in L2 while all
-  // of this job's weight rows pass over it.
-  for (int64_t b0 = 0; b0 < blocks; b0 += kTileVectors) {
-    const int V = static_cast<int>(std::min<int64_t>(kTileVectors, blocks - b0));
+void f32_gemm_avx512(const F32PackedRows& x, const F32GemmJob& job) {
+  const int64_t K = x.K;
+  const GemmTileOutput out{
+      .n = job.n, .bias = job.bias, .accumulate = job.accumulate, .y = job.y, .ldy = job.ldy};
+  for_each_gemm_tile(x.M, out, [&](int vectors, int64_t b0, int64_t j0, int rows, float* sums) {
     const float* xb = x.data + b0 * K * 16;
-    const int64_t m0 = b0 * 16, m1 = std::min(x.M, m0 + 64);
-    for (int64_t j0 = 0; j0 < job.n; j0 += kTileRows) {
-      const int nr = static_cast<int>(std::min<int64_t>(kTileRows, job.n - j0));
-      const float* W = job.W + j0 * K;
-      if (nr == kTileRows) {
-        f32_tile_v<kTileRows>(V, xb, K, W, tile);
-      } else {
-        for (int r = 0; r < nr; ++r) f32_tile_v<1>(V, xb, K, W + r * K, tile + r * 64);
-      }
-      for (int64_t m = m0; m < m1; ++m) {
-        float* out = job.y + m * job.ldy + j0;
-        for (int r = 0; r < nr; ++r) {
-          const float v = tile[r * 64 + (m - m0)] + (job.bias ? job.bias[j0 + r] : 0.f);
-          out[r] = job.accumulate ? out[r] + v : v;
-        }
-      }
-    }
-  }
+    const float* W = job.W + j0 * K;
+    with_tile_vectors(vectors, [&](auto v) {
+      if (rows == kGemmTileRows)
+        f32_tile<kGemmTileRows, decltype(v)::value>(xb, K, W, sums);
+      else
+        for (int r = 0; r < rows; ++r)
+          f32_tile<1, decltype(v)::value>(xb, K, W + r * K, sums + r * 64);
+    });
+  });
 }
 #else
 bool cpu_has_avx512() { return false; }

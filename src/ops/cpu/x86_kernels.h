@@ -137,3 +137,23 @@ struct F32GemmJob {
 void f32_gemm_avx512(const F32PackedRows& x, const F32GemmJob& job);
 
 }  // namespace ssm::cpu
+
+namespace ssm::cpu {
+
+// ---- Small F32 products on AVX-512 (x86_small_gemm.cpp) --------------------
+
+// Dimensions small_gemm_avx512 takes: each at most kSmallGemmMax, and a
+// transposed B of at most kSmallGemmPack values (its transpose goes on the
+// stack).
+inline constexpr int64_t kSmallGemmMax = 256;
+inline constexpr int64_t kSmallGemmPack = 16384;
+bool small_gemm_fits(bool trans_b, int64_t M, int64_t N, int64_t K);
+
+// gemm of blas.h (C = alpha op(A) op(B) + beta C, row strides; beta 0: C is
+// not read) for small_gemm_fits shapes; each output is one F32 sum over k
+// in ascending order. Requires cpu_has_avx512().
+void small_gemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                       float* C, int64_t ldc);
+
+}  // namespace ssm::cpu

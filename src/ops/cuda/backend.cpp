@@ -1,6 +1,11 @@
-// The cuda backend: tensors in the GPU's memory (caching allocator,
+// The cuda backend: one object per GPU (device 0 is the one `--backend
+// cuda` names; ssm serve's replicas use others), tensors in the GPU's memory (caching allocator,
 // memory.cpp), a stream and cuBLAS handles per Context (runtime.cpp), and
 // the kernels of this folder.
+#include <map>
+#include <memory>
+#include <mutex>
+
 #include "ops/backend_registry.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/runtime.h"
@@ -10,7 +15,7 @@ namespace {
 
 class CudaBackend : public Backend {
  public:
-  CudaBackend() {
+  explicit CudaBackend(int index) : index_(index) {
     cuda::register_memory();
     cuda::add_linear_kernels(table_);
     cuda::add_elementwise_kernels(table_);
@@ -20,21 +25,30 @@ class CudaBackend : public Backend {
     cuda::add_train_kernels(table_);
   }
   std::string_view name() const override { return "cuda"; }
-  Device device() const override { return Device::cuda(0); }
+  Device device() const override { return Device::cuda(index_); }
   const OpTable& ops() const override { return table_; }
   std::unique_ptr<BackendResources> make_resources() const override {
-    return std::make_unique<cuda::CudaResources>();
+    return std::make_unique<cuda::CudaResources>(index_);
   }
 
  private:
+  int index_;  // the GPU's ordinal: its contexts compute there
   OpTable table_;
 };
 
 }  // namespace
 
-const Backend* cuda_backend_if_built() {
-  static const CudaBackend backend;
-  return &backend;
+const Backend* cuda_backend_if_built() { return cuda_backend_on_device(0); }
+
+const Backend* cuda_backend_on_device(int index) {
+  // One backend object per device, made on first use and never destroyed
+  // (contexts and tensors may outlive static destructors).
+  static std::mutex mutex;
+  static auto* backends = new std::map<int, std::unique_ptr<CudaBackend>>;
+  const std::lock_guard lock(mutex);
+  auto& b = (*backends)[index];
+  if (!b) b = std::make_unique<CudaBackend>(index);
+  return b.get();
 }
 
 }  // namespace ssm

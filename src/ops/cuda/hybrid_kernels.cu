@@ -141,7 +141,7 @@ __global__ void moe_combine_kernel(ConstRows ys, const int64_t* pos, ConstRows w
     const int64_t t = i / out.cols, c = i % out.cols;
     float acc = 0.f;
     for (int64_t j = 0; j < k; ++j)
-      acc += w.p[t * w.stride + j] * ys.p[pos[t * k + j] * ys.stride + c];
+      acc += (w.p ? w.p[t * w.stride + j] : 1.f) * ys.p[pos[t * k + j] * ys.stride + c];
     float* o = out.p + t * out.stride + c;
     *o = accumulate ? *o + acc : acc;
   }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/cuda/expert_order.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch_hybrid.h"
 #include "ops/cuda/runtime.h"
@@ -83,21 +84,9 @@ void routed_experts(Context& ctx, const ops::RoutedExpertsArgs& a) {
   const bool gated = a.activation == ops::ExpertActivation::kSiluGated;
   const int64_t w1_rows = gated ? 2 * F : F;
   if (T == 0) return;
-  // Pairs p = t k + j sorted by expert (stable): sorted[i] = p, pos[p] = i.
-  const int64_t* idx = a.idx.data<int64_t>();
-  std::vector<int64_t> begin(static_cast<size_t>(E + 1), 0);
-  for (int64_t p = 0; p < P; ++p) ++begin[static_cast<size_t>(idx[p] + 1)];
-  for (int64_t e = 0; e < E; ++e) begin[e + 1] += begin[e];
-  Tensor order = Tensor::empty(DType::kI64, {2, P});  // rows: sorted, pos
-  int64_t* sorted = order.data<int64_t>();
-  int64_t* pos = sorted + P;
-  std::vector<int64_t> fill(begin.begin(), begin.end() - 1);
-  for (int64_t p = 0; p < P; ++p) {
-    const int64_t i = fill[static_cast<size_t>(idx[p])]++;
-    sorted[i] = p;
-    pos[p] = i;
-  }
-  const Tensor order_d = order.to(ctx.device());
+  const ExpertOrder plan = order_pairs_by_expert(a.idx.data<int64_t>(), P, E);
+  const std::vector<int64_t>& begin = plan.begin;
+  const Tensor order_d = plan.order.to(ctx.device());
   Arena::Scope scope(ctx.arena());
   const Tensor xs = ctx.arena().alloc(DType::kF32, {P, D});
   const Tensor hs = ctx.arena().alloc(DType::kF32, {P, w1_rows});

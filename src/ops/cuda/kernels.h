@@ -15,5 +15,8 @@ void add_hybrid_kernels(OpTable& t);       // hybrid_ops.cpp: relu^2, selective 
 void add_train_kernels(OpTable& t);        // train_ops.cpp: backward ops, head loss, AdamW
 // mamba3_attention_backward_ops.cpp (called by add_train_kernels)
 void add_mamba3_attention_backward_kernels(OpTable& t);
+// hybrid_backward_ops.cpp (called by add_train_kernels): relu^2, GELU product,
+// selective scan, MoE backward
+void add_hybrid_backward_kernels(OpTable& t);
 
 }  // namespace ssm::cuda

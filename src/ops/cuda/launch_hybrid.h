@@ -31,7 +31,8 @@ void launch_selective_scan(const SelectiveScanLaunch& a, cudaStream_t s);
 void launch_gather_rows(ConstRows x, const int64_t* rows, int64_t div, Rows out, cudaStream_t s);
 // h's first F columns <- silu(h[:, :F]) * h[:, F:2F] (gated) or relu(h[:, :F])^2.
 void launch_expert_activation(Rows h, int64_t F, bool gated, cudaStream_t s);
-// out[t] (+)= sum_j weights[t, j] ys[pos[t k + j]], j = 0..k-1 in order.
+// out[t] (+)= sum_j weights[t, j] ys[pos[t k + j]], j = 0..k-1 in order
+// (weights.p null: unit weights).
 void launch_moe_combine(ConstRows ys, const int64_t* pos, ConstRows weights, int64_t k, Rows out,
                         bool accumulate, cudaStream_t s);
 

@@ -11,13 +11,21 @@ namespace ssm::cuda {
 // The Mamba-3 kernels keep per-rank values in fixed arrays of this size.
 inline constexpr int kMamba3MaxRank = 16;
 
-struct Mamba3PrepareLaunch {
+// Each op's sizes and inputs, which its forward and its backward
+// (launch_mamba3_attention_backward.h) both read: the launch structs below
+// and the backward's extend them, filled from the op's arguments by
+// mamba3_launch_inputs.h.
+struct Mamba3PrepareInputs {
   int64_t B = 0, L = 0, H = 0, P = 0, N = 0, G = 1, R = 1, S = 0;
   bool halves = false;  // rotary pairs (j, j + N/2) (MIMO), else (2j, 2j + 1)
   float A_floor = 0, norm_eps = 0;
   ConstRows x, Bm, C, ddt, ddA, trap, ang;  // B*L rows each
   const float *dt_bias = nullptr, *B_norm = nullptr, *C_norm = nullptr;
-  const float *B_bias = nullptr, *C_bias = nullptr, *mimo_x = nullptr;  // mimo_x may be null
+  const float* mimo_x = nullptr;  // may be null
+};
+
+struct Mamba3PrepareLaunch : Mamba3PrepareInputs {
+  const float *B_bias = nullptr, *C_bias = nullptr;
   float* phase = nullptr;                                              // (B, H, S) in and out
   float *B_normed = nullptr, *C_normed = nullptr, *ang_rate = nullptr;  // (B, L, .)
   float *dt = nullptr, *A = nullptr, *lam = nullptr;                    // (B, H, L)
@@ -26,12 +34,15 @@ struct Mamba3PrepareLaunch {
 };
 void launch_mamba3_prepare(const Mamba3PrepareLaunch& a, cudaStream_t s);
 
-struct Mamba3ScanLaunch {
+struct Mamba3ScanInputs {
   int64_t B = 0, H = 0, L = 0, R = 1, N = 0, P = 0;
-  const float *q = nullptr, *k = nullptr, *v = nullptr;  // (B, H, L, R, .)
+  const float *q = nullptr, *k = nullptr, *v = nullptr;     // (B, H, L, R, .)
   const float *dt = nullptr, *A = nullptr, *lam = nullptr;  // (B, H, L)
   const float* D = nullptr;                                 // (H) or null
-  float* o = nullptr;                                       // (B, H, L, R, P)
+};
+
+struct Mamba3ScanLaunch : Mamba3ScanInputs {
+  float* o = nullptr;  // (B, H, L, R, P)
   // All three or none (a fresh sequence, state dropped).
   float *ssm = nullptr, *k_prev = nullptr, *v_prev = nullptr;
 };
@@ -42,12 +53,15 @@ void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s);
 // k_prev, v_prev <- the k and v of step L-1 (after a scan; nothing without a state).
 void launch_mamba3_last_step(const Mamba3ScanLaunch& a, cudaStream_t s);
 
-struct Mamba3OutputLaunch {
+struct Mamba3OutputInputs {
   int64_t B = 0, L = 0, H = 0, R = 1, P = 0;
   const float* o = nullptr;  // (B, H, L, R, P)
   ConstRows z;               // B*L rows of H*P
   const float *mimo_z = nullptr, *mimo_o = nullptr, *norm = nullptr;  // each may be null
   float norm_eps = 0;
+};
+
+struct Mamba3OutputLaunch : Mamba3OutputInputs {
   Rows y;  // B*L rows of H*P
 };
 void launch_mamba3_output(const Mamba3OutputLaunch& a, cudaStream_t s);

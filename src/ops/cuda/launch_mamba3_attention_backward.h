@@ -4,6 +4,7 @@
 // contributions written to scratch, then summed by launch_sum_rows.
 #pragma once
 
+#include "ops/cuda/launch_mamba3.h"
 #include "ops/cuda/launch_train.h"
 
 namespace ssm::cuda {
@@ -16,12 +17,8 @@ void launch_sum_rows(ConstRows src, float* partial, float* dst, cudaStream_t s);
 // mamba3_output backward (ops/mamba3.h). The parameter gradients' per-row
 // contributions (each may be null: not wanted): cz and co (B*L rows of
 // H*R*P, for mimo_z and mimo_o), cn (B*L rows of H*P, for norm).
-struct Mamba3OutputBackwardLaunch {
-  int64_t B = 0, L = 0, H = 0, R = 1, P = 0;
-  const float* o = nullptr;                                           // (B, H, L, R, P)
-  ConstRows z, dy;                                                    // B*L rows of H*P
-  const float *mimo_z = nullptr, *mimo_o = nullptr, *norm = nullptr;  // each may be null
-  float norm_eps = 0;
+struct Mamba3OutputBackwardLaunch : Mamba3OutputInputs {
+  ConstRows dy;          // B*L rows of H*P
   float* d_o = nullptr;  // (B, H, L, R, P), written
   Rows dz;               // B*L rows of H*P, written
   float *cz = nullptr, *co = nullptr, *cn = nullptr;
@@ -31,11 +28,7 @@ void launch_mamba3_output_backward(const Mamba3OutputBackwardLaunch& a, cudaStre
 // mamba3_scan backward: the recurrence walked back in time, a block per
 // (b, h), states recomputed from checkpoints every kMamba3BackwardChunk steps.
 inline constexpr int64_t kMamba3BackwardChunk = 64;
-struct Mamba3ScanBackwardLaunch {
-  int64_t B = 0, H = 0, L = 0, R = 1, N = 0, P = 0;
-  const float *q = nullptr, *k = nullptr, *v = nullptr;              // (B, H, L, R, .)
-  const float *dt = nullptr, *A = nullptr, *lam = nullptr;           // (B, H, L)
-  const float* D = nullptr;                                          // (H) or null
+struct Mamba3ScanBackwardLaunch : Mamba3ScanInputs {
   const float *ssm = nullptr, *k_prev = nullptr, *v_prev = nullptr;  // all or none
   const float* d_o = nullptr;                                        // (B, H, L, R, P)
   float *dq = nullptr, *dk = nullptr, *dv = nullptr;                 // written
@@ -50,15 +43,10 @@ int64_t mamba3_scan_backward_smem(int64_t P, int64_t N);
 void launch_mamba3_scan_backward(const Mamba3ScanBackwardLaunch& a, cudaStream_t s);
 
 // mamba3_prepare backward. dq and dk are un-rotated in place.
-struct Mamba3PrepareBackwardLaunch {
-  int64_t B = 0, L = 0, H = 0, P = 0, N = 0, G = 1, R = 1, S = 0;
-  bool halves = false;
-  float A_floor = 0, norm_eps = 0;
-  ConstRows x, Bm, C, ddt_in, ddA, trap, ang;  // the forward's inputs, B*L rows
-  const float *dt_bias = nullptr, *B_norm = nullptr, *C_norm = nullptr, *mimo_x = nullptr;
+struct Mamba3PrepareBackwardLaunch : Mamba3PrepareInputs {
   const float *q = nullptr, *k = nullptr, *phases = nullptr;  // the forward's outputs
   float *dq = nullptr, *dk = nullptr;                         // read, then un-rotated
-  const float *dv = nullptr, *ddt = nullptr, *dA = nullptr, *dlam = nullptr;
+  const float *dv = nullptr, *d_dt = nullptr, *dA = nullptr, *dlam = nullptr;  // the scan's gradients
   Rows dx, dB, dC, dddt, dddA, dtrap, dang;  // written
   // Scratch: dphase (B*H*L*S).
   float* dphase = nullptr;

@@ -8,6 +8,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch_mamba3.h"
 #include "ops/cuda/launch_mamba3_attention_backward.h"
+#include "ops/cuda/mamba3_launch_inputs.h"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/views.h"
 
@@ -27,26 +28,14 @@ void add_rows(Context& ctx, const float* c, int64_t rows, int64_t cols, const Te
   launch_sum_rows(ConstRows{c, rows, cols, cols}, partial, ops::elements<float>(grad), stream(ctx));
 }
 
-const float* const_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
-
 void mamba3_output_backward(Context& ctx, const ops::Mamba3OutputBackwardArgs& g) {
   const ops::Mamba3OutputArgs& a = g.fwd;
   Mamba3OutputBackwardLaunch l;
-  l.B = a.o.dim(0);
-  l.H = a.o.dim(1);
-  l.L = a.o.dim(2);
-  l.R = a.rank;
-  l.P = a.o.dim(4);
+  static_cast<Mamba3OutputInputs&>(l) = mamba3_output_inputs(a);
   if (l.B * l.L * l.H == 0) return;
   Arena::Scope scope(ctx.arena());
   const int64_t rows = l.B * l.L, HRP = l.H * l.R * l.P, HP = l.H * l.P;
-  l.o = a.o.data<float>();
-  l.z = const_rows_of(a.z);
   l.dy = const_rows_of(g.dy);
-  l.mimo_z = const_or_null(a.mimo_z);
-  l.mimo_o = const_or_null(a.mimo_o);
-  l.norm = const_or_null(a.norm);
-  l.norm_eps = a.norm_eps;
   l.d_o = ops::elements<float>(g.d_o);
   l.dz = rows_of(g.dz);
   l.cz = scratch_if(ctx, a.mimo_z.defined() && g.dmimo_z.defined(), rows, HRP);
@@ -62,12 +51,7 @@ void mamba3_output_backward(Context& ctx, const ops::Mamba3OutputBackwardArgs& g
 void mamba3_scan_backward(Context& ctx, const ops::Mamba3ScanBackwardArgs& g) {
   const ops::Mamba3ScanArgs& a = g.fwd;
   Mamba3ScanBackwardLaunch l;
-  l.B = a.q.dim(0);
-  l.H = a.q.dim(1);
-  l.L = a.q.dim(2);
-  l.R = a.q.dim(3);
-  l.N = a.q.dim(4);
-  l.P = a.v.dim(4);
+  static_cast<Mamba3ScanInputs&>(l) = mamba3_scan_inputs(a);
   // The kernel keeps the state's gradient and dU in shared memory.
   if (mamba3_scan_backward_smem(l.P, l.N) > 200 * 1024)
     throw Error(
@@ -76,13 +60,6 @@ void mamba3_scan_backward(Context& ctx, const ops::Mamba3ScanBackwardArgs& g) {
             l.P, " x ", l.N));
   if (l.B * l.H * l.L == 0) return;
   Arena::Scope scope(ctx.arena());
-  l.q = a.q.data<float>();
-  l.k = a.k.data<float>();
-  l.v = a.v.data<float>();
-  l.dt = a.dt.data<float>();
-  l.A = a.A.data<float>();
-  l.lam = a.lam.data<float>();
-  l.D = const_or_null(a.D);
   if (a.ssm.defined()) {
     l.ssm = a.ssm.data<float>();
     l.k_prev = a.k_prev.data<float>();
@@ -108,37 +85,16 @@ void mamba3_scan_backward(Context& ctx, const ops::Mamba3ScanBackwardArgs& g) {
 void mamba3_prepare_backward(Context& ctx, const ops::Mamba3PrepareBackwardArgs& g) {
   const ops::Mamba3PrepareArgs& a = g.fwd;
   Mamba3PrepareBackwardLaunch l;
-  l.B = a.x.dim(0);
-  l.L = a.x.dim(1);
-  l.H = a.heads;
-  l.P = a.x.cols() / a.heads;
-  l.G = a.groups;
-  l.R = a.rank;
-  l.N = a.B.cols() / (l.R * l.G);
-  l.S = a.ang.cols();
+  static_cast<Mamba3PrepareInputs&>(l) = mamba3_prepare_inputs(a);
   if (l.B * l.L == 0) return;
   Arena::Scope scope(ctx.arena());
-  l.halves = a.pairs == ops::RotaryPairs::kHalves;
-  l.A_floor = a.A_floor;
-  l.norm_eps = a.norm_eps;
-  l.x = const_rows_of(a.x);
-  l.Bm = const_rows_of(a.B);
-  l.C = const_rows_of(a.C);
-  l.ddt_in = const_rows_of(a.ddt);
-  l.ddA = const_rows_of(a.ddA);
-  l.trap = const_rows_of(a.trap);
-  l.ang = const_rows_of(a.ang);
-  l.dt_bias = a.dt_bias.data<float>();
-  l.B_norm = a.B_norm.data<float>();
-  l.C_norm = a.C_norm.data<float>();
-  l.mimo_x = const_or_null(a.mimo_x);
   l.q = a.q.data<float>();
   l.k = a.k.data<float>();
   l.phases = l.S > 0 ? a.phases.data<float>() : nullptr;
   l.dq = ops::elements<float>(g.dq);
   l.dk = ops::elements<float>(g.dk);
   l.dv = g.dv.data<float>();
-  l.ddt = g.ddt.data<float>();
+  l.d_dt = g.ddt.data<float>();
   l.dA = g.dA.data<float>();
   l.dlam = g.dlam.data<float>();
   l.dx = rows_of(g.dx);

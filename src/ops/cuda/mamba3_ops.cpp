@@ -4,43 +4,21 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch_chunk_scan.h"
 #include "ops/cuda/launch_mamba3.h"
+#include "ops/cuda/mamba3_launch_inputs.h"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/views.h"
 
 namespace ssm::cuda {
 namespace {
 
-const float* ptr_or_null_const(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
-
 void mamba3_prepare(Context& ctx, const ops::Mamba3PrepareArgs& a) {
   Mamba3PrepareLaunch l;
-  l.B = a.x.dim(0);
-  l.L = a.x.dim(1);
-  l.H = a.heads;
-  l.P = a.x.cols() / a.heads;
-  l.G = a.groups;
-  l.R = a.rank;
-  l.N = a.B.cols() / (l.R * l.G);
-  l.S = a.ang.cols();
+  static_cast<Mamba3PrepareInputs&>(l) = mamba3_prepare_inputs(a);
   if (l.S > 1024)
     throw Error(cat("op 'mamba3_prepare': backend 'cuda' takes at most 1024 rotary angles, not ", l.S));
   if (l.B * l.L == 0) return;
-  l.halves = a.pairs == ops::RotaryPairs::kHalves;
-  l.A_floor = a.A_floor;
-  l.norm_eps = a.norm_eps;
-  l.x = const_rows_of(a.x);
-  l.Bm = const_rows_of(a.B);
-  l.C = const_rows_of(a.C);
-  l.ddt = const_rows_of(a.ddt);
-  l.ddA = const_rows_of(a.ddA);
-  l.trap = const_rows_of(a.trap);
-  l.ang = const_rows_of(a.ang);
-  l.dt_bias = a.dt_bias.data<float>();
-  l.B_norm = a.B_norm.data<float>();
-  l.C_norm = a.C_norm.data<float>();
   l.B_bias = a.B_bias.data<float>();
   l.C_bias = a.C_bias.data<float>();
-  l.mimo_x = ptr_or_null_const(a.mimo_x);
   l.phase = ptr_or_null(a.phase);
   l.B_normed = ops::elements<float>(a.B_normed);
   l.C_normed = ops::elements<float>(a.C_normed);
@@ -64,24 +42,12 @@ void mamba3_prepare(Context& ctx, const ops::Mamba3PrepareArgs& a) {
 
 void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& a) {
   Mamba3ScanLaunch l;
-  l.B = a.q.dim(0);
-  l.H = a.q.dim(1);
-  l.L = a.q.dim(2);
-  l.R = a.q.dim(3);
-  l.N = a.q.dim(4);
-  l.P = a.v.dim(4);
+  static_cast<Mamba3ScanInputs&>(l) = mamba3_scan_inputs(a);
   if (l.N > 1024) throw Error(cat("op 'mamba3_scan': backend 'cuda' takes a state size of at most 1024, not ", l.N));
   if (mamba3_scan_step_bytes(l.R, l.N) > 48 * 1024)
     throw Error(cat("op 'mamba3_scan': backend 'cuda' takes rank x state size of at most ~6000, not ", l.R, " x ",
                     l.N));
   if (l.B * l.H * l.L == 0) return;
-  l.q = a.q.data<float>();
-  l.k = a.k.data<float>();
-  l.v = a.v.data<float>();
-  l.dt = a.dt.data<float>();
-  l.A = a.A.data<float>();
-  l.lam = a.lam.data<float>();
-  l.D = ptr_or_null_const(a.D);
   l.o = ops::elements<float>(a.o);
   if (a.ssm.defined()) {
     l.ssm = ops::elements<float>(a.ssm);
@@ -122,20 +88,10 @@ void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& a) {
 
 void mamba3_output(Context& ctx, const ops::Mamba3OutputArgs& a) {
   Mamba3OutputLaunch l;
-  l.B = a.o.dim(0);
-  l.H = a.o.dim(1);
-  l.L = a.o.dim(2);
-  l.R = a.rank;
-  l.P = a.o.dim(4);
+  static_cast<Mamba3OutputInputs&>(l) = mamba3_output_inputs(a);
   if (l.R > kMamba3MaxRank)
     throw Error(cat("op 'mamba3_output': backend 'cuda' takes a MIMO rank of at most ", kMamba3MaxRank, ", not ", l.R));
   if (l.B * l.L * l.H == 0) return;
-  l.o = a.o.data<float>();
-  l.z = const_rows_of(a.z);
-  l.mimo_z = ptr_or_null_const(a.mimo_z);
-  l.mimo_o = ptr_or_null_const(a.mimo_o);
-  l.norm = ptr_or_null_const(a.norm);
-  l.norm_eps = a.norm_eps;
   l.y = rows_of(a.y);
   launch_mamba3_output(l, stream(ctx));
   check_launch("mamba3_output");

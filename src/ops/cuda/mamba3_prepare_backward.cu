@@ -86,8 +86,8 @@ __global__ void steps_kernel(Mamba3PrepareBackwardLaunch a) {
   const int64_t step = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (step >= a.B * a.H * a.L) return;
   const int64_t bh = step / a.L, t = step % a.L, b = bh / a.H, h = bh % a.H, row = b * a.L + t;
-  const float pre = at(a.ddt_in, row, h) + a.dt_bias[h];
-  float grad_dt = a.ddt[step];
+  const float pre = at(a.ddt, row, h) + a.dt_bias[h];
+  float grad_dt = a.d_dt[step];
   for (int64_t j = 0; j < a.S; ++j)
     grad_dt += a.dphase[step * a.S + j] * (kPi * tanhf(at(a.ang, row, j)));
   at(a.dddt, row, h) = grad_dt * sigmoid_of(pre);
@@ -108,7 +108,7 @@ __global__ void rates_kernel(Mamba3PrepareBackwardLaunch a) {
   float drate = 0.f;
   for (int64_t h = 0; h < a.H; ++h) {
     const int64_t step = (b * a.H + h) * a.L + t;
-    drate += a.dphase[step * a.S + j] * softplus_of(at(a.ddt_in, row, h) + a.dt_bias[h]);
+    drate += a.dphase[step * a.S + j] * softplus_of(at(a.ddt, row, h) + a.dt_bias[h]);
   }
   const float th = tanhf(at(a.ang, row, j));
   at(a.dang, row, j) = drate * kPi * (1.f - th * th);

@@ -8,8 +8,12 @@
 // it; reuse is safe because every later use is ordered after it: kernels of
 // the same context run in order on its stream, and host copies and memsets
 // go through the legacy default stream, which waits for blocking streams.
-// Two contexts computing at once on different streams could race on a
-// reused block: the engine runs one cuda context per computation.
+// Two contexts computing at once on different streams of one device could
+// race on a reused block: the engine runs one cuda context per device and
+// computation. Each device has its own cache (a block belongs to the
+// device it was allocated on), and every function makes the tensor's device
+// current for its call, so that tensors of several GPUs can be made, copied
+// and freed from any thread (ssm serve keeps a model on each).
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "ops/cuda/runtime.h"
+#include "ssm/core/error.h"
 #include "ssm/tensor/device.h"
 
 namespace ssm::cuda {
@@ -42,14 +47,19 @@ struct Cache {
   }
 };
 
-Cache& cache() {
-  static Cache* c = new Cache;  // never destroyed: tensors may outlive static destructors
-  return *c;
+constexpr int kMaxDevices = 64;
+
+Cache& cache(Device device) {
+  SSM_CHECK(device.index >= 0 && device.index < kMaxDevices, "cuda device index ", device.index, " out of range");
+  // Never destroyed: tensors may outlive static destructors.
+  static Cache* caches = new Cache[kMaxDevices];
+  return caches[device.index];
 }
 
-void* allocate(Device, size_t bytes) {
+void* allocate(Device device, size_t bytes) {
   const size_t cls = size_class(bytes);
-  Cache& c = cache();
+  Cache& c = cache(device);
+  const DeviceGuard on(device.index);
   std::lock_guard lock(c.mutex);
   auto it = c.free_blocks.find(cls);
   if (it != c.free_blocks.end() && !it->second.empty()) {
@@ -73,9 +83,9 @@ void* allocate(Device, size_t bytes) {
   return p;
 }
 
-void release(Device, void* p) {
+void release(Device device, void* p) {
   if (!p) return;
-  Cache& c = cache();
+  Cache& c = cache(device);
   std::lock_guard lock(c.mutex);
   auto it = c.live.find(p);
   if (it == c.live.end()) return;
@@ -84,21 +94,33 @@ void release(Device, void* p) {
   c.live.erase(it);
 }
 
-void copy_to_host(Device, void* host_dst, const void* src, size_t bytes) {
-  if (bytes) check(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy to the host");
+// On the tensor's device: the legacy default stream of that device waits
+// for its contexts' (blocking) streams, so a copy sees their results.
+void copy_to_host(Device device, void* host_dst, const void* src, size_t bytes) {
+  if (!bytes) return;
+  const DeviceGuard on(device.index);
+  check(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy to the host");
 }
-void copy_from_host(Device, void* dst, const void* host_src, size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "copy from the host");
+void copy_from_host(Device device, void* dst, const void* host_src, size_t bytes) {
+  if (!bytes) return;
+  const DeviceGuard on(device.index);
+  check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "copy from the host");
 }
-void copy_on_device(Device, void* dst, const void* src, size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "copy on the device");
+// Both sides on `device` (tensors on two GPUs go through the host).
+void copy_on_device(Device device, void* dst, const void* src, size_t bytes) {
+  if (!bytes) return;
+  const DeviceGuard on(device.index);
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "copy on the device");
 }
-void fill_zero(Device, void* dst, size_t bytes) {
-  if (bytes) check(cudaMemset(dst, 0, bytes), "memset");
+void fill_zero(Device device, void* dst, size_t bytes) {
+  if (!bytes) return;
+  const DeviceGuard on(device.index);
+  check(cudaMemset(dst, 0, bytes), "memset");
 }
-void usage(Device, uint64_t* peak_bytes, uint64_t* total_bytes) {
+void usage(Device device, uint64_t* peak_bytes, uint64_t* total_bytes) {
+  const DeviceGuard on(device.index);
   {
-    Cache& c = cache();
+    Cache& c = cache(device);
     std::lock_guard lock(c.mutex);
     *peak_bytes = c.peak_bytes;
   }

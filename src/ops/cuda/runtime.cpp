@@ -22,13 +22,29 @@ void check(cublasStatus_t status, const char* what) {
 
 void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
 
-CudaResources::CudaResources() {
+DeviceGuard::DeviceGuard(int device) {
+  int current = 0;
+  check(cudaGetDevice(&current), "cudaGetDevice");
+  if (current == device) return;
+  check(cudaSetDevice(device), "cudaSetDevice");
+  previous_ = current;
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
+CudaResources::CudaResources(int device_index) : device(device_index) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     cudaGetLastError();  // clear the sticky error of a machine without a GPU
     throw Error("cuda: no CUDA device is available (backend 'cuda' needs an NVIDIA GPU)");
   }
-  check(cudaSetDevice(0), "cudaSetDevice");
+  if (device < 0 || device >= devices)
+    throw Error(cat("cuda: there is no device ", device, ": this machine has ", devices, " (0 to ", devices - 1, ")"));
+  // The stream and the library handles belong to the device current when
+  // they are made; the constructing thread keeps it current afterwards.
+  check(cudaSetDevice(device), "cudaSetDevice");
   const char* round = std::getenv("SSM_CUDA_ROUND_ACTIVATIONS");
   round_activations = round && std::string_view(round) == "1";
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
@@ -80,6 +96,7 @@ void CudaResources::abandon_record() {
 }
 
 CudaResources::~CudaResources() {
+  const DeviceGuard on(device);
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   if (blas_lt) cublasLtDestroy(blas_lt);
   if (blas) cublasDestroy(blas);
@@ -93,6 +110,11 @@ CudaResources::~CudaResources() {
 CudaResources& resources(Context& ctx) {
   auto* r = dynamic_cast<CudaResources*>(ctx.resources());
   SSM_CHECK(r, "context of backend '", ctx.backend().name(), "' has no CUDA resources");
+  // Every kernel, copy and library call of a context goes through here: its
+  // device becomes the thread's current one (a thread-local read when it
+  // already is, the usual case).
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != r->device) check(cudaSetDevice(r->device), "cudaSetDevice");
   return *r;
 }
 

@@ -20,9 +20,15 @@ namespace ssm::cuda {
 void check(cudaError_t status, const char* what);
 void check(cublasStatus_t status, const char* what);
 
+// A context's stream and handles live on one device. Kernels launch on the
+// calling thread's current device, so resources(ctx) makes the context's
+// device current first: a context may be made on one thread and computed
+// with on another (ssm serve's schedulers), and several contexts on
+// different devices may compute at once, each on its own thread.
 class CudaResources : public BackendResources {
  public:
-  CudaResources();
+  // ssm::Error when there is no GPU, or no GPU of that ordinal.
+  explicit CudaResources(int device = 0);
   ~CudaResources() override;
   CudaResources(const CudaResources&) = delete;
   CudaResources& operator=(const CudaResources&) = delete;
@@ -38,6 +44,7 @@ class CudaResources : public BackendResources {
     return true;
   }
 
+  int device = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   cublasLtHandle_t blas_lt = nullptr;
@@ -55,6 +62,20 @@ class CudaResources : public BackendResources {
 
 CudaResources& resources(Context& ctx);
 inline cudaStream_t stream(Context& ctx) { return resources(ctx).stream; }
+
+// Makes `device` the calling thread's current device (CUDA keeps one per
+// host thread) and puts the previous one back when it goes: the memory
+// functions, called from any thread, work on the device a tensor lives on.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
 
 // After a launch: ssm::Error naming the kernel when the launch failed.
 void check_launch(const char* kernel);

@@ -298,6 +298,7 @@ void add_train_kernels(OpTable& t) {
   t.head_cross_entropy = &head_cross_entropy;
   t.adamw = &adamw;
   add_mamba3_attention_backward_kernels(t);
+  add_hybrid_backward_kernels(t);
 }
 
 }  // namespace ssm::cuda

@@ -5,5 +5,6 @@
 namespace ssm {
 
 const Backend* cuda_backend_if_built() { return nullptr; }
+const Backend* cuda_backend_on_device(int) { return nullptr; }
 
 }  // namespace ssm

@@ -363,6 +363,22 @@ export class WebGpuModel {
     return this.readLogits(buf, B * L);
   }
 
+  // One sequence: feeds ids (integers, or a GPU buffer of one token) and
+  // reads back the last position's logits (vocab_size floats).
+  async lastLogits(ids) {
+    const idsBuf = ids instanceof GPUBuffer ? ids : this.uploadIds(ids);
+    const L = ids instanceof GPUBuffer ? 1 : ids.length;
+    return this.readLogits(this.queueForward(idsBuf, 1, L, 'last'), 1);
+  }
+
+  // One sequence: feeds ids into the state, nothing read back but the end
+  // of the work (so that errors surface here).
+  async feed(ids) {
+    this.queueForward(this.uploadIds(ids), 1, ids.length, 'last');
+    this.gpu.submit();
+    await this.gpu.device.queue.onSubmittedWorkDone();
+  }
+
   async readLogits(buf, rows) {
     const Vp = this.cfg.vocabPadded, V = this.cfg.vocab;
     const all = await this.gpu.readF32(buf, 0, rows * Vp);

@@ -1,6 +1,21 @@
 // Projections, norms, the embedding lookup: the dense ops every model runs.
 import { ENTRY_1D } from './common.mjs';
 
+// The bindings of linear and linear_rows, and their write of one output:
+// y[row, col] = v + bias[col] (when has_bias), stored or added to y (when
+// accumulate).  params: ... y_off y_ld has_bias accumulate (5..8)
+const LINEAR_IO = /* wgsl */ `
+@group(0) @binding(1) var<storage, read> X: array<f32>;
+@group(0) @binding(2) var<storage, read> W: array<f32>;
+@group(0) @binding(3) var<storage, read> Bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> Y: array<f32>;
+fn store_y(row: u32, col: u32, acc: f32) {
+  var v = acc;
+  if (pu(7u) != 0u) { v += Bias[col]; }
+  let at = pu(5u) + row * pu(6u) + col;
+  if (pu(8u) != 0u) { Y[at] = Y[at] + v; } else { Y[at] = v; }
+}`;
+
 // y[r, o] (+)= sum_i x[r, i] W[o, i] + bias[o]: a Linear with W stored
 // (out, in). A workgroup of 16 x 16 threads makes a 32 x 64 tile of y, each
 // thread 2 rows x 4 columns (columns 16 apart); each step stages 32 columns
@@ -8,10 +23,7 @@ import { ENTRY_1D } from './common.mjs';
 // 32 times, and barriers (costly on a CPU adapter) come once per 32 of K.
 // params: M N K x_off x_ld y_off y_ld has_bias accumulate
 export const linear = /* wgsl */ `
-@group(0) @binding(1) var<storage, read> X: array<f32>;
-@group(0) @binding(2) var<storage, read> W: array<f32>;
-@group(0) @binding(3) var<storage, read> Bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> Y: array<f32>;
+${LINEAR_IO}
 var<workgroup> xs: array<array<f32, 33>, 32>;
 var<workgroup> ws: array<array<f32, 33>, 64>;
 @compute @workgroup_size(16, 16)
@@ -52,10 +64,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     for (var j = 0u; j < 4u; j++) {
       let col = col0 + lid.x + 16u * j;
       if (row < M && col < N) {
-        var v = acc[i][j];
-        if (pu(7u) != 0u) { v += Bias[col]; }
-        let at = pu(5u) + row * pu(6u) + col;
-        if (pu(8u) != 0u) { Y[at] = Y[at] + v; } else { Y[at] = v; }
+        store_y(row, col, acc[i][j]);
       }
     }
   }
@@ -65,10 +74,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 // each thread one output, the row of x staged in workgroup memory in pieces.
 // params: M N K x_off x_ld y_off y_ld has_bias accumulate
 export const linear_rows = /* wgsl */ `
-@group(0) @binding(1) var<storage, read> X: array<f32>;
-@group(0) @binding(2) var<storage, read> W: array<f32>;
-@group(0) @binding(3) var<storage, read> Bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> Y: array<f32>;
+${LINEAR_IO}
 var<workgroup> xs: array<f32, 256>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -91,11 +97,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     }
     workgroupBarrier();
   }
-  if (col < N) {
-    if (pu(7u) != 0u) { acc += Bias[col]; }
-    let at = pu(5u) + row * pu(6u) + col;
-    if (pu(8u) != 0u) { Y[at] = Y[at] + acc; } else { Y[at] = acc; }
-  }
+  if (col < N) { store_y(row, col, acc); }
 }`;
 
 // out[r, :] = E[ids[r], :] * scale, for the ids in [r0, r1) this piece of

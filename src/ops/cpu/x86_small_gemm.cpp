@@ -1,0 +1,135 @@
+// The small F32 products of the chunked scans (SSD and Mamba-3: chunks of
+// 64 steps, heads of 64 channels, states of 128) with AVX-512. OpenBLAS
+// 0.3.21 runs its AVX2 kernels on Zen 5 (docs/CPU.md) and packs both
+// operands on every call, which for products of 64 x 64 x 128 costs about
+// as much as the multiply-adds; these shapes made up most of the scan's
+// prefill time. Here op(B) is read as stored when it is (K, N) row-major
+// and transposed once into a buffer on the stack otherwise; op(A) is read
+// one element at a time (broadcast), whatever its layout. A tile of 4 rows
+// of C by 64 columns keeps 16 accumulators in registers; each output is one
+// F32 sum over k in ascending order.
+#if defined(__x86_64__)
+// GCC 12's _mm512_undefined_* initialise a variable from itself, which
+// -Wuninitialized reports wherever they are inlined.
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+
+#include "ops/cpu/x86_kernels.h"
+
+#define SSM_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+
+namespace ssm::cpu {
+
+bool small_gemm_fits(bool trans_b, int64_t M, int64_t N, int64_t K) {
+  if (M > kSmallGemmMax || N > kSmallGemmMax || K > kSmallGemmMax) return false;
+  return !trans_b || K * N <= kSmallGemmPack;
+}
+
+#if defined(__x86_64__)
+namespace {
+
+constexpr int kRows = 4;     // rows of C per tile
+constexpr int kVectors = 4;  // vectors of 16 columns per tile
+
+// sums[r][16 v + lane] for r < MR: op(A) element (m, k) at
+// A[m * a_row + k * a_col], op(B) row k at B + k * ldb, columns past `mask`
+// zero. The sums go to memory with no condition in between, so that the
+// accumulators stay in registers (with the alpha/beta epilogue here, GCC 12
+// kept them on the stack across the k loop).
+template <int MR>
+SSM_TARGET_AVX512 void tile(int64_t K, const float* A, int64_t a_row, int64_t a_col, const float* B,
+                            int64_t ldb, const __mmask16* mask, float* sums) {
+  const __mmask16 m0 = mask[0], m1 = mask[1], m2 = mask[2], m3 = mask[3];
+  __m512 acc[MR][kVectors];
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const float* b = B + k * ldb;
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, b), b1 = _mm512_maskz_loadu_ps(m1, b + 16);
+    const __m512 b2 = _mm512_maskz_loadu_ps(m2, b + 32), b3 = _mm512_maskz_loadu_ps(m3, b + 48);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 a = _mm512_set1_ps(A[r * a_row + k * a_col]);
+      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_ps(a, b2, acc[r][2]);
+      acc[r][3] = _mm512_fmadd_ps(a, b3, acc[r][3]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < kVectors; ++v) _mm512_store_ps(sums + r * 64 + 16 * v, acc[r][v]);
+}
+
+// C[r][..] = alpha sums[r][..] + beta C[r][..] over the columns of `mask`.
+SSM_TARGET_AVX512 void finish(int rows, const float* sums, const __mmask16* mask, float alpha,
+                              float beta, float* C, int64_t ldc) {
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (int r = 0; r < rows; ++r)
+    for (int v = 0; v < kVectors; ++v) {
+      if (!mask[v]) continue;
+      float* c = C + r * ldc + 16 * v;
+      __m512 out = _mm512_mul_ps(_mm512_load_ps(sums + r * 64 + 16 * v), va);
+      // beta 0: C is not read (it may hold anything before a first product).
+      if (beta != 0.f) out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], c), out);
+      _mm512_mask_storeu_ps(c, mask[v], out);
+    }
+}
+
+SSM_TARGET_AVX512 void product(int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                               int64_t a_row, int64_t a_col, const float* B, int64_t ldb,
+                               float beta, float* C, int64_t ldc) {
+  for (int64_t n0 = 0; n0 < N; n0 += 16 * kVectors) {
+    __mmask16 mask[kVectors];
+    for (int v = 0; v < kVectors; ++v) {
+      const int64_t left = std::clamp<int64_t>(N - n0 - 16 * v, 0, 16);
+      mask[v] = static_cast<__mmask16>((1u << left) - 1);
+    }
+    const float* b = B + n0;
+    alignas(64) float sums[kRows * 64];
+    for (int64_t m = 0; m < M; m += kRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m));
+      const float* a = A + m * a_row;
+      switch (rows) {
+        case 4:
+          tile<4>(K, a, a_row, a_col, b, ldb, mask, sums);
+          break;
+        case 3:
+          tile<3>(K, a, a_row, a_col, b, ldb, mask, sums);
+          break;
+        case 2:
+          tile<2>(K, a, a_row, a_col, b, ldb, mask, sums);
+          break;
+        default:
+          tile<1>(K, a, a_row, a_col, b, ldb, mask, sums);
+          break;
+      }
+      finish(rows, sums, mask, alpha, beta, C + m * ldc + n0, ldc);
+    }
+  }
+}
+
+}  // namespace
+
+SSM_TARGET_AVX512 void small_gemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                                         int64_t K, float alpha, const float* A, int64_t lda,
+                                         const float* B, int64_t ldb, float beta, float* C,
+                                         int64_t ldc) {
+  const int64_t a_row = trans_a ? 1 : lda, a_col = trans_a ? lda : 1;
+  if (!trans_b) return product(M, N, K, alpha, A, a_row, a_col, B, ldb, beta, C, ldc);
+  // B is (N, K): its transpose, (K, N) rows, into a buffer (64 KiB at most).
+  alignas(64) float bt[kSmallGemmPack];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) bt[k * N + n] = B[n * ldb + k];
+  product(M, N, K, alpha, A, a_row, a_col, bt, N, beta, C, ldc);
+}
+#else
+void small_gemm_avx512(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                       const float*, int64_t, float, float*, int64_t) {}
+#endif
+
+}  // namespace ssm::cpu

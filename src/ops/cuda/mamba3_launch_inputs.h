@@ -1,0 +1,78 @@
+// The Mamba-3 ops' sizes and inputs as launch_mamba3.h's plain views, for
+// the forward launchers (mamba3_ops.cpp) and the backward ones
+// (mamba3_attention_backward_ops.cpp) alike: one place reads the op
+// arguments' shapes and pointers.
+#pragma once
+
+#include "ops/cuda/launch_mamba3.h"
+#include "ops/cuda/views.h"
+#include "ssm/ops/mamba3.h"
+
+namespace ssm::cuda {
+
+inline const float* const_or_null(const Tensor& t) {
+  return t.defined() ? t.data<float>() : nullptr;
+}
+
+inline Mamba3PrepareInputs mamba3_prepare_inputs(const ops::Mamba3PrepareArgs& a) {
+  Mamba3PrepareInputs l;
+  l.B = a.x.dim(0);
+  l.L = a.x.dim(1);
+  l.H = a.heads;
+  l.P = a.x.cols() / a.heads;
+  l.G = a.groups;
+  l.R = a.rank;
+  l.N = a.B.cols() / (l.R * l.G);
+  l.S = a.ang.cols();
+  l.halves = a.pairs == ops::RotaryPairs::kHalves;
+  l.A_floor = a.A_floor;
+  l.norm_eps = a.norm_eps;
+  l.x = const_rows_of(a.x);
+  l.Bm = const_rows_of(a.B);
+  l.C = const_rows_of(a.C);
+  l.ddt = const_rows_of(a.ddt);
+  l.ddA = const_rows_of(a.ddA);
+  l.trap = const_rows_of(a.trap);
+  l.ang = const_rows_of(a.ang);
+  l.dt_bias = a.dt_bias.data<float>();
+  l.B_norm = a.B_norm.data<float>();
+  l.C_norm = a.C_norm.data<float>();
+  l.mimo_x = const_or_null(a.mimo_x);
+  return l;
+}
+
+inline Mamba3ScanInputs mamba3_scan_inputs(const ops::Mamba3ScanArgs& a) {
+  Mamba3ScanInputs l;
+  l.B = a.q.dim(0);
+  l.H = a.q.dim(1);
+  l.L = a.q.dim(2);
+  l.R = a.q.dim(3);
+  l.N = a.q.dim(4);
+  l.P = a.v.dim(4);
+  l.q = a.q.data<float>();
+  l.k = a.k.data<float>();
+  l.v = a.v.data<float>();
+  l.dt = a.dt.data<float>();
+  l.A = a.A.data<float>();
+  l.lam = a.lam.data<float>();
+  l.D = const_or_null(a.D);
+  return l;
+}
+
+inline Mamba3OutputInputs mamba3_output_inputs(const ops::Mamba3OutputArgs& a) {
+  Mamba3OutputInputs l;
+  l.B = a.o.dim(0);
+  l.H = a.o.dim(1);
+  l.L = a.o.dim(2);
+  l.R = a.rank;
+  l.P = a.o.dim(4);
+  l.o = a.o.data<float>();
+  l.z = const_rows_of(a.z);
+  l.mimo_z = const_or_null(a.mimo_z);
+  l.mimo_o = const_or_null(a.mimo_o);
+  l.norm = const_or_null(a.norm);
+  l.norm_eps = a.norm_eps;
+  return l;
+}
+
+}  // namespace ssm::cuda
