@@ -47,43 +47,21 @@ ModelConfig parse_hf_falcon_h1(const Json& j, const std::string& source) {
   for (int64_t i = 0; i < m.n_layer; ++i)
     m.attn_layer_idx.push_back(i);  // each layer has a KV cache
 
+  read_mamba_prefixed_keys(r, m, [&](Mamba2Config& c) {
+    // in_proj's bias is mamba_proj_bias, out_proj's projectors_bias: one flag here.
+    if (r.boolean("projectors_bias", false) != c.proj_bias)
+      throw Error(cat(source, ": mamba_proj_bias and projectors_bias differ (not supported)"));
+    c.rmsnorm = r.boolean("mamba_rms_norm", false);
+    c.norm_before_gate = r.boolean("mamba_norm_before_gate", true);
+    if (!r.raw("mamba_d_ssm").is_null()) c.d_ssm = r.positive("mamba_d_ssm", 0);
+  });
   Mamba2Config& c = m.mamba2;
-  m.ssm_kind = MixerKind::kMamba2;
-  c.d_model = m.d_model;
-  c.d_state = r.positive("mamba_d_state", 256);
-  c.d_conv = r.positive("mamba_d_conv", 4);
-  c.expand = r.positive("mamba_expand", 2);
-  c.headdim = r.positive("mamba_d_head", 64);
-  c.ngroups = r.positive("mamba_n_groups", 1);
-  c.chunk_size = r.positive("mamba_chunk_size", 256);
-  c.conv_bias = r.boolean("mamba_conv_bias", true);
-  c.proj_bias = r.boolean("mamba_proj_bias", false);
-  // in_proj's bias is mamba_proj_bias, out_proj's projectors_bias: one flag here.
-  if (r.boolean("projectors_bias", false) != c.proj_bias)
-    throw Error(cat(source, ": mamba_proj_bias and projectors_bias differ (not supported)"));
-  c.rmsnorm = r.boolean("mamba_rms_norm", false);
-  c.norm_before_gate = r.boolean("mamba_norm_before_gate", true);
-  c.norm_eps = m.norm_eps;
-  const Json& d_ssm = r.raw("mamba_d_ssm");
-  if (!d_ssm.is_null()) c.d_ssm = r.positive("mamba_d_ssm", 0);
-  read_time_step_limit(r, c);
-  validate_mamba2(c, source);
-  const int64_t heads = r.positive("mamba_n_heads", c.nheads());
-  if (heads != c.nheads())
-    throw Error(cat(source, ": mamba_n_heads (", heads, ") != mamba_d_ssm / mamba_d_head (",
-                    c.nheads(), ")"));
   c.in_multiplier = multiplier(r, "ssm_in_multiplier");
   const std::vector<float> parts = multipliers(r, "ssm_multipliers", 5);
   std::copy(parts.begin(), parts.end(), c.part_multipliers.begin());
 
+  read_split_attention(r, m);
   AttentionConfig& a = m.attention;
-  a.d_model = m.d_model;
-  a.split_projections = true;
-  a.num_heads = r.positive("num_attention_heads", 0, true);
-  a.num_heads_kv = r.positive("num_key_value_heads", a.num_heads);
-  a.head_dim = r.positive("head_dim", m.d_model / a.num_heads);
-  a.qkv_proj_bias = a.out_proj_bias = r.boolean("attention_bias", false);
-  check_divides(source, "num_attention_heads", a.num_heads, "num_key_value_heads", a.num_heads_kv);
   read_rope(r, a);
   a.key_multiplier = multiplier(r, "key_multiplier");
 

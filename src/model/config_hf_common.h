@@ -2,6 +2,8 @@
 // index lists, rotary settings, dt limits.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "model/config_reader.h"
@@ -83,6 +85,44 @@ inline void read_time_step_limit(Reader& r, Mamba2Config& c) {
   c.dt_limit_lo = json_number(lim[0], r.where() + ": time_step_limit");
   c.dt_limit_hi = json_number(lim[1], r.where() + ": time_step_limit");
   if (c.dt_limit_lo > c.dt_limit_hi) throw Error(cat(r.where(), ": time_step_limit lower bound exceeds upper"));
+}
+
+// The mamba_* keys of Bamba, Granite 4.0-H and Falcon-H1 into a Mamba-2;
+// `more` reads a family's own keys before the whole is validated.
+inline void read_mamba_prefixed_keys(Reader& r, ModelConfig& m,
+                                     const std::function<void(Mamba2Config&)>& more = {}) {
+  const std::string& source = r.where();
+  Mamba2Config& c = m.mamba2;
+  m.ssm_kind = MixerKind::kMamba2;
+  c.d_model = m.d_model;
+  c.d_state = r.positive("mamba_d_state", 256);
+  c.d_conv = r.positive("mamba_d_conv", 4);
+  c.expand = r.positive("mamba_expand", 2);
+  c.headdim = r.positive("mamba_d_head", 64);
+  c.ngroups = r.positive("mamba_n_groups", 1);
+  c.chunk_size = r.positive("mamba_chunk_size", 256);
+  c.conv_bias = r.boolean("mamba_conv_bias", true);
+  c.proj_bias = r.boolean("mamba_proj_bias", false);
+  c.norm_eps = m.norm_eps;
+  if (more) more(c);
+  read_time_step_limit(r, c);
+  validate_mamba2(c, source);
+  const int64_t heads = r.positive("mamba_n_heads", c.nheads());
+  if (heads != c.nheads())
+    throw Error(cat(source, ": mamba_n_heads (", heads, ") != the inner width / mamba_d_head (", c.nheads(), ")"));
+}
+
+// Attention with split q/k/v/o projections from num_attention_heads and
+// friends (rotary settings apart: the families differ there).
+inline void read_split_attention(Reader& r, ModelConfig& m) {
+  AttentionConfig& a = m.attention;
+  a.d_model = m.d_model;
+  a.split_projections = true;
+  a.num_heads = r.positive("num_attention_heads", 0, true);
+  a.num_heads_kv = r.positive("num_key_value_heads", a.num_heads);
+  a.head_dim = r.positive("head_dim", m.d_model / a.num_heads);
+  a.qkv_proj_bias = a.out_proj_bias = r.boolean("attention_bias", false);
+  check_divides(r.where(), "num_attention_heads", a.num_heads, "num_key_value_heads", a.num_heads_kv);
 }
 
 inline void require_silu(Reader& r, const char* key) {

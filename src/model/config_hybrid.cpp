@@ -2,44 +2,6 @@
 #include "model/config_hf_common.h"
 
 namespace ssm::config_detail {
-namespace {
-
-// The mamba_* keys Bamba and Granite 4.0-H share.
-void read_bamba_style_mamba(Reader& r, ModelConfig& m) {
-  const std::string& source = r.where();
-  Mamba2Config& c = m.mamba2;
-  m.ssm_kind = MixerKind::kMamba2;
-  c.d_model = m.d_model;
-  c.d_state = r.positive("mamba_d_state", 256);
-  c.d_conv = r.positive("mamba_d_conv", 4);
-  c.expand = r.positive("mamba_expand", 2);
-  c.headdim = r.positive("mamba_d_head", 64);
-  c.ngroups = r.positive("mamba_n_groups", 1);
-  c.chunk_size = r.positive("mamba_chunk_size", 256);
-  c.conv_bias = r.boolean("mamba_conv_bias", true);
-  c.proj_bias = r.boolean("mamba_proj_bias", false);
-  c.norm_eps = m.norm_eps;
-  read_time_step_limit(r, c);
-  validate_mamba2(c, source);
-  const int64_t heads = r.positive("mamba_n_heads", c.nheads());
-  if (heads != c.nheads())
-    throw Error(cat(source, ": mamba_n_heads (", heads, ") != mamba_expand * hidden_size / mamba_d_head (",
-                    c.nheads(), ")"));
-}
-
-// Attention with split projections from num_attention_heads and friends.
-void read_attention(Reader& r, ModelConfig& m) {
-  AttentionConfig& a = m.attention;
-  a.d_model = m.d_model;
-  a.split_projections = true;
-  a.num_heads = r.positive("num_attention_heads", 0, true);
-  a.num_heads_kv = r.positive("num_key_value_heads", a.num_heads);
-  a.head_dim = r.positive("head_dim", m.d_model / a.num_heads);
-  a.qkv_proj_bias = a.out_proj_bias = r.boolean("attention_bias", false);
-  check_divides(r.where(), "num_attention_heads", a.num_heads, "num_key_value_heads", a.num_heads_kv);
-}
-
-}  // namespace
 
 ModelConfig parse_hf_bamba(const Json& j, const std::string& source) {
   Reader r(j, source);
@@ -49,10 +11,10 @@ ModelConfig parse_hf_bamba(const Json& j, const std::string& source) {
       1e-5);
   read_hf_swiglu_mlp(r, m);
 
-  read_bamba_style_mamba(r, m);
+  read_mamba_prefixed_keys(r, m);
 
   m.attn_layer_idx = layer_indices(r, "attn_layer_indices", m.n_layer);
-  read_attention(r, m);
+  read_split_attention(r, m);
   read_rope(r, m.attention);
   return m;
 }
@@ -80,8 +42,8 @@ ModelConfig parse_hf_granite_hybrid(const Json& j, const std::string& source) {
     if (m.layer_kinds.back() == MixerKind::kAttention)
       m.attn_layer_idx.push_back(static_cast<int64_t>(m.layer_kinds.size()) - 1);
   }
-  read_bamba_style_mamba(r, m);
-  read_attention(r, m);
+  read_mamba_prefixed_keys(r, m);
+  read_split_attention(r, m);
   m.attention.softmax_scale = r.number("attention_multiplier", 0.0);
   const std::string pos = r.string("position_embedding_type", "rope");
   if (pos == "rope") {

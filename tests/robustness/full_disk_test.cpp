@@ -131,5 +131,29 @@ TEST(FullDisk, ConvertCommand) {
   expect_only(out.path(), {"model.safetensors", "config.json"});
 }
 
+// ssm init over an earlier model, its shards refused by the disk: the
+// earlier model's files are untouched and no shard, index or temp file of
+// the new one is left.
+TEST(FullDisk, InitCommand) {
+  TempDir dir, out;
+  const fs::path log = dir / "log", config = dir / "config.json";
+  write_bytes(config, R"({"architectures": ["MambaForCausalLM"], "model_type": "mamba", "hidden_size": 128,
+    "num_hidden_layers": 4, "vocab_size": 1024, "state_size": 16, "tie_word_embeddings": true})");
+  ASSERT_EQ(reap(spawn_program({SSM_CLI_PATH, "init", "--config", config.string(), "--out", out.path().string()},
+                               log.string())),
+            0)
+      << read_file(log);
+  const std::string old = read_file(out / "model.safetensors");
+  const int code = reap(spawn_program({SSM_CLI_PATH, "init", "--force", "--config", config.string(), "--out",
+                                       out.path().string(), "--dtype", "bf16", "--shard-size", "1M", "--seed", "2"},
+                                      log.string(), 256 << 10));
+  const std::string message = read_file(log);
+  EXPECT_EQ(code, 1) << message;
+  EXPECT_NE(message.find("ssm: error: "), std::string::npos) << message;
+  EXPECT_NE(message.find("write failed: File too large"), std::string::npos) << message;
+  EXPECT_EQ(read_file(out / "model.safetensors"), old);
+  expect_only(out.path(), {"model.safetensors", "config.json"});
+}
+
 }  // namespace
 }  // namespace ssm::testing
