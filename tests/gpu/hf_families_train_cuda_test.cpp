@@ -3,13 +3,15 @@
 // relu^2 and GELU MLPs, mixtures of experts and Zamba2's shared block),
 // loaded as published, trained 8 F32 steps from one seed on the cpu backend
 // and on cuda: the losses agree step by step within 1e-4 relative and every
-// trained weight within 1e-3 of the cpu's (SPEC §7's normalised error,
-// max |gpu - cpu| / max |cpu| per tensor). This runs every backward op
+// weight's change by training within 2e-2 of the cpu's (max |gpu - cpu| /
+// max |cpu| over each tensor's changes). This runs every backward op
 // these families use on the GPU, the selective scan, router and routed
 // experts backwards among them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -60,19 +62,44 @@ TEST_P(GpuHfFamilyTraining, StepsAgreeWithTheCpu) {
   const std::vector<double> want = train(cpu, tokens, "cpu");
   const std::vector<double> got = train(gpu, tokens, "cuda");
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
+  double worst_loss = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_NEAR(got[i], want[i], 1e-4 * std::abs(want[i])) << "step " << i + 1;
+    worst_loss = std::max(worst_loss, std::abs(got[i] - want[i]) / std::abs(want[i]));
+  }
   EXPECT_LT(want.back(), want.front());  // it trains
 
-  std::map<std::string, Tensor> trained;
+  // Each weight's change by training, gpu against cpu, normalised by the
+  // cpu's largest change in that tensor. AdamW moves every weight by up to
+  // about lr a step whatever its gradient's size, so a gradient that is
+  // rounding noise on both devices (a relu^2 unit at its kink) moves its
+  // weight by a different lr-sized step: rounding shows up here at ~1e-3,
+  // a wrong gradient at ~1.
+  std::map<std::string, Tensor> initial, trained;
+  LanguageModel::load(dir).for_each_param(
+      [&](const std::string& name, Param& p) { initial[name] = p.value.clone(); });
   cpu.for_each_param([&](const std::string& name, Param& p) { trained[name] = host(p.value); });
+  auto change = [&](const std::string& name, const Tensor& now) {
+    Tensor d = now.to_f32();
+    const Tensor& from = initial.at(name);
+    for (int64_t i = 0; i < d.numel(); ++i) d.data<float>()[i] -= from.data<float>()[i];
+    return d;
+  };
   size_t compared = 0;
+  double worst_change = 0;
+  std::string worst_name;
   gpu.for_each_param([&](const std::string& name, Param& p) {
-    ASSERT_TRUE(trained.count(name)) << name;
-    EXPECT_LE(max_rel_error(host(p.value), trained[name]), 1e-3) << name;
+    ASSERT_TRUE(trained.count(name) && initial.count(name)) << name;
+    const double err = max_rel_error(change(name, host(p.value)), change(name, trained[name]));
+    EXPECT_LE(err, 2e-2) << name;
+    if (err >= worst_change) worst_change = err, worst_name = name;
     ++compared;
   });
   EXPECT_EQ(compared, trained.size());
+  RecordProperty("worst_loss_rel_error", std::to_string(worst_loss));
+  RecordProperty("worst_change_error", cat(worst_change, " (", worst_name, ")"));
+  std::printf("%s: losses within %.2e relative, weight changes within %.2e (%s)\n",
+              GetParam().c_str(), worst_loss, worst_change, worst_name.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GpuHfFamilyTraining,
