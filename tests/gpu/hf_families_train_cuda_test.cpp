@@ -2,9 +2,9 @@
 // tests/golden/models (Mamba-1, FalconMamba, and the hybrids with attention,
 // relu^2 and GELU MLPs, mixtures of experts and Zamba2's shared block),
 // loaded as published, trained 8 F32 steps from one seed on the cpu backend
-// and on cuda: the losses agree step by step within 1e-4 relative and every
-// weight's change by training within 2e-2 of the cpu's (max |gpu - cpu| /
-// max |cpu| over each tensor's changes). This runs every backward op
+// and on cuda: the losses agree step by step within 1e-4 relative and each
+// tensor's change by training within 1e-2 of the cpu's (the norm of the
+// difference over the norm of the cpu's change). This runs every backward op
 // these families use on the GPU, the selective scan, router and routed
 // experts backwards among them.
 #include <gtest/gtest.h>
@@ -69,12 +69,15 @@ TEST_P(GpuHfFamilyTraining, StepsAgreeWithTheCpu) {
   }
   EXPECT_LT(want.back(), want.front());  // it trains
 
-  // Each weight's change by training, gpu against cpu, normalised by the
-  // cpu's largest change in that tensor. AdamW moves every weight by up to
-  // about lr a step whatever its gradient's size, so a gradient that is
-  // rounding noise on both devices (a relu^2 unit at its kink) moves its
-  // weight by a different lr-sized step: rounding shows up here at ~1e-3,
-  // a wrong gradient at ~1.
+  // Each tensor's change by training, gpu against cpu: the norm of the
+  // difference over the cpu change's norm (a wrong gradient gives ~1), and,
+  // reported only, the largest element's difference over the largest
+  // change. AdamW moves every weight by about lr a step whatever its
+  // gradient's size, so a gradient that is rounding noise on both devices
+  // (a relu^2 unit at its kink) moves its few weights by different
+  // lr-sized steps: the emulated run (scripts/cuda-emulate, TRAIN=1) put
+  // nemotron_h_hf's up_proj at 1.1e-2 by the largest element, far less by
+  // the norm.
   std::map<std::string, Tensor> initial, trained;
   LanguageModel::load(dir).for_each_param(
       [&](const std::string& name, Param& p) { initial[name] = p.value.clone(); });
@@ -85,21 +88,37 @@ TEST_P(GpuHfFamilyTraining, StepsAgreeWithTheCpu) {
     for (int64_t i = 0; i < d.numel(); ++i) d.data<float>()[i] -= from.data<float>()[i];
     return d;
   };
+  // |a - b| / |b| over all elements (|a| when b is 0: a weight that did not move).
+  auto norm_error = [](const Tensor& a, const Tensor& b) {
+    double diff = 0, ref = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const double d = static_cast<double>(a.data<float>()[i]) - b.data<float>()[i];
+      diff += d * d;
+      ref += static_cast<double>(b.data<float>()[i]) * b.data<float>()[i];
+    }
+    return ref > 0 ? std::sqrt(diff / ref) : std::sqrt(diff);
+  };
   size_t compared = 0;
-  double worst_change = 0;
+  double worst_norm = 0, worst_max = 0;
   std::string worst_name;
   gpu.for_each_param([&](const std::string& name, Param& p) {
     ASSERT_TRUE(trained.count(name) && initial.count(name)) << name;
-    const double err = max_rel_error(change(name, host(p.value)), change(name, trained[name]));
-    EXPECT_LE(err, 2e-2) << name;
-    if (err >= worst_change) worst_change = err, worst_name = name;
+    const Tensor got_change = change(name, host(p.value)),
+                 want_change = change(name, trained[name]);
+    const double err = norm_error(got_change, want_change);
+    EXPECT_LE(err, 1e-2) << name;
+    if (err >= worst_norm) worst_norm = err, worst_name = name;
+    worst_max = std::max(worst_max, max_rel_error(got_change, want_change));
     ++compared;
   });
   EXPECT_EQ(compared, trained.size());
   RecordProperty("worst_loss_rel_error", std::to_string(worst_loss));
-  RecordProperty("worst_change_error", cat(worst_change, " (", worst_name, ")"));
-  std::printf("%s: losses within %.2e relative, weight changes within %.2e (%s)\n",
-              GetParam().c_str(), worst_loss, worst_change, worst_name.c_str());
+  RecordProperty("worst_change_norm_error", cat(worst_norm, " (", worst_name, ")"));
+  RecordProperty("worst_change_max_error", std::to_string(worst_max));
+  std::printf(
+      "%s: losses within %.2e relative; weight changes within %.2e by norm (%s), %.2e by "
+      "the largest element\n",
+      GetParam().c_str(), worst_loss, worst_norm, worst_name.c_str(), worst_max);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GpuHfFamilyTraining,
