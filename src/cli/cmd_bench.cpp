@@ -62,7 +62,7 @@ void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& repo
   LanguageModel model = LanguageModel::load(a.model, load_options(compute));
   const uint64_t limit = memory_limit(load_options(compute));
   const int64_t max_batch = *std::max_element(a.batches.begin(), a.batches.end());
-  check_memory_budget(model_memory_bytes(model) + kv_cache_bytes_per_token(model.config()) *
+  check_memory_budget(model_memory_bytes(model, load_options(compute).weights) + kv_cache_bytes_per_token(model.config()) *
                                                       static_cast<uint64_t>(max_batch * (a.prompt + a.decode)),
                       limit, a.model);
   const ModelCosts costs = model_costs(model);

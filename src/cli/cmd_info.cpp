@@ -100,7 +100,7 @@ OrderedJson info_json(const std::string& dir, const ComputeOptions& compute) {
           {"mlp_layers", mlps},
           {"mixer", mixer_json(c)},
           {"parameters", model.parameter_count()},
-          {"memory_bytes", model_memory_bytes(model)},
+          {"memory_bytes", model_memory_bytes(model, load_options(compute).weights)},
           {"state_bytes_per_sequence", state_bytes},
           {"kv_cache_bytes_per_token", kv_cache_bytes_per_token(c)},
           {"stored", stored_json(dir)}};

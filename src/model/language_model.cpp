@@ -196,8 +196,8 @@ LanguageModel LanguageModel::load(const std::filesystem::path& model_dir, const 
   const uint64_t lower_bound = min_model_bytes(config);
   if (lower_bound > std::max(limit, memory_limit({}))) check_memory_budget(lower_bound, limit, model_dir.string());
   LanguageModel model(std::move(config));
-  check_memory_budget(model_memory_bytes(model), limit, model_dir.string());
   check_projection_dtype(options.weights);
+  check_memory_budget(model_memory_bytes(model, options.weights), limit, model_dir.string());
   const auto [widened, stored] = fill_parameters(model, *open_checkpoint(model_dir), options.weights);
   // A BF16 checkpoint run with the default F32 weights takes twice its size
   // in memory; in its own dtype it is computed from the mapped file.

@@ -18,10 +18,13 @@ uint64_t sat_add(uint64_t a, uint64_t b) { return a > kMax - b ? kMax : a + b; }
 uint64_t sat_mul(uint64_t a, uint64_t b) { return (b != 0 && a > kMax / b) ? kMax : a * b; }
 uint64_t nonneg(int64_t v) { return v > 0 ? static_cast<uint64_t>(v) : 0; }
 
-uint64_t f32_bytes(const Shape& shape) {
-  uint64_t n = sizeof(float);
+// What a parameter of this shape takes in dtype; Q8 adds its F32 scale per
+// row (the last dimension is a row).
+uint64_t param_bytes(const Shape& shape, DType dtype) {
+  uint64_t n = 1;
   for (int64_t d : shape) n = sat_mul(n, nonneg(d));
-  return n;
+  const uint64_t rows = shape.empty() || shape.back() <= 0 ? 0 : n / static_cast<uint64_t>(shape.back());
+  return sat_add(sat_mul(n, dtype_size(dtype)), dtype == DType::kQ8 ? sat_mul(rows, sizeof(float)) : 0);
 }
 
 }  // namespace
@@ -90,9 +93,12 @@ uint64_t min_model_bytes(const ModelConfig& c) {
   return sat_add(n, sat_mul(D, 4));
 }
 
-uint64_t model_memory_bytes(LanguageModel& model) {
+uint64_t model_memory_bytes(LanguageModel& model, DType projections) {
   uint64_t n = sat_mul(nonneg(model.n_layer()), kLayerOverheadBytes);
-  model.for_each_param([&](const std::string&, Param& p) { n = sat_add(n, f32_bytes(p.shape)); });
+  model.for_each_param([&](const std::string&, Param& p) {
+    const bool projection = p.role == ParamRole::kWeight && p.shape.size() == 2;
+    n = sat_add(n, param_bytes(p.shape, projection ? projections : DType::kF32));
+  });
   return n;
 }
 
@@ -105,7 +111,7 @@ uint64_t kv_cache_bytes_per_token(const ModelConfig& c) {
 void check_memory_budget(uint64_t needed, uint64_t limit, const std::string& what) {
   if (needed <= limit) return;
   throw Error(cat(what, ": the model needs at least ", needed == kMax ? "more than 16 EiB" : format_bytes(needed),
-                  " (F32 parameters) but the memory limit is ", format_bytes(limit),
+                  " (its parameters) but the memory limit is ", format_bytes(limit),
                   "; raise it with --max-memory if the machine has room"));
 }
 

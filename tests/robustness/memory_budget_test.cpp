@@ -74,6 +74,27 @@ TEST(MemoryBudget, LoadRefusesAModelOverTheLimit) {
   }
 }
 
+// A model loaded with 16- or 8-bit projections is budgeted at what it then
+// holds, not at F32: a limit between the two loads it in BF16 and refuses
+// it in F32.
+TEST(MemoryBudget, LowPrecisionProjectionsAreBudgetedAtTheirSize) {
+  const std::string dir = golden_dir("mamba2_ssm_tiny");
+  LanguageModel shapes(load_model_config(dir + "/config.json"));
+  const uint64_t f32 = model_memory_bytes(shapes);
+  for (const DType dtype : {DType::kBF16, DType::kF16, DType::kQ8}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const uint64_t need = model_memory_bytes(shapes, dtype);
+    ASSERT_LT(need, f32);
+    LanguageModel loaded = LanguageModel::load(dir, LoadOptions{need, dtype});
+    uint64_t held = static_cast<uint64_t>(loaded.n_layer()) * kLayerOverheadBytes;
+    loaded.for_each_param([&](const std::string&, Param& p) {
+      held += p.value.nbytes() + (p.value.dtype() == DType::kQ8 ? p.value.scales().nbytes() : 0);
+    });
+    EXPECT_EQ(held, need);
+    EXPECT_THROW(LanguageModel::load(dir, LoadOptions{need, DType::kF32}), Error);
+  }
+}
+
 int run_cli(const std::vector<std::string>& args, std::string& output) {
   TempDir dir;
   std::vector<std::string> argv = {SSM_CLI_PATH};

@@ -19,8 +19,9 @@ inline constexpr uint64_t kLayerOverheadBytes = 4096;
 
 // Limits applied while loading a model from files a stranger may have written.
 struct LoadOptions {
-  // Bytes the model may take: F32 parameters plus kLayerOverheadBytes per
-  // layer. 0: the machine's physical memory.
+  // Bytes the model may take: its parameters as loaded (see
+  // model_memory_bytes) plus kLayerOverheadBytes per layer. 0: the
+  // machine's physical memory.
   uint64_t max_memory = 0;
   // The dtype the projection weights are converted to once read (F32, F16,
   // BF16 or Q8); the checkpoint is not changed. See
@@ -48,9 +49,11 @@ uint64_t memory_limit(const LoadOptions& options);
 // layer is built. Saturates at 2^64 - 1 instead of overflowing.
 uint64_t min_model_bytes(const ModelConfig& config);
 
-// What the built model's parameters take as F32, plus the per-layer
-// overhead; saturating. Reads only shapes: nothing is allocated.
-uint64_t model_memory_bytes(LanguageModel& model);
+// What the built model's parameters take, plus the per-layer overhead,
+// with its projection matrices in `projections` (as --dtype loads them; Q8
+// with its row scales) and everything else in F32; saturating. Reads only
+// shapes: nothing is allocated.
+uint64_t model_memory_bytes(LanguageModel& model, DType projections = DType::kF32);
 
 // What the attention layers' key and value caches add per token of one
 // sequence (F32); 0 for a model without attention.
