@@ -22,7 +22,7 @@ struct ReplicaSpec {
 // gpus and devices as given (nullopt: not given); backend is --backend, and
 // backend_given whether the user wrote it. UsageError naming the flag.
 std::vector<ReplicaSpec> serve_replicas(const std::optional<std::string>& gpus,
-                                        const std::optional<std::string>& devices, const std::string& backend,
-                                        bool backend_given);
+                                        const std::optional<std::string>& devices,
+                                        const std::string& backend, bool backend_given);
 
 }  // namespace ssm::cli
