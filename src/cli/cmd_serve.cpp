@@ -206,15 +206,16 @@ void setup_serve(CLI::App& app, Action& action) {
       ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("the key is empty") : ""; }, ""));
   cmd->add_option("--model-name", a.model_name, "the model's id in the API")
       ->type_name("NAME")->default_str("the model directory's name");
-  cmd->add_option(
-         "--gpus", a.gpus_text,
-         "one replica of the model on each of these GPUs (e.g. 0,1); a session runs on one of them")
-      ->type_name("LIST");
+  cmd->add_option("--gpus", a.gpus_text,
+                  "one replica of the model on each of these GPUs (e.g. 0,1); a session runs on one "
+                  "of them")
+      ->type_name("LIST")
+      ->default_str("none: one replica of --backend");
   cmd->add_option("--devices", a.devices_text,
-                  "replicas on these devices: cpu, ref or cuda:N, host ones may repeat (e.g. "
-                  "cpu,cpu or cuda:0,cpu); "
-                  "after those of --gpus")
-      ->type_name("LIST");
+                  "replicas on these devices, after those of --gpus: cpu, ref or cuda:N, host ones "
+                  "may repeat (e.g. cpu,cpu or cuda:0,cpu)")
+      ->type_name("LIST")
+      ->default_str("none");
   add_compute_options(*cmd, a.compute);
   cmd->callback([&action, cmd] {
     a.backend_given = cmd->count("--backend") > 0;
