@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 
@@ -32,11 +33,16 @@ std::string ids_text(const std::vector<int64_t>& ids) {
   return s;
 }
 
+// ssm serve records no CUDA graph on its GPU replicas; the generations it
+// is compared with run the same kernels without graphs too.
+void no_cuda_graphs() { ::setenv("SSM_CUDA_GRAPHS", "0", 1); }
+
 // The ids `ssm generate --backend BACKEND --session COPY` generates after
 // the prompt, from a copy of the state file `from`.
 std::vector<int64_t> generate_from(const std::string& backend, const fs::path& from,
                                    const fs::path& copy, const std::vector<int64_t>& prompt) {
   fs::copy_file(from, copy, fs::copy_options::overwrite_existing);
+  no_cuda_graphs();
   const CliRun r = run_ssm({"generate", kModel, "--backend", backend, "--session", copy.string(),
                             "--prompt-ids", ids_text(prompt), "--temperature", "0", "--max-tokens",
                             "6", "--threads", "1", "-q", "--json"});
@@ -103,6 +109,7 @@ TEST(ServeGpu, FirstRequestOnTheGpuEqualsGenerateOnTheGpu) {
   ServeProcess server(kModel, dir / "sessions", {"--gpus", "0"});
   auto c = server.client();
   const auto a = complete(*c, kTurns[0]);
+  no_cuda_graphs();
   const CliRun r =
       run_ssm({"generate", kModel, "--backend", "cuda", "--prompt-ids", ids_text(kTurns[0]),
                "--temperature", "0", "--max-tokens", "6", "--threads", "1", "-q", "--json"});
