@@ -63,7 +63,9 @@ std::vector<ReplicaSpec> serve_replicas(const std::optional<std::string>& gpus,
     out.push_back({backend, 0, "--backend", backend == "cuda" ? "cuda:0" : backend});
     return out;
   }
-  if (backend_given)
+  // `--backend cuda --gpus 0,1` says the same twice (as `ssm train` takes
+  // it); any other --backend contradicts the lists.
+  if (backend_given && !(backend == "cuda" && gpus && !devices))
     throw UsageError(cat("--backend ", backend, ": with ", gpus ? "--gpus" : "--devices",
                          " each replica names its device; leave --backend out"));
   std::set<int> gpus_seen;

@@ -165,6 +165,7 @@ TEST(ServeReplicas, BadReplicaFlagsAreUsageErrorsNamingTheFlag) {
       {{"--devices", "cuda:0,cuda:0"}, "--devices cuda:0,cuda:0: GPU 0 is listed twice"},
       {{"--devices", "cuda:x"}, "'x' is not a GPU index"},
       {{"--devices", "cpu", "--backend", "ref"}, "--backend ref: with --devices"},
+      {{"--gpus", "0", "--backend", "cpu"}, "--backend cpu: with --gpus"},
       {{"--devices", "cpu,cpu,cpu", "--max-memory", limit},
        "--devices: 3 replicas on the host need 3 x"},
   };
