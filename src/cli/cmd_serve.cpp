@@ -7,13 +7,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <memory>
 #include <cerrno>
-#include <optional>
-#include <cstdlib>
-
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.h"
@@ -21,8 +20,8 @@
 #include "cli/serve_replicas.h"
 #include "cli/usage_error.h"
 #include "ssm/model/memory_budget.h"
-#include "ssm/ops/device_backend.h"
 #include "ssm/model/state_file.h"
+#include "ssm/ops/device_backend.h"
 #include "ssm/serve/server.h"
 #include "ssm/tokenizer/tokenizer.h"
 
@@ -59,15 +58,18 @@ struct Replicas {
 };
 
 Replicas build_replicas(const std::vector<ReplicaSpec>& specs, const ServeArgs& a) {
-  const auto host = static_cast<int>(std::count_if(specs.begin(), specs.end(), [](const auto& s) { return s.on_host(); }));
+  const auto host = static_cast<int>(
+      std::count_if(specs.begin(), specs.end(), [](const auto& s) { return s.on_host(); }));
   const int threads = std::max(1, a.compute.threads / std::max(1, host));
   const LoadOptions load = load_options(a.compute);
   Replicas out;
   for (const ReplicaSpec& spec : specs) {
     // "--gpus 7", "--devices cuda:7", "--backend cuda": the flag and the entry.
-    const std::string what = spec.flag == "--gpus" ? cat("--gpus ", spec.index) : cat(spec.flag, " ", spec.label);
+    const std::string what =
+        spec.flag == "--gpus" ? cat("--gpus ", spec.index) : cat(spec.flag, " ", spec.label);
     try {
-      out.contexts.push_back(std::make_unique<Context>(find_backend_on(spec.backend, spec.index), threads));
+      out.contexts.push_back(
+          std::make_unique<Context>(find_backend_on(spec.backend, spec.index), threads));
     } catch (const UsageError&) {
       throw;
     } catch (const Error& e) {
@@ -80,16 +82,17 @@ Replicas build_replicas(const std::vector<ReplicaSpec>& specs, const ServeArgs& 
       // Every host replica holds its own copy of the weights.
       const uint64_t limit = memory_limit(load);
       if (static_cast<long double>(bytes) * host > static_cast<long double>(limit))
-        throw UsageError(cat(specs[0].flag, ": ", host, " replicas on the host need ", host, " x ", format_bytes(bytes),
-                             ", more than the ", format_bytes(limit), " allowed (--max-memory); use fewer replicas"));
+        throw UsageError(cat(specs[0].flag, ": ", host, " replicas on the host need ", host, " x ",
+                             format_bytes(bytes), ", more than the ", format_bytes(limit),
+                             " allowed (--max-memory); use fewer replicas"));
     }
     if (!spec.on_host()) {
       uint64_t peak = 0, total = 0;
       const DeviceMemory& mem = device_memory(ctx.device());
       if (mem.usage) mem.usage(ctx.device(), &peak, &total);
       if (total != 0 && bytes > total)
-        throw UsageError(cat(what, ": the model needs ", format_bytes(bytes), ", more than GPU ", spec.index,
-                             "'s ", format_bytes(total)));
+        throw UsageError(cat(what, ": the model needs ", format_bytes(bytes), ", more than GPU ",
+                             spec.index, "'s ", format_bytes(total)));
       model->to_device(ctx.device());
     }
     out.list.push_back({model.get(), &ctx, spec.label});
@@ -107,7 +110,12 @@ int run_serve(ServeArgs& a) {
   if (a.default_max_tokens > a.max_tokens_limit)
     throw UsageError(cat("--default-max-tokens ", a.default_max_tokens, " is above --max-tokens-limit ",
                          a.max_tokens_limit));
-  const std::vector<ReplicaSpec> specs = serve_replicas(a.gpus, a.devices, a.compute.backend, a.backend_given);
+  // GPU replicas record no CUDA graph: a graph's capture forbids any use of
+  // the device's legacy default stream meanwhile, through which the request
+  // threads read and write session states (src/ops/cuda/runtime.h).
+  ::setenv("SSM_CUDA_GRAPHS", "0", /*overwrite=*/1);
+  const std::vector<ReplicaSpec> specs =
+      serve_replicas(a.gpus, a.devices, a.compute.backend, a.backend_given);
   Replicas replicas = build_replicas(specs, a);
   const auto tok = load_tokenizer_for_model(a.model);
   serve::ServerOptions opt;
@@ -134,7 +142,8 @@ int run_serve(ServeArgs& a) {
   const std::string url_host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
   std::string devices;
   for (const ReplicaSpec& s : specs) devices += (devices.empty() ? "" : ",") + s.label;
-  std::fprintf(stderr, "ssm serve: listening on http://%s:%d (model %s, sessions in %s, replicas on %s)\n",
+  std::fprintf(stderr,
+               "ssm serve: listening on http://%s:%d (model %s, sessions in %s, replicas on %s)\n",
                url_host.c_str(), port, opt.model_name.c_str(), a.sessions.c_str(), devices.c_str());
   std::fflush(stderr);
   // A signal may land on any thread (OpenBLAS starts its own before main),
@@ -198,12 +207,15 @@ void setup_serve(CLI::App& app, Action& action) {
   cmd->add_option("--model-name", a.model_name, "the model's id in the API")
       ->type_name("NAME")->default_str("the model directory's name");
   cmd->add_option("--gpus", a.gpus_text,
-                  "one replica of the model on each of these GPUs (e.g. 0,1); a session runs on one of them")
-      ->type_name("LIST");
+                  "one replica of the model on each of these GPUs (e.g. 0,1); a session runs on one "
+                  "of them")
+      ->type_name("LIST")
+      ->default_str("none: one replica of --backend");
   cmd->add_option("--devices", a.devices_text,
-                  "replicas on these devices: cpu, ref or cuda:N, host ones may repeat (e.g. cpu,cpu or cuda:0,cpu); "
-                  "after those of --gpus")
-      ->type_name("LIST");
+                  "replicas on these devices, after those of --gpus: cpu, ref or cuda:N, host ones "
+                  "may repeat (e.g. cpu,cpu or cuda:0,cpu)")
+      ->type_name("LIST")
+      ->default_str("none");
   add_compute_options(*cmd, a.compute);
   cmd->callback([&action, cmd] {
     a.backend_given = cmd->count("--backend") > 0;

@@ -20,9 +20,10 @@ struct ReplicaSpec {
 };
 
 // gpus and devices as given (nullopt: not given); backend is --backend, and
-// backend_given whether the user wrote it. UsageError naming the flag.
+// backend_given whether the user wrote it (allowed with the lists only as
+// `--backend cuda --gpus LIST`). UsageError naming the flag.
 std::vector<ReplicaSpec> serve_replicas(const std::optional<std::string>& gpus,
-                                        const std::optional<std::string>& devices, const std::string& backend,
-                                        bool backend_given);
+                                        const std::optional<std::string>& devices,
+                                        const std::string& backend, bool backend_given);
 
 }  // namespace ssm::cli

@@ -72,15 +72,18 @@ std::string Metrics::render(const MetricsSnapshot& now) const {
         now.cancelled);
   gauge("ssm_sessions_in_memory", "Sessions whose state is held in memory.", "gauge", now.sessions_in_memory);
   gauge("ssm_sessions_on_disk", "Session state files in the sessions directory.", "gauge", now.sessions_on_disk);
-  const auto per_replica = [&](const char* name, const char* help, int64_t ReplicaSnapshot::*field) {
+  const auto per_replica = [&](const char* name, const char* help,
+                               int64_t ReplicaSnapshot::*field) {
     o << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n";
     for (size_t r = 0; r < now.replicas.size(); ++r)
       o << name << "{replica=\"" << r << "\",device=\"" << now.replicas[r].device << "\"} "
         << now.replicas[r].*field << "\n";
   };
-  per_replica("ssm_replica_sessions", "Sessions placed on each replica (a model copy on one device).",
+  per_replica("ssm_replica_sessions",
+              "Sessions placed on each replica (a model copy on one device).",
               &ReplicaSnapshot::sessions);
-  per_replica("ssm_replica_requests_in_flight", "Completion requests leased on each replica and not yet answered.",
+  per_replica("ssm_replica_requests_in_flight",
+              "Completion requests leased on each replica and not yet answered.",
               &ReplicaSnapshot::in_flight);
   render_summary(o, "ssm_request_latency_seconds", "Completion latency, arrival to last byte", latency_);
   render_summary(o, "ssm_time_to_first_token_seconds", "Completion arrival to its first token sampled", first_token_);

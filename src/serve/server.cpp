@@ -2,7 +2,6 @@
 #include "ssm/serve/server.h"
 
 #include <httplib.h>
-
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -10,8 +9,8 @@
 #include <initializer_list>
 #include <thread>
 
-#include "ssm/core/error.h"
 #include "serve/connection.h"
+#include "ssm/core/error.h"
 #include "ssm/serve/api_error.h"
 
 namespace ssm::serve {
@@ -27,9 +26,9 @@ void send_json(httplib::Response& res, int status, const json& body) {
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), error_body(e)); }
 
 json session_json(const SessionInfo& s, const std::vector<Replica>& replicas) {
-  return {{"id", s.id},       {"object", "session"},
+  return {{"id", s.id},           {"object", "session"},
           {"tokens", s.consumed}, {"pending_token", s.pending},
-          {"bytes", s.bytes}, {"last_used", static_cast<int64_t>(s.last_use)},
+          {"bytes", s.bytes},     {"last_used", static_cast<int64_t>(s.last_use)},
           {"replica", s.replica}, {"device", replicas.at(static_cast<size_t>(s.replica)).device}};
 }
 
@@ -42,9 +41,12 @@ json object_body(const std::string& text, std::initializer_list<const char*> all
     throw ApiError(400, cat("invalid JSON in the request body: ", e.what()));
   }
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
-  for (const auto& [key, _] : body.items())
-    if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) == allowed.end())
+  for (const auto& item : body.items()) {
+    const std::string& key = item.key();  // (clang 14 cannot capture a structured binding)
+    if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) ==
+        allowed.end())
       throw ApiError(400, cat("'", key, "': unknown field"), key);
+  }
   return body;
 }
 
@@ -69,15 +71,18 @@ std::vector<const LanguageModel*> models_of(const std::vector<Replica>& replicas
 
 Server::Server(std::vector<Replica> replicas, const Tokenizer& tokenizer, std::string fingerprint,
                ServerOptions options)
-    : replicas_(std::move(replicas)), tokenizer_(tokenizer), options_(std::move(options)),
+    : replicas_(std::move(replicas)),
+      tokenizer_(tokenizer),
+      options_(std::move(options)),
       stop_tokens_(end_of_text(*models_of(replicas_).front(), tokenizer)),
       in_flight_(std::make_unique<std::atomic<int64_t>[]>(replicas_.size())),
-      store_(options_.sessions_dir, options_.max_sessions_memory, models_of(replicas_), std::move(fingerprint),
+      store_(options_.sessions_dir, options_.max_sessions_memory, models_of(replicas_),
+             std::move(fingerprint),
              [this](int r) { return in_flight_[static_cast<size_t>(r)].load(); }),
       http_(std::make_unique<httplib::Server>()) {
   for (const Replica& r : replicas_)
-    schedulers_.push_back(std::make_unique<Scheduler>(*r.model, *r.ctx, options_.max_batch, options_.max_queue,
-                                                      options_.prefill_chunk));
+    schedulers_.push_back(std::make_unique<Scheduler>(*r.model, *r.ctx, options_.max_batch,
+                                                      options_.max_queue, options_.prefill_chunk));
   options_.limits.vocab_size = replicas_.front().model->config().vocab_size;
   routes();
 }
@@ -275,27 +280,33 @@ void Server::routes() {
              send_json(res, 200, {{"id", id}, {"object", "session.deleted"}, {"deleted", true}});
            }));
   h.Post(R"(/v1/sessions/([^/]+)/fork)",
-         session_route("/v1/sessions/{id}/fork", [this](const std::string& id, const httplib::Request& req,
-                                                        httplib::Response& res) {
-           const json body = object_body(req.body, {"id"});
-           if (!body.contains("id") || !body["id"].is_string())
-             throw ApiError(400, "'id': the new session's id is required, as a string", "id");
-           const std::string to = body["id"].get<std::string>();
-           check_session_id(to, "id");
-           send_json(res, 200, session_json(store_.fork(id, to), replicas_));
-         }));
+         session_route(
+             "/v1/sessions/{id}/fork",
+             [this](const std::string& id, const httplib::Request& req, httplib::Response& res) {
+               const json body = object_body(req.body, {"id"});
+               if (!body.contains("id") || !body["id"].is_string())
+                 throw ApiError(400, "'id': the new session's id is required, as a string", "id");
+               const std::string to = body["id"].get<std::string>();
+               check_session_id(to, "id");
+               send_json(res, 200, session_json(store_.fork(id, to), replicas_));
+             }));
   // Moves a session to another replica between two of its requests (the
   // move waits for a request running on it), through its state file.
   h.Post(R"(/v1/sessions/([^/]+)/move)",
-         session_route("/v1/sessions/{id}/move", [this](const std::string& id, const httplib::Request& req,
+         session_route("/v1/sessions/{id}/move", [this](const std::string& id,
+                                                        const httplib::Request& req,
                                                         httplib::Response& res) {
            const json body = object_body(req.body, {"replica"});
            if (!body.contains("replica") || !body["replica"].is_number_integer())
-             throw ApiError(400, "'replica': the replica to move to is required, as an integer (GET /v1/replicas)",
-                            "replica");
+             throw ApiError(
+                 400,
+                 "'replica': the replica to move to is required, as an integer (GET /v1/replicas)",
+                 "replica");
            const int64_t to = body["replica"].get<int64_t>();
            if (to < 0 || to >= static_cast<int64_t>(replicas_.size()))
-             throw ApiError(400, cat("'replica': ", to, " is not a replica of this server (0 to ", replicas_.size() - 1, ")"),
+             throw ApiError(400,
+                            cat("'replica': ", to, " is not a replica of this server (0 to ",
+                                replicas_.size() - 1, ")"),
                             "replica");
            send_json(res, 200, session_json(store_.move(id, static_cast<int>(to)), replicas_));
          }));
@@ -303,8 +314,11 @@ void Server::routes() {
     const std::vector<int64_t> placed = store_.placed_per_replica();
     json data = json::array();
     for (size_t r = 0; r < replicas_.size(); ++r)
-      data.push_back({{"replica", r}, {"object", "replica"}, {"device", replicas_[r].device},
-                      {"sessions", placed[r]}, {"requests_in_flight", in_flight_[r].load()}});
+      data.push_back({{"replica", r},
+                      {"object", "replica"},
+                      {"device", replicas_[r].device},
+                      {"sessions", placed[r]},
+                      {"requests_in_flight", in_flight_[r].load()}});
     send_json(res, 200, {{"object", "list"}, {"data", data}});
     metrics_.count_request("/v1/replicas", 200);
   });

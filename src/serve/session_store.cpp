@@ -15,10 +15,14 @@ double now_seconds() {
 }
 }  // namespace
 
-SessionStore::SessionStore(fs::path dir, size_t max_in_memory, std::vector<const LanguageModel*> models,
-                           std::string fingerprint, ReplicaLoad load)
-    : dir_(std::move(dir)), max_in_memory_(std::max<size_t>(max_in_memory, 1)), models_(std::move(models)),
-      fingerprint_(std::move(fingerprint)), load_(std::move(load)) {
+SessionStore::SessionStore(fs::path dir, size_t max_in_memory,
+                           std::vector<const LanguageModel*> models, std::string fingerprint,
+                           ReplicaLoad load)
+    : dir_(std::move(dir)),
+      max_in_memory_(std::max<size_t>(max_in_memory, 1)),
+      models_(std::move(models)),
+      fingerprint_(std::move(fingerprint)),
+      load_(std::move(load)) {
   SSM_CHECK(!models_.empty(), "a session store needs at least one replica");
   std::error_code ec;
   fs::create_directories(dir_, ec);
@@ -115,7 +119,8 @@ int SessionStore::choose_replica() {
   int64_t best_load = load_ ? load_(0) : 0;
   for (int r = 1; r < n; ++r) {
     const int64_t l = load_ ? load_(r) : 0;
-    if (l < best_load || (l == best_load && sessions[static_cast<size_t>(r)] < sessions[static_cast<size_t>(best)])) {
+    if (l < best_load || (l == best_load &&
+                          sessions[static_cast<size_t>(r)] < sessions[static_cast<size_t>(best)])) {
       best = r;
       best_load = l;
     }
@@ -198,7 +203,8 @@ SessionInfo SessionStore::fork(const std::string& src, const std::string& dst) {
     throw ApiError(409, cat("session '", dst, "' already exists"), "id", "invalid_request_error");
   // Through the file: the copy is exactly what a restart would load.
   save_state(file_of(dst), from->state(), fingerprint_);
-  to->state() = load_state(file_of(dst), *models_[static_cast<size_t>(to->replica())], fingerprint_);
+  to->state() =
+      load_state(file_of(dst), *models_[static_cast<size_t>(to->replica())], fingerprint_);
   to.reset();
   from.reset();
   return *info(dst);
@@ -206,17 +212,22 @@ SessionInfo SessionStore::fork(const std::string& src, const std::string& dst) {
 
 SessionInfo SessionStore::move(const std::string& id, int replica) {
   if (replica < 0 || replica >= replicas())
-    throw ApiError(400, cat("'replica': ", replica, " is not a replica of this server (0 to ", replicas() - 1, ")"),
-                   "replica");
+    throw ApiError(
+        400,
+        cat("'replica': ", replica, " is not a replica of this server (0 to ", replicas() - 1, ")"),
+        "replica");
   auto lease = acquire(id, false);  // waits for a request running on it
-  if (!lease) throw ApiError(404, cat("no session '", id, "'"), "", "invalid_request_error", "session_not_found");
+  if (!lease)
+    throw ApiError(404, cat("no session '", id, "'"), "", "invalid_request_error",
+                   "session_not_found");
   if (lease->replica() != replica) {
     // Through the file: the state on the new device is exactly what a
     // restart (or `ssm generate --session` on that device) would read.
     SessionState& from = lease->state();
     try {
       save_state(file_of(id), from, fingerprint_);
-      SessionState moved = load_state(file_of(id), *models_[static_cast<size_t>(replica)], fingerprint_);
+      SessionState moved =
+          load_state(file_of(id), *models_[static_cast<size_t>(replica)], fingerprint_);
       const std::lock_guard lock(mutex_);
       Entry& e = *entries_.at(id);
       e.state = std::move(moved);  // the old device's copy is freed here

@@ -164,7 +164,15 @@ TEST(Serve, SigtermFinishesRequestsInFlight) {
     return post(*c, "/v1/completions",
                 json{{"prompt", "And"}, {"max_tokens", 400}, {"temperature", 0}, {"session", "t"}});
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // SIGTERM once the request runs (a fixed wait raced with a loaded machine,
+  // where the signal came before the request and closed its connection).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (auto c = server.client(); std::chrono::steady_clock::now() < until;) {
+    const auto m = c->Get("/metrics");
+    if (m && contains(m->body, "\nssm_requests_in_flight 1\n")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const CliRun run = server.stop();
   const Reply r = fut.get();
   EXPECT_EQ(run.code, 0) << run.err;

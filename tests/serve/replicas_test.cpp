@@ -15,9 +15,11 @@
 namespace ssm::testing {
 namespace {
 
-const std::vector<std::vector<int64_t>> kTurns = {{65, 110, 100, 32}, {3, 17, 42, 9, 1, 77}, {10}, {84, 104, 101}};
+const std::vector<std::vector<int64_t>> kTurns = {
+    {65, 110, 100, 32}, {3, 17, 42, 9, 1, 77}, {10}, {84, 104, 101}};
 
-Reply complete(httplib::Client& c, const std::string& session, const std::vector<int64_t>& prompt, int n) {
+Reply complete(httplib::Client& c, const std::string& session, const std::vector<int64_t>& prompt,
+               int n) {
   json body = {{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}};
   if (!session.empty()) body["session"] = session;
   return post(c, "/v1/completions", body);
@@ -45,7 +47,8 @@ TEST(ServeReplicas, SessionsAreSpreadOverTheReplicas) {
   }
   const auto metrics = c->Get("/metrics");
   ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("ssm_replica_sessions{replica=\"1\",device=\"cpu\"} 2"), std::string::npos)
+  EXPECT_NE(metrics->body.find("ssm_replica_sessions{replica=\"1\",device=\"cpu\"} 2"),
+            std::string::npos)
       << metrics->body;
   EXPECT_EQ(server.stop().code, 0);
 }
@@ -79,8 +82,9 @@ TEST(ServeReplicas, MovedSessionContinuesAsOneGeneration) {
   std::vector<int64_t> text = kTurns[0];
   for (size_t i = 0; i < 3; ++i) {
     if (i > 0) text = kTurns[i];
-    const CliRun g = run_ssm({"generate", default_model(), "--prompt-ids", join_ids(text), "--temperature", "0",
-                              "--max-tokens", "6", "--session", cli_state.string(), "--threads", "1", "-q", "--json"});
+    const CliRun g = run_ssm({"generate", default_model(), "--prompt-ids", join_ids(text),
+                              "--temperature", "0", "--max-tokens", "6", "--session",
+                              cli_state.string(), "--threads", "1", "-q", "--json"});
     ASSERT_EQ(g.code, 0) << g.err;
   }
   // (The last request ran on replica 0: this move rewrites the file from there.)
@@ -93,13 +97,15 @@ TEST(ServeReplicas, MovedSessionContinuesAsOneGeneration) {
   EXPECT_EQ(far.status, 400);
   EXPECT_EQ(far.body["error"]["param"], "replica") << far.raw;
   EXPECT_EQ(post(*c, "/v1/sessions/conv/move", json{{"replica", "1"}}).status, 400);
-  EXPECT_EQ(post(*c, "/v1/sessions/conv/move", json{{"replica", 1}, {"device", "cpu"}}).status, 400);
+  EXPECT_EQ(post(*c, "/v1/sessions/conv/move", json{{"replica", 1}, {"device", "cpu"}}).status,
+            400);
   EXPECT_EQ(post(*c, "/v1/sessions/../move", json{{"replica", 1}}).status / 100, 4);
   EXPECT_EQ(server.stop().code, 0);
 }
 
 // Each session's requests, one after the other.
-std::vector<std::vector<int64_t>> turns(const ServeProcess& server, const std::string& session, size_t first) {
+std::vector<std::vector<int64_t>> turns(const ServeProcess& server, const std::string& session,
+                                        size_t first) {
   auto c = server.client();
   std::vector<std::vector<int64_t>> out;
   for (size_t i = 0; i < 3; ++i) {
@@ -132,7 +138,9 @@ TEST(ServeReplicas, ConcurrentSessionsOnTwoReplicasMatchServedAlone) {
   }
   const Reply replicas = get(*c, "/v1/replicas");
   ASSERT_EQ(replicas.status, 200);
-  EXPECT_EQ(replicas.body["data"][0]["sessions"].get<int>() + replicas.body["data"][1]["sessions"].get<int>(), 4);
+  EXPECT_EQ(replicas.body["data"][0]["sessions"].get<int>() +
+                replicas.body["data"][1]["sessions"].get<int>(),
+            4);
   EXPECT_EQ(replicas.body["data"][1]["sessions"], 2) << replicas.raw;
   EXPECT_EQ(two.stop().code, 0);
 }
@@ -157,7 +165,9 @@ TEST(ServeReplicas, BadReplicaFlagsAreUsageErrorsNamingTheFlag) {
       {{"--devices", "cuda:0,cuda:0"}, "--devices cuda:0,cuda:0: GPU 0 is listed twice"},
       {{"--devices", "cuda:x"}, "'x' is not a GPU index"},
       {{"--devices", "cpu", "--backend", "ref"}, "--backend ref: with --devices"},
-      {{"--devices", "cpu,cpu,cpu", "--max-memory", limit}, "--devices: 3 replicas on the host need 3 x"},
+      {{"--gpus", "0", "--backend", "cpu"}, "--backend cpu: with --gpus"},
+      {{"--devices", "cpu,cpu,cpu", "--max-memory", limit},
+       "--devices: 3 replicas on the host need 3 x"},
   };
   for (const auto& [args, expected] : cases) {
     std::vector<std::string> argv = {"serve", m, "--port", "0"};

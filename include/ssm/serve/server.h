@@ -56,7 +56,8 @@ class Server {
   // The replicas' models and contexts (all of the same weights) and the
   // tokenizer must outlive the server; a context is used by its replica's
   // scheduler thread only.
-  Server(std::vector<Replica> replicas, const Tokenizer& tokenizer, std::string fingerprint, ServerOptions options);
+  Server(std::vector<Replica> replicas, const Tokenizer& tokenizer, std::string fingerprint,
+         ServerOptions options);
   Server(LanguageModel& model, Context& ctx, const Tokenizer& tokenizer, std::string fingerprint,
          ServerOptions options)
       : Server({Replica{&model, &ctx, device_str(ctx.device())}}, tokenizer, std::move(fingerprint),

@@ -15,9 +15,9 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -37,7 +37,7 @@ struct SessionInfo {
   uint64_t bytes = 0;    // size of the state file
   double last_use = 0;   // seconds since the epoch
   bool in_memory = false;
-  int replica = 0;       // where its state lives and its requests run
+  int replica = 0;  // where its state lives and its requests run
 };
 
 class SessionStore {
@@ -70,8 +70,9 @@ class SessionStore {
   // the same weights) give the state's layout and device, the fingerprint
   // ties files to the weights. load tells the requests in flight on each
   // replica (none when empty).
-  SessionStore(std::filesystem::path dir, size_t max_in_memory, std::vector<const LanguageModel*> models,
-               std::string fingerprint, ReplicaLoad load = {});
+  SessionStore(std::filesystem::path dir, size_t max_in_memory,
+               std::vector<const LanguageModel*> models, std::string fingerprint,
+               ReplicaLoad load = {});
   SessionStore(std::filesystem::path dir, size_t max_in_memory, const LanguageModel& model,
                std::string fingerprint)
       : SessionStore(std::move(dir), max_in_memory, std::vector<const LanguageModel*>{&model},

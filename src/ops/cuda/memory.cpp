@@ -50,7 +50,8 @@ struct Cache {
 constexpr int kMaxDevices = 64;
 
 Cache& cache(Device device) {
-  SSM_CHECK(device.index >= 0 && device.index < kMaxDevices, "cuda device index ", device.index, " out of range");
+  SSM_CHECK(device.index >= 0 && device.index < kMaxDevices, "cuda device index ", device.index,
+            " out of range");
   // Never destroyed: tensors may outlive static destructors.
   static Cache* caches = new Cache[kMaxDevices];
   return caches[device.index];

@@ -41,12 +41,15 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
     throw Error("cuda: no CUDA device is available (backend 'cuda' needs an NVIDIA GPU)");
   }
   if (device < 0 || device >= devices)
-    throw Error(cat("cuda: there is no device ", device, ": this machine has ", devices, " (0 to ", devices - 1, ")"));
+    throw Error(cat("cuda: there is no device ", device, ": this machine has ", devices, " (0 to ",
+                    devices - 1, ")"));
   // The stream and the library handles belong to the device current when
   // they are made; the constructing thread keeps it current afterwards.
   check(cudaSetDevice(device), "cudaSetDevice");
   const char* round = std::getenv("SSM_CUDA_ROUND_ACTIVATIONS");
   round_activations = round && std::string_view(round) == "1";
+  const char* graphs = std::getenv("SSM_CUDA_GRAPHS");
+  record_graphs_ = !(graphs && std::string_view(graphs) == "0");
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, stream), "cublasSetStream");
@@ -67,6 +70,7 @@ bool CudaResources::replay(uint64_t key) {
 }
 
 bool CudaResources::should_record(uint64_t key) {
+  if (!record_graphs_) return false;
   // Bounded: a caller that never repeats its buffers records nothing.
   if (graphs_.size() >= 64) return false;
   return ++seen_[key] >= 2;
@@ -114,7 +118,8 @@ CudaResources& resources(Context& ctx) {
   // device becomes the thread's current one (a thread-local read when it
   // already is, the usual case).
   int current = -1;
-  if (cudaGetDevice(&current) != cudaSuccess || current != r->device) check(cudaSetDevice(r->device), "cudaSetDevice");
+  if (cudaGetDevice(&current) != cudaSuccess || current != r->device)
+    check(cudaSetDevice(r->device), "cudaSetDevice");
   return *r;
 }
 

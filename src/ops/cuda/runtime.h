@@ -56,6 +56,11 @@ class CudaResources : public BackendResources {
 
  private:
   void* blas_workspace_ = nullptr;  // fixed, so that recorded GEMMs allocate nothing
+  // SSM_CUDA_GRAPHS=0 records no graph: while a stream of a device is being
+  // captured, no thread may use that device's legacy default stream (which
+  // every host copy goes through), and ssm serve copies session states on
+  // its request threads while the replica's thread decodes.
+  bool record_graphs_ = true;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
   std::unordered_map<uint64_t, int> seen_;
 };
