@@ -23,5 +23,10 @@ cmake --preset "wasm-$variant" >/dev/null
 cmake --build --preset "wasm-$variant" -j "${JOBS:-$(nproc)}"
 mkdir -p "$out"
 cp "build-wasm-$variant/ssm_wasm.mjs" "build-wasm-$variant/ssm_wasm.wasm" "$out/"
-if [[ -f build-wasm-$variant/ssm_wasm.worker.js ]]; then cp "build-wasm-$variant/ssm_wasm.worker.js" "$out/"; fi
+if [[ -f build-wasm-$variant/ssm_wasm.worker.js ]]; then
+  cp "build-wasm-$variant/ssm_wasm.worker.js" "$out/"
+  # The pthreads' worker script is CommonJS; web/package.json makes every
+  # .js below it an ES module for Node unless this folder says otherwise.
+  echo '{"type": "commonjs"}' >"$out/package.json"
+fi
 echo "build-wasm: $out/ssm_wasm.mjs, $out/ssm_wasm.wasm" >&2

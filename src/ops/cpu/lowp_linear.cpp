@@ -132,6 +132,67 @@ void gemv1_typed(const LowpGemvJob& job) {
   }
 }
 
+#if HWY_TARGET == HWY_WASM
+// WebAssembly's SIMD128 has no fused multiply-add, so each sum of
+// gemv1_typed is a chain of dependent adds, one per 4 products: the adds'
+// latency, not the loads, bounds it. Here every weight row keeps two sums
+// (even and odd vectors of K), added before the reduction: twice the
+// independent chains. Rows of x go one at a time (the WebAssembly build
+// decodes one sequence), so a row's result still does not depend on the
+// batch it is in.
+template <DType kType>
+void gemv1_split_typed(const LowpGemvJob& job) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df)), K = job.W.K;
+  const int64_t K_vec = K - K % L, K_pair = K - K % (2 * L);
+  const float* x = job.x;
+  int64_t j = 0;
+  for (; j + 4 <= job.n; j += 4) {
+    const void* rows[4];
+    for (int r = 0; r < 4; ++r) rows[r] = row_at<kType>(job.W, j + r);
+    hn::Vec<DF> even[4], odd[4];
+    for (int r = 0; r < 4; ++r) even[r] = odd[r] = hn::Zero(df);
+    int64_t k = 0;
+    for (; k < K_pair; k += 2 * L) {
+      const auto x0 = hn::LoadU(df, x + k), x1 = hn::LoadU(df, x + k + L);
+      for (int r = 0; r < 4; ++r) {
+        even[r] = hn::MulAdd(load_widened<kType>(df, rows[r], k), x0, even[r]);
+        odd[r] = hn::MulAdd(load_widened<kType>(df, rows[r], k + L), x1, odd[r]);
+      }
+    }
+    if (k < K_vec) {
+      const auto x0 = hn::LoadU(df, x + k);
+      for (int r = 0; r < 4; ++r)
+        even[r] = hn::MulAdd(load_widened<kType>(df, rows[r], k), x0, even[r]);
+    }
+    for (int r = 0; r < 4; ++r) {
+      float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(even[r], odd[r])));
+      for (int64_t t = K_vec; t < K; ++t) sum += scalar_widened<kType>(rows[r], t) * x[t];
+      store_output(job, 0, j + r, row_scale<kType>(job.W, j + r), sum);
+    }
+  }
+  if (j < job.n) {
+    LowpGemvJob rest = job;
+    rest.W.data = row_at<kType>(job.W, j);
+    rest.n = job.n - j;
+    rest.y = job.y + j;
+    rest.bias = job.bias ? job.bias + j : nullptr;
+    if (kType == DType::kQ8) rest.W.scales = job.W.scales + j * job.W.scale_stride;
+    gemv1_typed<kType>(rest);  // fewer than 4 rows
+  }
+}
+
+template <DType kType>
+void gemv_typed(const LowpGemvJob& job) {
+  for (int64_t m = 0; m < job.M; ++m) {
+    LowpGemvJob row = job;
+    row.M = 1;
+    row.x = job.x + m * job.ldx;
+    row.y = job.y + m * job.ldy;
+    gemv1_split_typed<kType>(row);
+  }
+}
+#else
 // R weight rows against G rows of x (2 to 8 rows: batched decoding): R x G
 // sums in registers, each weight vector widened once for the G rows of x and
 // each vector of x loaded once for the R weight rows. Every sum is formed
@@ -197,6 +258,7 @@ void gemv_typed(const LowpGemvJob& job) {
   for (; j + 4 <= job.n; j += 4) gemv_rows<kType, 4>(job, j);
   for (; j < job.n; ++j) gemv_rows<kType, 1>(job, j);
 }
+#endif  // HWY_TARGET == HWY_WASM
 
 void Gemv(const LowpGemvJob& job) {
   switch (job.W.dtype) {
