@@ -1,4 +1,4 @@
-// Decoding calls parallel_for a few hundred times per token, each for tens
+// Decoding calls parallel_for about a hundred times per token, each for tens
 // of microseconds of work, so waking a sleeping worker (a futex call and a
 // reschedule each way, several microseconds) was a large part of a token.
 // Workers and the caller therefore spin for a short while (spin_time) on the
