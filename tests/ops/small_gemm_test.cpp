@@ -74,6 +74,7 @@ std::vector<Case> cases() {
   out.push_back({false, true, 64, 64, 128, 1.f, 0.f});     // scores C B^T
   out.push_back({true, false, 64, 128, 64, 1.f, 0.9f});    // state update X^T B
   out.push_back({false, false, 256, 256, 256, 1.f, 1.f});  // the largest it takes
+  out.push_back({false, true, 256, 256, 128, 1.f, 0.f});   // MIMO R=4 scores: the largest B^T
   out.push_back({false, true, 100, 300, 40, 1.f, 0.f});    // beyond it: OpenBLAS
   return out;
 }

@@ -163,7 +163,7 @@ SSM_TARGET_AVX512 void small_gemm_avx512(bool trans_a, bool trans_b, int64_t M, 
                                          int64_t ldc) {
   const int64_t a_row = trans_a ? 1 : lda, a_col = trans_a ? lda : 1;
   if (!trans_b) return product(M, N, K, alpha, A, a_row, a_col, B, ldb, beta, C, ldc);
-  // B is (N, K): its transpose, (K, N) rows, into a buffer (64 KiB at most).
+  // B is (N, K): its transpose, (K, N) rows, into a buffer (128 KiB at most).
   alignas(64) float bt[kSmallGemmPack];
   transpose(B, ldb, N, K, bt);
   product(M, N, K, alpha, A, a_row, a_col, bt, N, beta, C, ldc);
