@@ -1,7 +1,7 @@
-// Decoding calls parallel_for a few hundred times per token, each for tens
+// Decoding calls parallel_for about a hundred times per token, each for tens
 // of microseconds of work, so waking a sleeping worker (a futex call and a
 // reschedule each way, several microseconds) was a large part of a token.
-// Workers and the caller therefore spin for a short while (spin_time) on the
+// Workers and the caller therefore spin for a short while (spin_setting) on the
 // generation and pending counts before they block on the condition
 // variables. The counts are plain members of the class, accessed through
 // std::atomic_ref; a caller publishes a loop by bumping the generation under
@@ -23,14 +23,23 @@ thread_local bool t_inside_pool = false;
 // How long a worker waits for the next loop, and the caller for the workers,
 // before blocking: longer than the gaps between a decode step's loops (the
 // small ops the caller runs alone), short enough that an idle pool gives the
-// cores back at once for practical purposes. SSM_POOL_SPIN_US overrides it
-// (0: block at once, as before; for measuring what the spin buys).
-std::chrono::microseconds spin_time() {
-  static const std::chrono::microseconds spin = [] {
-    const char* env = std::getenv("SSM_POOL_SPIN_US");
-    return std::chrono::microseconds(env ? std::max(0, std::atoi(env)) : 100);
+// cores back at once for practical purposes. SSM_POOL_SPIN_US sets it and
+// makes the pool spin whatever the load (0: block at once, as before); for
+// measuring what the spin buys, and for testing the spinning path.
+struct SpinSetting {
+  std::chrono::microseconds time{100};
+  bool forced = false;
+};
+const SpinSetting& spin_setting() {
+  static const SpinSetting s = [] {
+    SpinSetting v;
+    if (const char* env = std::getenv("SSM_POOL_SPIN_US")) {
+      v.time = std::chrono::microseconds(std::max(0, std::atoi(env)));
+      v.forced = true;
+    }
+    return v;
   }();
-  return spin;
+  return s;
 }
 
 void range_of(int64_t n, int parts, int index, int64_t& begin, int64_t& end) {
@@ -79,12 +88,13 @@ bool cores_to_spare() {
   return spare.load(std::memory_order_relaxed);
 }
 
-// Spins until done() or spin_time() has passed (not at all without cores to
-// spare); returns done().
+// Spins until done() or the spin time has passed (by default not at all
+// without cores to spare); returns done().
 template <typename Done>
 bool spin_until(Done&& done) {
-  if (spin_time().count() == 0 || !cores_to_spare()) return done();
-  const auto deadline = std::chrono::steady_clock::now() + spin_time();
+  const SpinSetting& spin = spin_setting();
+  if (spin.time.count() == 0 || (!spin.forced && !cores_to_spare())) return done();
+  const auto deadline = std::chrono::steady_clock::now() + spin.time;
   for (int i = 0;; ++i) {
     if (done()) return true;
     // A few pauses first (the other side is usually a few hundred

@@ -69,11 +69,12 @@ std::vector<Case> cases() {
     for (bool tb : {false, true})
       for (int64_t M : {1, 3, 4, 7, 64})
         for (int64_t N : {1, 5, 16, 33, 64, 70, 128})
-          for (int64_t K : {1, 9, 64, 128})
+          for (int64_t K : {1, 9, 40, 64, 128})
             for (float beta : {0.f, 1.f, 0.5f}) out.push_back({ta, tb, M, N, K, 0.75f, beta});
   out.push_back({false, true, 64, 64, 128, 1.f, 0.f});     // scores C B^T
   out.push_back({true, false, 64, 128, 64, 1.f, 0.9f});    // state update X^T B
   out.push_back({false, false, 256, 256, 256, 1.f, 1.f});  // the largest it takes
+  out.push_back({false, true, 256, 256, 128, 1.f, 0.f});   // MIMO R=4 scores: the largest B^T
   out.push_back({false, true, 100, 300, 40, 1.f, 0.f});    // beyond it: OpenBLAS
   return out;
 }

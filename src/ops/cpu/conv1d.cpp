@@ -103,15 +103,38 @@ void conv1d_step(Context& ctx, const ops::Conv1dArgs& a) {
       const float* in = a.in.data<float>() + b * a.in.row_stride();
       float* st = elements<float>(a.state) + b * (K - 1) * C;
       float* o = elements<float>(a.out) + b * a.out.row_stride();
-      for (int64_t c = c0; c < c1; ++c) {
-        const float* wc = weight + c * K;
-        float acc = bias ? bias[c] : 0.f;
-        // Taps in the order conv1d_prefill uses: oldest input first.
-        for (int64_t k = 0; k + 1 < K; ++k) acc += wc[k] * st[k * C + c];
-        acc += wc[K - 1] * in[c];
-        o[c] = acc;
-        for (int64_t k = 0; k + 2 < K; ++k) st[k * C + c] = st[(k + 1) * C + c];
-        if (K > 1) st[(K - 2) * C + c] = in[c];
+      if (K <= kMaxTaps) {
+        // The taps transposed for the block, so that every loop below runs
+        // over contiguous channels and vectorises; the same sums, in the
+        // same order (oldest input first), as the scalar loop.
+        const int64_t nc = c1 - c0;
+        float taps[kMaxTaps * kBlock], acc[kBlock];
+        for (int64_t c = 0; c < nc; ++c)
+          for (int64_t k = 0; k < K; ++k) taps[k * kBlock + c] = weight[(c0 + c) * K + k];
+        for (int64_t c = 0; c < nc; ++c) acc[c] = bias ? bias[c0 + c] : 0.f;
+        for (int64_t k = 0; k + 1 < K; ++k) {
+          const float* __restrict s = st + k * C + c0;
+          const float* __restrict w = taps + k * kBlock;
+          for (int64_t c = 0; c < nc; ++c) acc[c] += w[c] * s[c];
+        }
+        const float* __restrict x = in + c0;
+        const float* __restrict w_last = taps + (K - 1) * kBlock;
+        for (int64_t c = 0; c < nc; ++c) o[c0 + c] = acc[c] + w_last[c] * x[c];
+        for (int64_t k = 0; k + 2 < K; ++k)
+          for (int64_t c = c0; c < c1; ++c) st[k * C + c] = st[(k + 1) * C + c];
+        if (K > 1)
+          for (int64_t c = c0; c < c1; ++c) st[(K - 2) * C + c] = in[c];
+      } else {
+        for (int64_t c = c0; c < c1; ++c) {
+          const float* wc = weight + c * K;
+          float acc = bias ? bias[c] : 0.f;
+          // Taps in the order conv1d_prefill uses: oldest input first.
+          for (int64_t k = 0; k + 1 < K; ++k) acc += wc[k] * st[k * C + c];
+          acc += wc[K - 1] * in[c];
+          o[c] = acc;
+          for (int64_t k = 0; k + 2 < K; ++k) st[k * C + c] = st[(k + 1) * C + c];
+          if (K > 1) st[(K - 2) * C + c] = in[c];
+        }
       }
       if (a.silu) silu_in_place(o + c0, c1 - c0);
     }

@@ -146,7 +146,8 @@ namespace ssm::cpu {
 // transposed B of at most kSmallGemmPack values (its transpose goes on the
 // stack).
 inline constexpr int64_t kSmallGemmMax = 256;
-inline constexpr int64_t kSmallGemmPack = 16384;
+// 32768: the 256 x 128 keys of a Mamba-3 MIMO R=4 chunk of 64 steps.
+inline constexpr int64_t kSmallGemmPack = 32768;
 bool small_gemm_fits(bool trans_b, int64_t M, int64_t N, int64_t K);
 
 // gemm of blas.h (C = alpha op(A) op(B) + beta C, row strides; beta 0: C is
