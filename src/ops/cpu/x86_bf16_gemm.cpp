@@ -5,24 +5,12 @@
 // rows per vector, packed once per call; 6 weight rows x 4 vectors (64
 // activation rows) keep 24 accumulators in registers, each weight pair and
 // activation vector loaded once per 24 instructions.
-#if defined(__x86_64__)
-// GCC 12's _mm512_undefined_* (inside _mm512_cvtepi32_ps, _mm512_reduce_add_ps
-// ...) initialise a variable from itself, which -Wuninitialized reports
-// wherever they are inlined.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cstring>
 
 #include "ops/cpu/x86_gemm_tiles.h"
+#include "ops/cpu/x86_intrinsics.h"
 #include "ops/cpu/x86_kernels.h"
-
-#define SSM_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 
 namespace ssm::cpu {
 

@@ -5,22 +5,11 @@
 // weight of one row broadcast against 16
 // activation rows per vector (x packed once per call, W read as stored),
 // 6 weight rows x 64 activation rows, 24 accumulators in registers.
-#if defined(__x86_64__)
-// GCC 12's _mm512_undefined_* initialise a variable from itself, which
-// -Wuninitialized reports wherever they are inlined.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 
 #include "ops/cpu/x86_gemm_tiles.h"
+#include "ops/cpu/x86_intrinsics.h"
 #include "ops/cpu/x86_kernels.h"
-
-#define SSM_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 
 namespace ssm::cpu {
 

@@ -4,23 +4,11 @@
 // 128 * sum(x) is the same for every weight row and is subtracted once per
 // output (Q8Activations::bias128). Products of a block of kQ8ActBlock values
 // sum exactly in int32 lanes and are scaled to F32 at the end of the block.
-#if defined(__x86_64__)
-// GCC 12's _mm512_undefined_* (inside _mm512_cvtepi32_ps, _mm512_reduce_add_ps
-// ...) initialise a variable from itself, which -Wuninitialized reports
-// wherever they are inlined.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 
+#include "ops/cpu/x86_intrinsics.h"
 #include "ops/cpu/x86_kernels.h"
-
-#define SSM_TARGET_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma")))
 
 namespace ssm::cpu {
 

@@ -8,21 +8,10 @@
 // one element at a time (broadcast), whatever its layout. A tile of 4 rows
 // of C by 64 columns keeps 16 accumulators in registers; each output is one
 // F32 sum over k in ascending order.
-#if defined(__x86_64__)
-// GCC 12's _mm512_undefined_* initialise a variable from itself, which
-// -Wuninitialized reports wherever they are inlined.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 
+#include "ops/cpu/x86_intrinsics.h"
 #include "ops/cpu/x86_kernels.h"
-
-#define SSM_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 
 namespace ssm::cpu {
 
