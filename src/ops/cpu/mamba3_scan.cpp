@@ -18,6 +18,7 @@
 #include "ops/cpu/mamba3_kernels.h"
 #include "ops/cpu/mamba3_scan_common.h"
 #include "ops/cpu/mamba3_workspace.h"
+#include "ops/cpu/step_kernels.h"
 #include "ops/cpu/vec_math.h"
 
 namespace ssm::cpu {
@@ -137,26 +138,22 @@ void scan_sequential(Context& ctx, const ScanView& a) {
         const float dt = a.dt[step], lam = a.lam[step];
         const float alpha = std::exp(a.A[step] * dt);
         const float beta = (1.f - lam) * dt * alpha, gamma = lam * dt;
-        const float* q = a.q + step * R * N;
         const float* k = a.k + step * R * N;
         const float* v = a.v + step * R * P;
-        float* o = a.o + step * R * P;
-        for (int64_t p = 0; p < P; ++p) {
-          float* s = S + p * N;
-          for (int64_t n = 0; n < N; ++n) s[n] *= alpha;
-          for (int64_t r = 0; r < R; ++r) {
-            const float bv = beta * v_prev[r * P + p], gv = gamma * v[r * P + p];
-            const float* kp = k_prev + r * N;
-            const float* kt = k + r * N;
-            for (int64_t n = 0; n < N; ++n) s[n] += bv * kp[n] + gv * kt[n];
-          }
-          for (int64_t r = 0; r < R; ++r) {
-            const float* qr = q + r * N;
-            float acc = 0.f;
-            for (int64_t n = 0; n < N; ++n) acc += s[n] * qr[n];
-            o[r * P + p] = acc + D * v[r * P + p];
-          }
-        }
+        mamba3_step_head({.P = P,
+                          .N = N,
+                          .R = R,
+                          .alpha = alpha,
+                          .beta = beta,
+                          .gamma = gamma,
+                          .D = D,
+                          .q = a.q + step * R * N,
+                          .k = k,
+                          .v = v,
+                          .k_prev = k_prev,
+                          .v_prev = v_prev,
+                          .o = a.o + step * R * P,
+                          .S = S});
         std::copy(k, k + R * N, k_prev);
         std::copy(v, v + R * P, v_prev);
       }

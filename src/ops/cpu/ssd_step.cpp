@@ -1,12 +1,13 @@
 // One decode step of the Mamba-2 recurrence (L = 1), per batch row b and
 // head h, with the state updated in place:
 //   S <- exp(dt A) S + dt x B^T,   y = S C + D x.
-// The state is read and written once per step, so the loop is laid out for
-// streaming: for each row p of S, one pass over n fuses the decay, the rank-1
-// update and the dot product with C. Work is split over (batch row, head).
+// The state is read and written once per step (step_kernels.h: one pass
+// over each row of S fuses the decay, the rank-1 update and the dot product
+// with C). Work is split over (batch row, head).
 #include <cmath>
 
 #include "ops/cpu/ssd.h"
+#include "ops/cpu/step_kernels.h"
 #include "ops/tensor_data.h"
 
 namespace ssm::cpu {
@@ -32,32 +33,16 @@ struct StepView {
 void step_head(const StepView& v, int64_t b, int64_t h) {
   const int64_t P = v.P, N = v.N, g = h / (v.H / v.G);
   const float dt = v.dt[b * v.ldt + h];
-  const float decay = std::exp(dt * v.A[h]);
-  const float d = v.D ? v.D[h] : 0.f;
-  const float* x = v.x + b * v.ldx + h * P;
-  const float* __restrict Bn = v.B + b * v.ldb + g * N;
-  const float* __restrict Cn = v.C + b * v.ldc + g * N;
-  float* y = v.y + b * v.ldy + h * P;
-  float* S = v.state + (b * v.H + h) * P * N;
-  for (int64_t p = 0; p < P; ++p) {
-    float* __restrict s = S + p * N;
-    const float xdt = x[p] * dt;
-    // Eight partial sums let the compiler vectorise the dot product without
-    // reassociating it; the order is fixed, so results do not vary by run.
-    float acc[8] = {};
-    int64_t n = 0;
-    for (; n + 8 <= N; n += 8)
-      for (int64_t j = 0; j < 8; ++j) {
-        s[n + j] = decay * s[n + j] + xdt * Bn[n + j];
-        acc[j] += s[n + j] * Cn[n + j];
-      }
-    for (; n < N; ++n) {
-      s[n] = decay * s[n] + xdt * Bn[n];
-      acc[0] += s[n] * Cn[n];
-    }
-    y[p] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) +
-           d * x[p];
-  }
+  ssd_step_head({.P = P,
+                 .N = N,
+                 .dt = dt,
+                 .decay = std::exp(dt * v.A[h]),
+                 .d = v.D ? v.D[h] : 0.f,
+                 .x = v.x + b * v.ldx + h * P,
+                 .B = v.B + b * v.ldb + g * N,
+                 .C = v.C + b * v.ldc + g * N,
+                 .y = v.y + b * v.ldy + h * P,
+                 .S = v.state + (b * v.H + h) * P * N});
 }
 
 }  // namespace
