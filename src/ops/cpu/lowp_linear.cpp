@@ -12,6 +12,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "ssm/tensor/convert.h"
 
@@ -86,6 +87,41 @@ HWY_INLINE float row_scale(const LowpWeights& W, int64_t j) {
   return kType == DType::kQ8 ? W.scales[j * W.scale_stride] : 1.f;
 }
 
+#if HWY_TARGET != HWY_WASM
+// BF16 rows as pairs. A vector of 32-bit lanes loaded from a BF16 row holds
+// elements 2i (low half) and 2i + 1 (high half) of each pair; shifting the
+// lane left by 16 bits gives element 2i as F32 and clearing its low half
+// gives element 2i + 1: two single-cycle operations for 2 x Lanes weights,
+// against a lane-crossing widening and a shift per Lanes weights (the
+// widening's port was what held BF16 rows below the memory rate). x is
+// taken with its elements in the same order (deinterleave_pairs), so the
+// products are the exact F32 products of the widening path.
+HWY_INLINE void load_bf16_pairs(DF df, const void* row, int64_t k, hn::Vec<DF>& even,
+                                hn::Vec<DF>& odd) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto u =
+      hn::LoadU(du, reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(row) + k));
+  even = hn::BitCast(df, hn::ShiftLeft<16>(u));
+  odd = hn::BitCast(df, hn::And(u, hn::Set(du, 0xFFFF0000u)));
+}
+
+// Elements of BF16 pairs handled per vector step: 2 x Lanes.
+HWY_INLINE int64_t pair_step(DF df) { return 2 * static_cast<int64_t>(hn::Lanes(df)); }
+
+// out = x with each block of 2 L elements (L = Lanes) stored as its even
+// elements, then its odd ones (the order load_bf16_pairs yields the
+// weights in); the tail past the last whole block is copied as it is.
+HWY_INLINE void deinterleave_pairs(DF df, const float* x, int64_t K, float* out) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df)), K_pair = K - K % (2 * L);
+  for (int64_t k = 0; k < K_pair; k += 2 * L)
+    for (int64_t i = 0; i < L; ++i) {
+      out[k + i] = x[k + 2 * i];
+      out[k + L + i] = x[k + 2 * i + 1];
+    }
+  for (int64_t k = K_pair; k < K; ++k) out[k] = x[k];
+}
+#endif
+
 // One row of x (decode at batch 1): four weight rows at a time, so that
 // four independent sums hide the latency of the multiply-adds and each
 // vector of x is loaded once for all four.
@@ -93,7 +129,12 @@ template <DType kType>
 void gemv1_typed(const LowpGemvJob& job) {
   const DF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df)), K = job.W.K;
+#if HWY_TARGET != HWY_WASM
+  // BF16: x deinterleaved by the caller (gemv_typed), two vectors a step.
+  const int64_t K_vec = kType == DType::kBF16 ? K - K % pair_step(df) : K - K % L;
+#else
   const int64_t K_vec = K - K % L;
+#endif
   const float* x = job.x;
   int64_t j = 0;
   for (; j + 4 <= job.n; j += 4) {
@@ -102,17 +143,37 @@ void gemv1_typed(const LowpGemvJob& job) {
     const void* r2 = row_at<kType>(job.W, j + 2);
     const void* r3 = row_at<kType>(job.W, j + 3);
     auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-    for (int64_t k = 0; k < K_vec; k += L) {
-      prefetch_ahead<kType>(r0, k, 4 * K);
-      prefetch_ahead<kType>(r1, k, 4 * K);
-      prefetch_ahead<kType>(r2, k, 4 * K);
-      prefetch_ahead<kType>(r3, k, 4 * K);
-      const auto xv = hn::LoadU(df, x + k);
-      a0 = hn::MulAdd(load_widened<kType>(df, r0, k), xv, a0);
-      a1 = hn::MulAdd(load_widened<kType>(df, r1, k), xv, a1);
-      a2 = hn::MulAdd(load_widened<kType>(df, r2, k), xv, a2);
-      a3 = hn::MulAdd(load_widened<kType>(df, r3, k), xv, a3);
-    }
+#if HWY_TARGET != HWY_WASM
+    if constexpr (kType == DType::kBF16) {
+      for (int64_t k = 0; k < K_vec; k += 2 * L) {
+        prefetch_ahead<kType>(r0, k, 4 * K);
+        prefetch_ahead<kType>(r1, k, 4 * K);
+        prefetch_ahead<kType>(r2, k, 4 * K);
+        prefetch_ahead<kType>(r3, k, 4 * K);
+        const auto xe = hn::LoadU(df, x + k), xo = hn::LoadU(df, x + k + L);
+        hn::Vec<DF> e, o;
+        load_bf16_pairs(df, r0, k, e, o);
+        a0 = hn::MulAdd(o, xo, hn::MulAdd(e, xe, a0));
+        load_bf16_pairs(df, r1, k, e, o);
+        a1 = hn::MulAdd(o, xo, hn::MulAdd(e, xe, a1));
+        load_bf16_pairs(df, r2, k, e, o);
+        a2 = hn::MulAdd(o, xo, hn::MulAdd(e, xe, a2));
+        load_bf16_pairs(df, r3, k, e, o);
+        a3 = hn::MulAdd(o, xo, hn::MulAdd(e, xe, a3));
+      }
+    } else
+#endif
+      for (int64_t k = 0; k < K_vec; k += L) {
+        prefetch_ahead<kType>(r0, k, 4 * K);
+        prefetch_ahead<kType>(r1, k, 4 * K);
+        prefetch_ahead<kType>(r2, k, 4 * K);
+        prefetch_ahead<kType>(r3, k, 4 * K);
+        const auto xv = hn::LoadU(df, x + k);
+        a0 = hn::MulAdd(load_widened<kType>(df, r0, k), xv, a0);
+        a1 = hn::MulAdd(load_widened<kType>(df, r1, k), xv, a1);
+        a2 = hn::MulAdd(load_widened<kType>(df, r2, k), xv, a2);
+        a3 = hn::MulAdd(load_widened<kType>(df, r3, k), xv, a3);
+      }
     float sums[4] = {hn::GetLane(hn::SumOfLanes(df, a0)), hn::GetLane(hn::SumOfLanes(df, a1)),
                      hn::GetLane(hn::SumOfLanes(df, a2)), hn::GetLane(hn::SumOfLanes(df, a3))};
     const void* rows[4] = {r0, r1, r2, r3};
@@ -124,8 +185,17 @@ void gemv1_typed(const LowpGemvJob& job) {
   for (; j < job.n; ++j) {
     const void* row = row_at<kType>(job.W, j);
     auto a = hn::Zero(df);
-    for (int64_t k = 0; k < K_vec; k += L)
-      a = hn::MulAdd(load_widened<kType>(df, row, k), hn::LoadU(df, x + k), a);
+#if HWY_TARGET != HWY_WASM
+    if constexpr (kType == DType::kBF16) {
+      for (int64_t k = 0; k < K_vec; k += 2 * L) {
+        hn::Vec<DF> e, o;
+        load_bf16_pairs(df, row, k, e, o);
+        a = hn::MulAdd(o, hn::LoadU(df, x + k + L), hn::MulAdd(e, hn::LoadU(df, x + k), a));
+      }
+    } else
+#endif
+      for (int64_t k = 0; k < K_vec; k += L)
+        a = hn::MulAdd(load_widened<kType>(df, row, k), hn::LoadU(df, x + k), a);
     float sum = hn::GetLane(hn::SumOfLanes(df, a));
     for (int64_t k = K_vec; k < K; ++k) sum += scalar_widened<kType>(row, k) * x[k];
     store_output(job, 0, j, row_scale<kType>(job.W, j), sum);
@@ -202,7 +272,7 @@ template <DType kType, int R, int G>
 HWY_INLINE void gemv_tile(const LowpGemvJob& job, int64_t j0, int64_t m0) {
   const DF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df)), K = job.W.K;
-  const int64_t K_vec = K - K % L;
+  const int64_t K_vec = kType == DType::kBF16 ? K - K % pair_step(df) : K - K % L;
   const void* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = row_at<kType>(job.W, j0 + r);
   const float* xs[G];
@@ -210,15 +280,28 @@ HWY_INLINE void gemv_tile(const LowpGemvJob& job, int64_t j0, int64_t m0) {
   hn::Vec<DF> acc[R][G];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g) acc[r][g] = hn::Zero(df);
-  for (int64_t k = 0; k < K_vec; k += L) {
-    hn::Vec<DF> w[R];
-    for (int r = 0; r < R; ++r) prefetch_ahead<kType>(rows[r], k, R * K);
-    for (int r = 0; r < R; ++r) w[r] = load_widened<kType>(df, rows[r], k);
-    for (int g = 0; g < G; ++g) {
-      const auto xv = hn::LoadU(df, xs[g] + k);
-      for (int r = 0; r < R; ++r) acc[r][g] = hn::MulAdd(w[r], xv, acc[r][g]);
+  if constexpr (kType == DType::kBF16) {
+    // As gemv1_typed's BF16 loop: per sum, the even products, then the odd.
+    for (int64_t k = 0; k < K_vec; k += 2 * L) {
+      hn::Vec<DF> e[R], o[R];
+      for (int r = 0; r < R; ++r) prefetch_ahead<kType>(rows[r], k, R * K);
+      for (int r = 0; r < R; ++r) load_bf16_pairs(df, rows[r], k, e[r], o[r]);
+      for (int g = 0; g < G; ++g) {
+        const auto xe = hn::LoadU(df, xs[g] + k), xo = hn::LoadU(df, xs[g] + k + L);
+        for (int r = 0; r < R; ++r)
+          acc[r][g] = hn::MulAdd(o[r], xo, hn::MulAdd(e[r], xe, acc[r][g]));
+      }
     }
-  }
+  } else
+    for (int64_t k = 0; k < K_vec; k += L) {
+      hn::Vec<DF> w[R];
+      for (int r = 0; r < R; ++r) prefetch_ahead<kType>(rows[r], k, R * K);
+      for (int r = 0; r < R; ++r) w[r] = load_widened<kType>(df, rows[r], k);
+      for (int g = 0; g < G; ++g) {
+        const auto xv = hn::LoadU(df, xs[g] + k);
+        for (int r = 0; r < R; ++r) acc[r][g] = hn::MulAdd(w[r], xv, acc[r][g]);
+      }
+    }
   for (int r = 0; r < R; ++r) {
     const float scale = row_scale<kType>(job.W, j0 + r);
     for (int g = 0; g < G; ++g) {
@@ -251,12 +334,32 @@ HWY_INLINE void gemv_rows(const LowpGemvJob& job, int64_t j0) {
   }
 }
 
+// Rows of x 2 to 8: groups of four weight rows, then the rest one by one.
 template <DType kType>
-void gemv_typed(const LowpGemvJob& job) {
-  if (job.M == 1) return gemv1_typed<kType>(job);
+void gemv_all_rows(const LowpGemvJob& job) {
   int64_t j = 0;
   for (; j + 4 <= job.n; j += 4) gemv_rows<kType, 4>(job, j);
   for (; j < job.n; ++j) gemv_rows<kType, 1>(job, j);
+}
+
+template <DType kType>
+void gemv_typed(const LowpGemvJob& job) {
+  if constexpr (kType == DType::kBF16) {
+    // x deinterleaved for load_bf16_pairs, into a buffer of this thread
+    // (it grows to the largest M x K seen, then nothing is allocated).
+    thread_local std::vector<float> pairs;
+    const int64_t K = job.W.K;
+    if (pairs.size() < static_cast<size_t>(job.M * K)) pairs.resize(static_cast<size_t>(job.M * K));
+    for (int64_t m = 0; m < job.M; ++m)
+      deinterleave_pairs(DF(), job.x + m * job.ldx, K, pairs.data() + m * K);
+    LowpGemvJob paired = job;
+    paired.x = pairs.data();
+    paired.ldx = K;
+    if (job.M == 1) return gemv1_typed<kType>(paired);
+    return gemv_all_rows<kType>(paired);
+  }
+  if (job.M == 1) return gemv1_typed<kType>(job);
+  gemv_all_rows<kType>(job);
 }
 #endif  // HWY_TARGET == HWY_WASM
 
