@@ -28,6 +28,7 @@ const ScanCase kCases[] = {
     {1, 40, 2, 16, 32, 1, 16},            // SISO, exact chunks
     {2, 19, 2, 8, 16, 2, 8},              // MIMO R = 2, 4 steps a chunk
     {1, 23, 2, 8, 16, 4, 8},              // MIMO R = 4, 2 steps a chunk
+    {1, 45, 2, 8, 16, 4, 64},             // MIMO R = 4, 16 steps a chunk: causal row blocks
     {2, 9, 3, 8, 8, 4, 3},                // chunk smaller than R: 1 step a chunk
     {1, 7, 2, 3, 4, 1, 1},                // chunks of one step
     {1, 50, 1, 4, 8, 1, 64},              // one chunk

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "ops/cpu/blas.h"
@@ -89,6 +90,48 @@ TEST(SmallGemm, Avx512KernelMatchesSequentialReference) {
   uint32_t seed = 1000;
   for (const Case& c : cases())
     if (cpu::small_gemm_fits(c.tb, c.M, c.N, c.K)) check(&cpu::small_gemm_avx512, c, seed++);
+}
+
+// gemm_causal_scores: the entries of the row blocks up to causal_columns
+// equal A B^T; the rest of C (NaN) is not written. Rows that leave a partial
+// block, 1 and 4 rows per step, and a shape past the AVX-512 kernel's
+// (OpenBLAS's gemm per block).
+TEST(SmallGemm, CausalScoresWriteTheBlocksGemmCausalReads) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (const auto& [M, K, unit] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 8, 1},
+                                                          {5, 3, 1},
+                                                          {17, 40, 1},
+                                                          {64, 128, 1},
+                                                          {64, 128, 4},
+                                                          {100, 16, 4},
+                                                          {256, 128, 4},
+                                                          {300, 20, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "M " << M << " K " << K << " unit " << unit);
+    const int64_t lda = K + 3, ldb = K + 1, ldc = M + 2;
+    std::vector<float> A(M * lda), B(M * ldb);
+    for (float& v : A) v = u(rng);
+    for (float& v : B) v = u(rng);
+    std::vector<float> C(M * ldc, std::numeric_limits<float>::quiet_NaN());
+    cpu::gemm_causal_scores(M, K, unit, A.data(), lda, B.data(), ldb, C.data(), ldc);
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t cols = cpu::causal_columns(m, M, unit);
+      for (int64_t n = 0; n < ldc; ++n) {
+        if (n >= cols) {
+          ASSERT_TRUE(std::isnan(C[m * ldc + n])) << "written past the block at " << m << "," << n;
+          continue;
+        }
+        double sum = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          sum += static_cast<double>(A[m * lda + k]) * B[n * ldb + k];
+          mag += std::fabs(static_cast<double>(A[m * lda + k]) * B[n * ldb + k]);
+        }
+        ASSERT_NEAR(C[m * ldc + n], sum, (K + 2) * 1.2e-7 * (mag + 1e-30))
+            << "at " << m << "," << n;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "ops/cpu/mamba3_kernels.h"
 #include "ops/cpu/mamba3_math.h"
 #include "ops/cpu/mamba3_workspace.h"
+#include "ops/cpu/rotary.h"
 #include "ops/scalar_math.h"
 
 namespace ssm::cpu {
@@ -72,26 +73,15 @@ void prepare_heads(Context& ctx, const ops::Mamba3PrepareArgs& a, const PrepareD
         float* k = k_out + step * R * N;
         float* v = v_out + step * R * P;
         const float* xh = &x(row, h * P);
+        // q, k: normed C, B of group g (rank r at stride G N) plus the
+        // head's biases, turned by the phase.
+        const int64_t at = (row * R * G + g) * N;
+        biased_turn({C_normed + at, G * N, C_bias + h * R * N, q},
+                    {B_normed + at, G * N, B_bias + h * R * N, k}, R, N, phase, S,
+                    a.pairs == ops::RotaryPairs::kAdjacent);
         for (int64_t r = 0; r < R; ++r) {
-          const float* cn = C_normed + (row * R * G + r * G + g) * N;
-          const float* bn = B_normed + (row * R * G + r * G + g) * N;
-          const float* cb = C_bias + (h * R + r) * N;
-          const float* bb = B_bias + (h * R + r) * N;
-          for (int64_t n = 0; n < N; ++n) {
-            q[r * N + n] = cn[n] + cb[n];
-            k[r * N + n] = bn[n] + bb[n];
-          }
           const float* mx = mimo_x ? mimo_x + (h * R + r) * P : nullptr;
           for (int64_t p = 0; p < P; ++p) v[r * P + p] = mx ? xh[p] * mx[p] : xh[p];
-        }
-        for (int64_t j = 0; j < S; ++j) {
-          const float c = std::cos(phase[j]), s = std::sin(phase[j]);
-          int64_t e0, e1;
-          rotary_pair(a.pairs, N, j, e0, e1);
-          for (int64_t r = 0; r < R; ++r) {
-            ops::rotate_pair(q + r * N, e0, e1, c, s);
-            ops::rotate_pair(k + r * N, e0, e1, c, s);
-          }
         }
       }
     }

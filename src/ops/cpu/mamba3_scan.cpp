@@ -30,14 +30,16 @@ namespace {
 // Per part: the buffers of one (batch row, head) at a time.
 struct ScanWorkspace {
   int64_t Q, M, P, N, L;
-  float *scores, *decay, *qs, *vw, *w, *cs;
+  float *scores, *decay, *qs, *vw, *w, *cs, *cs_rows, *w_rows;
   void carve(Carver<float>& f, Carver<double>&) {
     scores = f.take(M * M);
-    decay = f.take(Q * Q);
+    decay = f.take(M);
     qs = f.take(M * N);
     vw = f.take(M * P);
     w = f.take(L);
     cs = f.take(Q);
+    cs_rows = f.take(M);
+    w_rows = f.take(M);
   }
 };
 
@@ -59,6 +61,7 @@ void scan_head(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
   gemm(true, false, P, N, R, (1.f - lam[0]) * dt[0], v_prev, P, k_prev, N, 1.f, S, N);
 
   float *scores = ws.scores, *decay = ws.decay, *qs = ws.qs, *vw = ws.vw, *cs = ws.cs;
+  float *cs_rows = ws.cs_rows, *w_rows = ws.w_rows;
   for (int64_t t0 = 0; t0 < L; t0 += Q) {
     const int64_t q = std::min(Q, L - t0), m = q * R;
     const float* Qc = a.q + (i * L + t0) * R * N;
@@ -68,20 +71,21 @@ void scan_head(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
     float run = 0.f;
     for (int64_t t = 0; t < q; ++t) cs[t] = run += A[t0 + t] * dt[t0 + t];
 
-    // Intra-chunk: Y = (Q K^T o decay) V.
-    for (int64_t t = 0; t < q; ++t) {
-      // decay_weight(cs_t - cs_s) w_s
-      decay_products(cs[t], cs, nullptr, w + t0, decay + t * q, t);
-      decay[t * q + t] = lam[t0 + t] * dt[t0 + t];
+    // Intra-chunk: Y = (Q K^T o decay) V, the scores only where gemm_causal
+    // reads them. Column (s, r_in) of the decay row of step t is
+    // decay_weight(cs_t - cs_s) w_s for s < t, lam_t dt_t for s = t: from
+    // cs and w repeated per rank, so the masking is one product per score.
+    for (int64_t j = 0; j < m; ++j) {
+      cs_rows[j] = cs[j / R];
+      w_rows[j] = w[t0 + j / R];
     }
-    gemm(false, true, m, m, N, 1.f, Qc, N, Kc, N, 0.f, scores, m);
-    // Row (t, r_out), column (s, r_in): loops over time and rank, no division.
+    gemm_causal_scores(m, N, R, Qc, N, Kc, N, scores, m);
     for (int64_t t = 0; t < q; ++t) {
-      const float* dec = decay + t * q;
+      decay_products(cs[t], cs_rows, nullptr, w_rows, decay, t * R);
+      std::fill(decay + t * R, decay + (t + 1) * R, lam[t0 + t] * dt[t0 + t]);
       for (int64_t ro = 0; ro < R; ++ro) {
         float* sc = scores + (t * R + ro) * m;
-        for (int64_t s = 0; s <= t; ++s)
-          for (int64_t ri = 0; ri < R; ++ri) sc[s * R + ri] *= dec[s];
+        for (int64_t j = 0; j < (t + 1) * R; ++j) sc[j] *= decay[j];
         std::fill(sc + (t + 1) * R, sc + causal_columns(t * R + ro, m, R), 0.f);
       }
     }
@@ -96,7 +100,7 @@ void scan_head(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
 
     // S' <- exp(cs_end) S' + sum_s exp(cs_end - cs_s) w_s u_s.
     const float end = cs[q - 1];
-    float* we = decay;  // its rows are used up: decay_weight(end - cs_s) w_s
+    float* we = decay;  // used up: decay_weight(end - cs_s) w_s
     decay_products(end, cs, nullptr, w + t0, we, q);
     for (int64_t s = 0; s < q; ++s)
       for (int64_t j = s * R * P; j < (s + 1) * R * P; ++j) vw[j] = Vc[j] * we[s];

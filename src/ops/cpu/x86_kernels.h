@@ -157,4 +157,10 @@ void small_gemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t
                        const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                        float* C, int64_t ldc);
 
+// gemm_causal_scores of blas.h with B transposed once for all its row
+// blocks, where the CPU has AVX-512 and the shape fits (small_gemm_fits with
+// a transposed B); false: nothing done.
+bool small_causal_scores(int64_t M, int64_t K, int64_t unit, const float* A, int64_t lda,
+                         const float* B, int64_t ldb, float* C, int64_t ldc);
+
 }  // namespace ssm::cpu

@@ -1,0 +1,112 @@
+// Mamba-3's prefill ops over a 512-token prompt, one layer of the 130m
+// shapes (24 heads of 64 channels, state 128, 32 rotary angles, chunks of
+// 64 rows): mamba3_prepare and the chunked mamba3_scan, SISO (R = 1) and
+// MIMO R = 4, on SSM_BENCH_THREADS threads (default 2). With one thread,
+// CPU time is what a loaded machine disturbs least:
+//   SSM_BENCH_THREADS=1 build/bench/mamba3_bench
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+
+#include "ssm/ops/mamba3.h"
+
+namespace ssm {
+namespace {
+
+int bench_threads() {
+  const char* env = std::getenv("SSM_BENCH_THREADS");
+  return env ? std::max(1, std::atoi(env)) : 2;
+}
+
+Tensor random_f32(const Shape& shape, uint32_t seed, float scale) {
+  Tensor t = Tensor::empty(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+// One Mamba-3 layer's prepare and scan inputs and outputs, 130m shapes:
+// H = 24, P = 64, N = 128, 32 angles, G = 1, chunk 64 rows; R = 1 (SISO,
+// adjacent pairs) or 4 (MIMO, halves).
+struct Mamba3Bench {
+  ops::Mamba3PrepareArgs prep;
+  ops::Mamba3ScanArgs scan;
+  explicit Mamba3Bench(int64_t L, int64_t R) {
+    const int64_t H = 24, P = 64, N = 128, S = 32;
+    const auto zeros = [](const Shape& s) { return Tensor::zeros(DType::kF32, s); };
+    const auto empty = [](const Shape& s) { return Tensor::empty(DType::kF32, s); };
+    prep = {.heads = H,
+            .groups = 1,
+            .rank = R,
+            .pairs = R > 1 ? ops::RotaryPairs::kHalves : ops::RotaryPairs::kAdjacent,
+            .x = random_f32({1, L, H * P}, 11, 1.f),
+            .B = random_f32({1, L, R * N}, 12, 1.f),
+            .C = random_f32({1, L, R * N}, 13, 1.f),
+            .ddt = random_f32({1, L, H}, 14, 1.f),
+            .ddA = random_f32({1, L, H}, 15, 1.f),
+            .trap = random_f32({1, L, H}, 16, 1.f),
+            .ang = random_f32({1, L, S}, 17, 1.f),
+            .dt_bias = random_f32({H}, 18, 1.f),
+            .B_norm = random_f32({N}, 19, 1.f),
+            .C_norm = random_f32({N}, 20, 1.f),
+            .B_bias = random_f32({H, R, N}, 21, 1.f),
+            .C_bias = random_f32({H, R, N}, 22, 1.f),
+            .mimo_x = R > 1 ? random_f32({H, R, P}, 23, 1.f) : Tensor(),
+            .phase = zeros({1, H, S}),
+            .B_normed = empty({1, L, R * N}),
+            .C_normed = empty({1, L, R * N}),
+            .ang_rate = empty({1, L, S}),
+            .dt = empty({1, H, L}),
+            .A = empty({1, H, L}),
+            .lam = empty({1, H, L}),
+            .q = empty({1, H, L, R, N}),
+            .k = empty({1, H, L, R, N}),
+            .v = empty({1, H, L, R, P})};
+    scan = {.chunk = 64,
+            .q = prep.q,
+            .k = prep.k,
+            .v = prep.v,
+            .dt = prep.dt,
+            .A = prep.A,
+            .lam = prep.lam,
+            .D = random_f32({H}, 24, 1.f),
+            .o = empty({1, H, L, R, P})};
+  }
+};
+
+// Args: R. The phase is reset every iteration: the same work each time.
+void BM_Mamba3Prepare(benchmark::State& state) {
+  Mamba3Bench m(512, state.range(0));
+  Context ctx("cpu", bench_threads());
+  for (auto _ : state) {
+    std::fill_n(static_cast<float*>(m.prep.phase.raw()), m.prep.phase.numel(), 0.f);
+    ops::mamba3_prepare(ctx, m.prep);
+    benchmark::DoNotOptimize(m.prep.q.raw());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(512, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Mamba3Prepare)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Args: R. A fresh sequence (no state) each iteration.
+void BM_Mamba3Scan(benchmark::State& state) {
+  Mamba3Bench m(512, state.range(0));
+  Context ctx("cpu", bench_threads());
+  ops::mamba3_prepare(ctx, m.prep);
+  for (auto _ : state) {
+    ops::mamba3_scan(ctx, m.scan);
+    benchmark::DoNotOptimize(m.scan.o.raw());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(512, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Mamba3Scan)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace ssm
+
+BENCHMARK_MAIN();
