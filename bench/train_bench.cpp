@@ -6,6 +6,7 @@
 // fewer layers give a quicker per-layer figure.
 #include <benchmark/benchmark.h>
 
+#include <ctime>
 #include <random>
 
 #include "ssm/train/init.h"
@@ -15,29 +16,38 @@ namespace ssm {
 namespace {
 
 ModelConfig config_130m(int64_t n_layer) {
-  const Json j = {{"d_model", 768},
-                  {"n_layer", n_layer},
-                  {"vocab_size", 50280},
-                  {"pad_vocab_size_multiple", 16},
-                  {"d_intermediate", 0},
-                  {"attn_layer_idx", Json::array()},
-                  {"attn_cfg", Json::object()},
-                  {"ssm_cfg", {{"layer", "Mamba2"}, {"d_state", 128}, {"headdim", 64}, {"chunk_size", 256}}},
-                  {"tie_embeddings", true}};
+  const Json j = {
+      {"d_model", 768},
+      {"n_layer", n_layer},
+      {"vocab_size", 50280},
+      {"pad_vocab_size_multiple", 16},
+      {"d_intermediate", 0},
+      {"attn_layer_idx", Json::array()},
+      {"attn_cfg", Json::object()},
+      {"ssm_cfg", {{"layer", "Mamba2"}, {"d_state", 128}, {"headdim", 64}, {"chunk_size", 256}}},
+      {"tie_embeddings", true}};
   return parse_model_config(j, "130m-shaped bench config");
 }
 
 ModelConfig config_130m_mamba3(int64_t n_layer) {
-  const Json j = {{"d_model", 768},
-                  {"n_layer", n_layer},
-                  {"vocab_size", 50288},
-                  {"pad_vocab_size_multiple", 16},
-                  {"d_intermediate", 0},
-                  {"attn_layer_idx", Json::array()},
-                  {"attn_cfg", Json::object()},
-                  {"ssm_cfg", {{"layer", "Mamba3"}, {"d_state", 128}, {"headdim", 64}, {"is_mimo", false}}},
-                  {"tie_embeddings", true}};
+  const Json j = {
+      {"d_model", 768},
+      {"n_layer", n_layer},
+      {"vocab_size", 50288},
+      {"pad_vocab_size_multiple", 16},
+      {"d_intermediate", 0},
+      {"attn_layer_idx", Json::array()},
+      {"attn_cfg", Json::object()},
+      {"ssm_cfg", {{"layer", "Mamba3"}, {"d_state", 128}, {"headdim", 64}, {"is_mimo", false}}},
+      {"tie_embeddings", true}};
   return parse_model_config(j, "130m-shaped Mamba-3 bench config");
+}
+
+// CPU seconds of all the process's threads so far.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 void train_steps(benchmark::State& state, const ModelConfig& config, int64_t vocab) {
@@ -48,23 +58,43 @@ void train_steps(benchmark::State& state, const ModelConfig& config, int64_t voc
   std::mt19937 rng(1);
   for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % vocab);
   Context ctx(2);
-  Trainer trainer(model, tokens,
-                  TrainOptions{.steps = 1 << 20, .batch = batch, .seq_len = seq_len, .lr = 1e-4, .warmup = 10},
-                  ctx);
+  Trainer trainer(
+      model, tokens,
+      TrainOptions{.steps = 1 << 20, .batch = batch, .seq_len = seq_len, .lr = 1e-4, .warmup = 10},
+      ctx);
   trainer.step();  // warm the allocator
+  const double cpu0 = process_cpu_seconds();
   for (auto _ : state) benchmark::DoNotOptimize(trainer.step().loss);
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(state.iterations() * batch * seq_len),
-                                                  benchmark::Counter::kIsRate);
+  const double cpu_s = process_cpu_seconds() - cpu0;
+  state.counters["tokens/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * batch * seq_len), benchmark::Counter::kIsRate);
+  // On a shared machine the wall-clock rate follows the load; the CPU time
+  // of all the process's threads per step does much less.
+  state.counters["cpu_s/step"] = cpu_s / static_cast<double>(state.iterations());
+  state.counters["tokens/cpu_s"] =
+      static_cast<double>(state.iterations() * batch * seq_len) / cpu_s;
   state.counters["params_M"] = static_cast<double>(model.parameter_count()) / 1e6;
 }
 
-void BM_TrainStep130m(benchmark::State& state) { train_steps(state, config_130m(state.range(0)), 50280); }
-BENCHMARK(BM_TrainStep130m)->Arg(2)->Arg(24)->Iterations(2)->Unit(benchmark::kSecond)->UseRealTime();
+void BM_TrainStep130m(benchmark::State& state) {
+  train_steps(state, config_130m(state.range(0)), 50280);
+}
+BENCHMARK(BM_TrainStep130m)
+    ->Arg(2)
+    ->Arg(24)
+    ->Iterations(2)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime();
 
 void BM_TrainStep130mMamba3(benchmark::State& state) {
   train_steps(state, config_130m_mamba3(state.range(0)), 50288);
 }
-BENCHMARK(BM_TrainStep130mMamba3)->Arg(2)->Arg(24)->Iterations(2)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_TrainStep130mMamba3)
+    ->Arg(2)
+    ->Arg(24)
+    ->Iterations(2)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace ssm

@@ -85,7 +85,7 @@ TEST_P(LinearTest, LowPrecisionWeightsAreComputedOrRefusedByName) {
 }
 
 TEST_P(LinearTest, BackwardMatchesRef) {
-  for (const LinearShape s : {LinearShape{1, 5, 40}, {7, 5, 40}, {70, 33, 65}})
+  for (const LinearShape s : {LinearShape{1, 5, 40}, {7, 5, 40}, {70, 33, 65}, {150, 97, 203}})
     for (bool strided : {false, true})
       for (bool accumulate_dx : {false, true})
         for (int wanted = 0; wanted < 3; ++wanted) {  // all, only dx, only dW and dbias

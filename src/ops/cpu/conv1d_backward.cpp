@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "ops/cpu/conv1d.h"
+#include "ops/cpu/vec_backward.h"
 #include "ops/cpu/worker_slots.h"
 #include "ops/tensor_data.h"
-#include "ops/scalar_math.h"
 
 namespace ssm::cpu {
 
@@ -18,55 +18,73 @@ void conv1d_backward(Context& ctx, const ops::Conv1dBackwardArgs& a) {
   const float* bias = ops::elements_or_null<float>(a.bias);
   float* dweight = ops::elements_or_null<float>(a.dweight);
   float* dbias = ops::elements_or_null<float>(a.dbias);
+  // One block of channels is one vector of 16 floats: every loop below runs
+  // over the block's channels innermost (contiguous in memory, so the
+  // compiler vectorises it), and SiLU's gradient is a vectorised pass.
   constexpr int64_t kBlock = 16;
   const int64_t nblocks = (C + kBlock - 1) / kBlock;
-  // Per worker: the gradient of the pre-activation of one channel block.
+  // Per worker: the pre-activation and its gradient for one channel block,
+  // and two arrays of K vectors (wk, seq_w below).
+  const int64_t per_slot = (2 * L + 2 * K) * kBlock;
   const Tensor scratch =
-      ctx.arena().alloc(DType::kF32, {worker_slots(ctx.pool(), nblocks), L * kBlock});
+      ctx.arena().alloc(DType::kF32, {worker_slots(ctx.pool(), nblocks), per_slot});
   parallel_for_slots(ctx.pool(), nblocks, [&](int64_t slot, int64_t w0, int64_t w1) {
-    float* dpre = ops::elements<float>(scratch) + slot * L * kBlock;
+    float* dpre = ops::elements<float>(scratch) + slot * per_slot;
+    float* pre = dpre + L * kBlock;
+    // wk[k][c]: the block's weights, tap-major; seq_w: dweight's sums over
+    // one sequence.
+    const auto wk = reinterpret_cast<float(*)[kBlock]>(pre + L * kBlock);
+    const auto seq_w = wk + K;
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t c0 = w * kBlock, c1 = std::min(C, c0 + kBlock), nc = c1 - c0;
+      std::fill(wk[0], wk[0] + K * kBlock, 0.f);
+      float b0[kBlock] = {};
+      for (int64_t c = 0; c < nc; ++c) {
+        for (int64_t k = 0; k < K; ++k) wk[k][c] = weight[(c0 + c) * K + k];
+        b0[c] = bias ? bias[c0 + c] : 0.f;
+      }
+      // The lanes past the last channel stay zero throughout.
+      if (nc < kBlock) std::fill(dpre, dpre + 2 * L * kBlock, 0.f);
       for (int64_t b = 0; b < B; ++b) {
-        const float* in = a.in.data<float>() + b * L * ld_in;
-        const float* dout = a.dout.data<float>() + b * L * ld_dout;
-        float* din = ops::elements<float>(a.din) + b * L * ld_din;
-        for (int64_t t = 0; t < L; ++t)
-          for (int64_t c = c0; c < c1; ++c) {
-            float g = dout[t * ld_dout + c];
-            if (a.silu) {
-              float pre = bias ? bias[c] : 0.f;
-              for (int64_t k = 0; k < K; ++k) {
-                const int64_t s = t - K + 1 + k;
-                if (s >= 0) pre += weight[c * K + k] * in[s * ld_in + c];
-              }
-              g *= ops::silu_grad(pre);
-            }
-            dpre[t * nc + c - c0] = g;
+        const float* in = a.in.data<float>() + b * L * ld_in + c0;
+        const float* dout = a.dout.data<float>() + b * L * ld_dout + c0;
+        float* din = ops::elements<float>(a.din) + b * L * ld_din + c0;
+        for (int64_t t = 0; t < L; ++t) {
+          float* d = dpre + t * kBlock;
+          for (int64_t c = 0; c < nc; ++c) d[c] = dout[t * ld_dout + c];
+          if (!a.silu) continue;
+          float* p = pre + t * kBlock;
+          for (int64_t c = 0; c < nc; ++c) p[c] = b0[c];
+          for (int64_t k = std::max<int64_t>(0, K - 1 - t); k < K; ++k) {
+            const float* x = in + (t - K + 1 + k) * ld_in;
+            for (int64_t c = 0; c < nc; ++c) p[c] += wk[k][c] * x[c];
           }
+        }
+        if (a.silu) mul_silu_grad(pre, dpre, L * kBlock);
         // out[t] uses in[t-K+1+k] with weight k: scatter back.
-        for (int64_t s = 0; s < L; ++s)
-          for (int64_t c = c0; c < c1; ++c) {
-            float acc = 0.f;
-            for (int64_t k = 0; k < K; ++k) {
-              const int64_t t = s + K - 1 - k;
-              if (t < L) acc += weight[c * K + k] * dpre[t * nc + c - c0];
-            }
-            din[s * ld_din + c] = acc;
+        for (int64_t s = 0; s < L; ++s) {
+          float acc[kBlock] = {};
+          for (int64_t k = std::max<int64_t>(0, s + K - L); k < K; ++k) {
+            const float* d = dpre + (s + K - 1 - k) * kBlock;
+            for (int64_t c = 0; c < kBlock; ++c) acc[c] += wk[k][c] * d[c];
           }
-        for (int64_t c = c0; c < c1; ++c) {
-          if (dbias) {
-            float s = 0.f;
-            for (int64_t t = 0; t < L; ++t) s += dpre[t * nc + c - c0];
-            dbias[c] += s;
+          for (int64_t c = 0; c < nc; ++c) din[s * ld_din + c] = acc[c];
+        }
+        // The sums over time of this sequence, each from zero in time order.
+        float seq_b[kBlock] = {};
+        std::fill(seq_w[0], seq_w[0] + K * kBlock, 0.f);
+        for (int64_t t = 0; t < L; ++t) {
+          const float* d = dpre + t * kBlock;
+          for (int64_t c = 0; c < kBlock; ++c) seq_b[c] += d[c];
+          for (int64_t k = std::max<int64_t>(0, K - 1 - t); k < K; ++k) {
+            const float* x = in + (t - K + 1 + k) * ld_in;
+            for (int64_t c = 0; c < nc; ++c) seq_w[k][c] += d[c] * x[c];
           }
+        }
+        for (int64_t c = 0; c < nc; ++c) {
+          if (dbias) dbias[c0 + c] += seq_b[c];
           if (dweight)
-            for (int64_t k = 0; k < K; ++k) {
-              float s = 0.f;
-              for (int64_t t = std::max<int64_t>(0, K - 1 - k); t < L; ++t)
-                s += dpre[t * nc + c - c0] * in[(t - K + 1 + k) * ld_in + c];
-              dweight[c * K + k] += s;
-            }
+            for (int64_t k = 0; k < K; ++k) dweight[(c0 + c) * K + k] += seq_w[k][c];
         }
       }
     }

@@ -11,6 +11,8 @@
 
 #include "ops/cpu/blas.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/transposed_products.h"
+#include "ops/cpu/x86_kernels.h"
 #include "ops/tensor_data.h"
 
 namespace ssm::cpu {
@@ -64,9 +66,118 @@ void rows_loss(ThreadPool& pool, float* logits, int64_t n, int64_t V, const int6
   });
 }
 
+// The AVX-512 path: every product on the kernel of x86_f32_gemm.cpp with
+// its operands laid out once. Blocks of up to kBlockLogitsAvx512 logits (a
+// multiple of 64 rows where that many fit: the kernel's tiles), and per
+// call the head transposed in chunks of kHeadChunk vocabulary rows (each
+// chunk D rows of kHeadChunk), so that df = g head runs chunk by chunk with
+// both operands in cache. Taken while that copy of the head stays under
+// kMaxHeadCopy floats.
+constexpr int64_t kBlockLogitsAvx512 = int64_t{16} << 20;
+constexpr int64_t kHeadChunk = 256;
+constexpr int64_t kMaxHeadCopy = int64_t{128} << 20;
+// Vocabulary rows per task of dhead += g^T f: a multiple of the tile's 64
+// packed rows.
+constexpr int64_t kDheadRows = 256;
+
+bool avx512_path(const ops::HeadLossArgs& a) {
+  return cpu_has_avx512() && a.vocab * a.f.cols() <= kMaxHeadCopy;
+}
+
+double head_cross_entropy_avx512(Context& ctx, const ops::HeadLossArgs& a) {
+  const int64_t R = a.f.rows(), D = a.f.cols(), V = a.vocab;
+  int64_t block = std::max<int64_t>(kRowBlock, kBlockLogitsAvx512 / V);
+  if (block >= 64) block = block / 64 * 64;
+  block = std::min(R, block);
+  ThreadPool& pool = ctx.pool();
+  Arena& arena = ctx.arena();
+  Arena::Scope scope(arena);
+  auto floats = [&](int64_t n) { return ops::elements<float>(arena.alloc(DType::kF32, {n})); };
+  float* logits = floats(block * V);
+  double* loss = ops::elements<double>(arena.alloc(DType::kF64, {R}));
+  void* f_packed = floats(f32_pack_bytes(block, D) / 4);
+  const ops::Rows<const float> f(a.f);
+  const float* head = a.head.data<float>();
+  const int64_t* targets = a.targets.data<int64_t>();
+  const bool grads = a.grad_scale != 0, dhead_wanted = grads && a.dhead.defined();
+  const int64_t chunks = (V + kHeadChunk - 1) / kHeadChunk;
+  auto chunk_size = [&](int64_t c) { return std::min(kHeadChunk, V - c * kHeadChunk); };
+  // Chunk c of the transposed head: D rows of chunk_size(c), at c kHeadChunk D.
+  float* head_t = grads ? floats(V * D) : nullptr;
+  if (grads)
+    pool.parallel_for(chunks, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t v0 = c * kHeadChunk, vc = chunk_size(c);
+        float* out = head_t + v0 * D;
+        for (int64_t d = 0; d < D; ++d)
+          for (int64_t v = 0; v < vc; ++v) out[d * vc + v] = head[(v0 + v) * D + d];
+      }
+    });
+  // g (the logits' gradient) packed per chunk of columns, chunk c at
+  // c kHeadChunk (block rounded up to 16) floats; g's columns packed as rows
+  // (V rows of n) for dhead; f^T (D rows of n).
+  const int64_t block16 = (block + 15) / 16 * 16;
+  float* g_packed = grads ? floats(block16 * V) : nullptr;
+  void* g_columns = dhead_wanted ? floats(f32_pack_bytes(V, block) / 4) : nullptr;
+  float* f_t = dhead_wanted ? floats(D * block) : nullptr;
+  for (int64_t r0 = 0; r0 < R; r0 += block) {
+    const int64_t n = std::min(block, R - r0);
+    pool.parallel_for((n + 15) / 16, [&](int64_t b0, int64_t b1) {
+      pack_f32_rows(f[r0], f.ld, n, D, f_packed, b0, b1);
+    });
+    packed_product(pool, pack_f32_rows(f[r0], f.ld, n, D, f_packed, 0, 0), head, V, false, logits,
+                   V);
+    rows_loss(pool, logits, n, V, targets + r0, a.grad_scale, loss + r0);
+    if (!grads) continue;
+    // df = g head, summed chunk by chunk of the vocabulary in order; tasks
+    // of 96 columns of df (a multiple of the tile's 6 and of 16 floats).
+    const int64_t n16 = (n + 15) / 16 * 16;
+    pool.parallel_for(chunks, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c)
+        pack_f32_rows(logits + c * kHeadChunk, V, n, chunk_size(c), g_packed + c * kHeadChunk * n16,
+                      0, (n + 15) / 16);
+    });
+    const ops::Rows<float> df(a.df);
+    constexpr int64_t kDfColumns = 96;
+    pool.parallel_for((D + kDfColumns - 1) / kDfColumns, [&](int64_t b0, int64_t b1) {
+      const int64_t d0 = b0 * kDfColumns, d1 = std::min(D, b1 * kDfColumns);
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t vc = chunk_size(c);
+        const F32PackedRows gc{.data = g_packed + c * kHeadChunk * n16, .M = n, .K = vc};
+        f32_gemm_avx512(gc, {.W = head_t + c * kHeadChunk * D + d0 * vc,
+                             .n = d1 - d0,
+                             .accumulate = c > 0,
+                             .y = df[r0] + d0,
+                             .ldy = df.ld});
+      }
+    });
+    if (!dhead_wanted) continue;
+    // dhead += g^T f: g's columns as packed rows against the rows of f^T,
+    // tasks of kDheadRows vocabulary rows.
+    pool.parallel_for((V + 15) / 16, [&](int64_t b0, int64_t b1) {
+      pack_f32_columns(logits, V, n, V, g_columns, b0, b1);
+    });
+    transpose_f32(pool, f[r0], f.ld, n, D, f_t);
+    float* dhead = ops::elements<float>(a.dhead);
+    const auto* gcol = static_cast<const float*>(g_columns);
+    pool.parallel_for((V + kDheadRows - 1) / kDheadRows, [&](int64_t b0, int64_t b1) {
+      const int64_t v0 = b0 * kDheadRows, v1 = std::min(V, b1 * kDheadRows);
+      f32_gemm_avx512({.data = gcol + v0 * n, .M = v1 - v0, .K = n},
+                      {.W = f_t, .n = D, .accumulate = true, .y = dhead + v0 * D, .ldy = D});
+    });
+  }
+  double total = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    total += loss[r];
+    if (a.row_loss.defined()) ops::elements<double>(a.row_loss)[r] = loss[r];
+  }
+  return total;
+}
+
 double head_cross_entropy(Context& ctx, const ops::HeadLossArgs& a) {
   const int64_t R = a.f.rows(), D = a.f.cols(), V = a.vocab;
   if (R == 0) return 0;
+  if (avx512_path(a)) return head_cross_entropy_avx512(ctx, a);
   const int64_t block = std::min(R, std::max<int64_t>(kRowBlock, kBlockLogits / V));
   ThreadPool& pool = ctx.pool();
   float* logits = ctx.arena().alloc(DType::kF32, {block, V}).data<float>();

@@ -10,6 +10,7 @@
 #include "ops/cpu/blas.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/lowp_linear.h"
+#include "ops/cpu/transposed_products.h"
 #include "ops/cpu/x86_kernels.h"
 #include "ops/tensor_data.h"
 
@@ -260,6 +261,33 @@ void linear_backward(Context& ctx, const ops::LinearBackwardArgs& a) {
   float* dW = elements_or_null<float>(a.dW);
   float* dbias = elements_or_null<float>(a.dbias);
   ThreadPool& pool = ctx.pool();
+  if (cpu_has_avx512() && M > kGemvMaxRows) {
+    // The AVX-512 kernel of the forward: dx = dy (W^T)^T with dy packed and
+    // W transposed once per call; dW += (dy^T) (x^T)^T with dy's columns
+    // packed and x transposed once. OpenBLAS repacked W per block of 16
+    // rows of dx and x per block of 32 rows of dW, and ran AVX2 kernels.
+    Arena::Scope scope(ctx.arena());
+    if (dx) {
+      float* wt = elements<float>(ctx.arena().alloc(DType::kF32, {K * N}));
+      transpose_f32(pool, W, K, N, K, wt);
+      void* packed = elements<float>(ctx.arena().alloc(DType::kF32, {f32_pack_bytes(M, N) / 4}));
+      pool.parallel_for((M + 15) / 16, [&](int64_t b0, int64_t b1) {
+        pack_f32_rows(dy, lddy, M, N, packed, b0, b1);
+      });
+      packed_product(pool, pack_f32_rows(dy, lddy, M, N, packed, 0, 0), wt, K, a.accumulate_dx, dx,
+                     a.dx.row_stride());
+    }
+    if (dW) {
+      float* xt = elements<float>(ctx.arena().alloc(DType::kF32, {K * M}));
+      transpose_f32(pool, x, ldx, M, K, xt);
+      void* packed = elements<float>(ctx.arena().alloc(DType::kF32, {f32_pack_bytes(N, M) / 4}));
+      pool.parallel_for((N + 15) / 16, [&](int64_t b0, int64_t b1) {
+        pack_f32_columns(dy, lddy, M, N, packed, b0, b1);
+      });
+      packed_product(pool, pack_f32_columns(dy, lddy, M, N, packed, 0, 0), xt, K, true, dW, K);
+    }
+    dx = dW = nullptr;  // done: only dbias is left for the loops below
+  }
   if (dx) {
     constexpr int64_t kRows = 16;
     const int64_t lddx = a.dx.row_stride();

@@ -1,0 +1,57 @@
+// Operand layouts and the product loop of transposed_products.h. Plain C++:
+// only the kernel (x86_f32_gemm.cpp) needs the instruction set.
+#include "ops/cpu/transposed_products.h"
+
+#include <algorithm>
+
+namespace ssm::cpu {
+namespace {
+
+// Weight rows per task of packed_product: a multiple of the tile's 6 rows
+// and of 16 floats (two threads never write one cache line of y).
+constexpr int64_t kProductRows = 96;
+// Square blocks of the transpose: 16 x 16 floats, a cache line per row.
+constexpr int64_t kTransposeBlock = 16;
+
+}  // namespace
+
+F32PackedRows pack_f32_columns(const float* a, int64_t lda, int64_t rows, int64_t cols,
+                               void* workspace, int64_t b0, int64_t b1) {
+  auto* out = static_cast<float*>(workspace);
+  for (int64_t b = b0; b < b1; ++b) {
+    float* block = out + b * rows * 16;
+    const int64_t c0 = b * 16, n = std::min<int64_t>(16, cols - c0);
+    for (int64_t k = 0; k < rows; ++k) {
+      const float* src = a + k * lda + c0;
+      float* dst = block + k * 16;
+      int64_t l = 0;
+      for (; l < n; ++l) dst[l] = src[l];
+      for (; l < 16; ++l) dst[l] = 0.f;
+    }
+  }
+  return {.data = out, .M = cols, .K = rows};
+}
+
+void transpose_f32(ThreadPool& pool, const float* a, int64_t lda, int64_t rows, int64_t cols,
+                   float* out) {
+  const int64_t blocks = (cols + kTransposeBlock - 1) / kTransposeBlock;
+  pool.parallel_for(blocks, [&](int64_t b0, int64_t b1) {
+    const int64_t c0 = b0 * kTransposeBlock, c1 = std::min(cols, b1 * kTransposeBlock);
+    for (int64_t r0 = 0; r0 < rows; r0 += kTransposeBlock) {
+      const int64_t r1 = std::min(rows, r0 + kTransposeBlock);
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r = r0; r < r1; ++r) out[c * rows + r] = a[r * lda + c];
+    }
+  });
+}
+
+void packed_product(ThreadPool& pool, const F32PackedRows& x, const float* W, int64_t N,
+                    bool accumulate, float* y, int64_t ldy) {
+  pool.parallel_for((N + kProductRows - 1) / kProductRows, [&](int64_t b0, int64_t b1) {
+    const int64_t n0 = b0 * kProductRows, n1 = std::min(N, b1 * kProductRows);
+    f32_gemm_avx512(
+        x, {.W = W + n0 * x.K, .n = n1 - n0, .accumulate = accumulate, .y = y + n0, .ldy = ldy});
+  });
+}
+
+}  // namespace ssm::cpu
