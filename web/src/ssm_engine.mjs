@@ -184,8 +184,12 @@ export class Engine {
     return result;
   }
   tokenize(text) { return unwrap(this.#m().tokenize(text)); }
+  // Ends the engine. The pthreads build's pool Workers (emscripten 3.1.6
+  // neither unrefs nor ends them) would keep a Node process alive after
+  // its last line, so they are ended here: the engine takes no more calls.
   close() {
     if (this.model) this.model.delete();
     this.model = null;
+    this.module.PThread?.terminateAllThreads();
   }
 }
