@@ -4,8 +4,12 @@
 // Chromium (the page's Worker), each as a ratio to the native program
 // (`ssm generate -t 1 --json`) timed between them. Medians of --reps runs.
 //
-//   node --no-experimental-fetch scripts/wasm-speed.mjs [--model DIR] [--prompt 256] [--tokens 128]
-//        [--reps 3] [--no-chromium] [--cli build/ssm]
+//   node --no-experimental-fetch [--no-liftoff] scripts/wasm-speed.mjs [--model DIR] [--prompt 256]
+//        [--tokens 128] [--reps 3] [--no-chromium] [--cli build/ssm]
+//
+// --no-liftoff (a V8 flag, Node's row only): the module compiled by V8's
+// optimising compiler up front instead of its baseline compiler first
+// (docs/WEB.md, Speed).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -115,7 +119,7 @@ for (const [name, rs] of Object.entries(runs)) {
   summary[name] = { prefill: median(rs.map((r) => r.prefill)), decode: median(rs.map((r) => r.decode)) };
 }
 console.log(`model ${model}, prompt ${ids.length} tokens, ${tokens} new tokens, single-threaded, median of ${reps}` +
-  ` (native twice per round)`);
+  ` (native twice per round); node ${process.version} ${process.execArgv.join(' ')}`);
 console.log('| build | prefill tokens/s | decode tokens/s | prefill vs native | decode vs native |');
 console.log('| --- | --- | --- | --- | --- |');
 for (const [name, s] of Object.entries(summary)) {
