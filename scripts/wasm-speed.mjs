@@ -3,7 +3,7 @@
 // built-in one), single-threaded, in Node (this thread) and in headless
 // Chromium (the page's Worker), each as a ratio to the native program
 // (`ssm generate -t 1 --json`) timed between them. Medians of --reps runs.
-// Also decode's CPU seconds per token of native and Node, which a machine
+// Also decode's CPU seconds per token of each, which a machine
 // shared with other work distorts far less than wall-clock rates.
 //
 //   node --no-experimental-fetch [--no-liftoff] scripts/wasm-speed.mjs [--model DIR] [--prompt 256]
@@ -18,7 +18,7 @@
 // optimising compiler up front instead of its baseline compiler first
 // (docs/WEB.md, Speed).
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -108,23 +108,55 @@ async function startChromium() {
   }, rel + '/');
 }
 
-async function wasmChromium() {
-  return page.evaluate(async (ids, request) => {
+// CPU seconds of Chromium's processes (the browser's process and all its
+// descendants, every thread), from /proc: the page's Worker runs the
+// module; the other processes are idle meanwhile but counted too.
+function chromiumCpu() {
+  const parent = new Map(), ticks = new Map();
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue;  // ended meanwhile
+    }
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');  // fields from the state on
+    parent.set(Number(pid), Number(f[1]));
+    ticks.set(Number(pid), Number(f[11]) + Number(f[12]));  // utime + stime
+  }
+  const top = browser.process().pid;
+  let sum = 0;
+  for (const [pid, t] of ticks) {
+    for (let p = pid; p > 1; p = parent.get(p) ?? 0) {
+      if (p === top) {
+        sum += t;
+        break;
+      }
+    }
+  }
+  return sum / 100;  // USER_HZ
+}
+
+async function wasmChromium(maxTokens = tokens) {
+  const cpu0 = chromiumCpu();
+  const r = await page.evaluate(async (ids, request) => {
     const m = globalThis.speedModel;
     await m.reset();
     const g = m.generate(ids, request);
     for await (const _ of g);
     const r = await g.result;
     return { prefill: r.stats.prefillTokens / r.stats.prefillSeconds, decode: r.ids.length / r.stats.decodeSeconds };
-  }, ids, request);
+  }, ids, { ...request, maxTokens });
+  return { ...r, cpu: chromiumCpu() - cpu0 };
 }
 
 const runs = { native: [], node: [], chromium: [] };
-// Decode's CPU seconds per new token, native and Node: each build's CPU time
+// Decode's CPU seconds per new token, native, Node and Chromium (Linux's
+// /proc): each build's CPU time
 // for the prompt and `tokens` new ones less that for the prompt alone. On a
 // machine shared with other work the wall-clock rates above depend on the
 // share of the CPU each process gets; CPU time does much less.
-const cpu = { native: [], node: [] };
+const cpu = { native: [], node: [], chromium: [] };
 if (withChromium) await startChromium();
 try {
   for (let i = 0; i < warmup; ++i) {
@@ -140,6 +172,7 @@ try {
     runs.native.push(native());
     cpu.native.push((runs.native.at(-1).cpu - native(0).cpu) / tokens);
     cpu.node.push((runs.node.at(-1).cpu - (await wasmNode(0)).cpu) / tokens);
+    if (withChromium) cpu.chromium.push((runs.chromium.at(-1).cpu - (await wasmChromium(0)).cpu) / tokens);
   }
 } finally {
   m.close();
@@ -162,7 +195,10 @@ for (const [name, s] of Object.entries(summary)) {
   console.log(`| ${name} | ${s.prefill.toFixed(1)} | ${s.decode.toFixed(1)} | ${(s.prefill / n.prefill).toFixed(2)} | ` +
     `${(s.decode / n.decode).toFixed(2)} |`);
 }
-const perToken = { native: median(cpu.native), node: median(cpu.node) };
-console.log(`decode CPU time per token (median): native ${(perToken.native * 1e3).toFixed(3)} ms, ` +
-  `node ${(perToken.node * 1e3).toFixed(3)} ms; node vs native by CPU time ${(perToken.native / perToken.node).toFixed(2)}`);
+const perToken = {};
+for (const [name, xs] of Object.entries(cpu)) if (xs.length) perToken[name] = median(xs);
+console.log('| decode CPU time per token (median) | ms | vs native |');
+console.log('| --- | --- | --- |');
+for (const [name, t] of Object.entries(perToken))
+  console.log(`| ${name} | ${(t * 1e3).toFixed(3)} | ${(perToken.native / t).toFixed(2)} |`);
 console.log(JSON.stringify({ ...summary, cpuPerToken: perToken }));
