@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/atomic_ref_compat.h"
 #include "ssm/core/error.h"
 
 namespace ssm {

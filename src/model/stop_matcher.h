@@ -1,7 +1,7 @@
 // Stop strings found in the byte stream of one generated sequence, keeping
 // only the tail that a match could still start in. Shared by the Generator
 // and the WebAssembly module's generation driven from JavaScript (the WebGPU
-// backend, web/wasm/ssm_wasm.cpp), so both stop at the same token.
+// backend, web/wasm/webgpu_handover.cpp), so both stop at the same token.
 #pragma once
 
 #include <algorithm>

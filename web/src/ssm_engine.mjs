@@ -1,7 +1,7 @@
 // The WebAssembly engine in the thread that runs it (a Worker in a page, the
 // calling thread or a worker_thread in Node): the emscripten module of
 // web/dist/, model files written into its in-memory file system, and the
-// results of web/wasm/ssm_wasm.cpp turned into values or thrown SsmErrors.
+// results of web/wasm/ (model_module.h) turned into values or thrown SsmErrors.
 // web/src/ssm.mjs is the public API over it.
 //
 // With backend 'webgpu' the forward passes run on the WebGPU backend
@@ -140,7 +140,7 @@ export class Engine {
   }
 
   // generate() with the forward passes on the GPU and everything else in
-  // the module (web/wasm/ssm_wasm.cpp, externalBegin): a greedy run without
+  // the module (web/wasm/webgpu_handover.cpp, externalBegin): a greedy run without
   // a repetition penalty takes the GPU's argmax and reads back 4 bytes per
   // token; any other run reads the last logits back for the module's
   // sampler, so seeded sampling draws what the CLI draws.
@@ -184,8 +184,12 @@ export class Engine {
     return result;
   }
   tokenize(text) { return unwrap(this.#m().tokenize(text)); }
+  // Ends the engine. The pthreads build's pool Workers (emscripten 3.1.6
+  // neither unrefs nor ends them) would keep a Node process alive after
+  // its last line, so they are ended here: the engine takes no more calls.
   close() {
     if (this.model) this.model.delete();
     this.model = null;
+    this.module.PThread?.terminateAllThreads();
   }
 }
