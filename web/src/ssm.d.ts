@@ -137,6 +137,9 @@ export class Model {
   /** WSLA fast-adapt on text (the model's weights change; older states no
    * longer match it). Backend "wasm" only. */
   adapt(text: string, options?: AdaptOptions): Promise<AdaptResult>;
+  /** Ends the model's engine: its Worker, or (in the calling thread) the
+   * pthreads build's pool Workers, which would otherwise keep a Node
+   * process alive. The model takes no calls after it. */
   close(): void;
 }
 
