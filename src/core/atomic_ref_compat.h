@@ -1,39 +1,47 @@
-// std::atomic_ref for the standard libraries that lack it: libc++ 14, the
-// one of Debian's emscripten 3.1.6 (the WebAssembly build, docs/WEB.md),
-// has no atomic_ref (libc++ 19 added it). The fallback has the members the
-// engine uses (load, store, fetch_add, fetch_sub) over the compiler's
-// __atomic builtins, which the std::atomic_ref of GCC and newer libc++ are
-// built on as well. It is declared in namespace std, so that the code
-// using it reads the same in every build; a newer library's own
-// atomic_ref (__cpp_lib_atomic_ref) is used wherever it exists.
+// ssm::AtomicRef: std::atomic_ref where the standard library has it, and a
+// stand-in where it does not. libc++ 14, the library of Debian's emscripten
+// 3.1.6 (the WebAssembly build, docs/WEB.md), lacks atomic_ref (libc++ 19
+// added it). The stand-in has the members the engine uses (load, store,
+// fetch_add, fetch_sub) over the compiler's __atomic builtins, which the
+// library versions are built on as well. Our own name, rather than a class
+// added to namespace std, which the standard does not allow.
 #pragma once
 
 #include <atomic>
 #include <version>
 
-#if !defined(__cpp_lib_atomic_ref) && defined(_LIBCPP_VERSION)
-namespace std {  // NOLINT(cert-dcl58-cpp): a stand-in for the missing standard type
+namespace ssm {
 
+#if defined(__cpp_lib_atomic_ref)
 template <class T>
-class atomic_ref {
+class AtomicRef : public std::atomic_ref<T> {
  public:
-  explicit atomic_ref(T& value) noexcept : p_(&value) {}
-  T load(memory_order order = memory_order_seq_cst) const noexcept {
+  explicit AtomicRef(T& value) noexcept : std::atomic_ref<T>(value) {}
+};
+#else
+template <class T>
+class AtomicRef {
+ public:
+  explicit AtomicRef(T& value) noexcept : p_(&value) {}
+  T load(std::memory_order order = std::memory_order_seq_cst) const noexcept {
     return __atomic_load_n(p_, static_cast<int>(order));
   }
-  void store(T v, memory_order order = memory_order_seq_cst) const noexcept {
+  void store(T v, std::memory_order order = std::memory_order_seq_cst) const noexcept {
     __atomic_store_n(p_, v, static_cast<int>(order));
   }
-  T fetch_add(T v, memory_order order = memory_order_seq_cst) const noexcept {
+  T fetch_add(T v, std::memory_order order = std::memory_order_seq_cst) const noexcept {
     return __atomic_fetch_add(p_, v, static_cast<int>(order));
   }
-  T fetch_sub(T v, memory_order order = memory_order_seq_cst) const noexcept {
+  T fetch_sub(T v, std::memory_order order = std::memory_order_seq_cst) const noexcept {
     return __atomic_fetch_sub(p_, v, static_cast<int>(order));
   }
 
  private:
   T* p_;
 };
-
-}  // namespace std
 #endif
+
+template <class T>
+AtomicRef(T&) -> AtomicRef<T>;
+
+}  // namespace ssm

@@ -4,7 +4,7 @@
 // Workers and the caller therefore spin for a short while (spin_setting) on the
 // generation and pending counts before they block on the condition
 // variables. The counts are plain members of the class, accessed through
-// std::atomic_ref; a caller publishes a loop by bumping the generation under
+// AtomicRef (std::atomic_ref); a caller publishes a loop by bumping the generation under
 // the mutex, so a worker about to block sees it in its wait's predicate.
 #include "ssm/core/thread_pool.h"
 
@@ -117,7 +117,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mutex_);
-    std::atomic_ref(stop_).store(true);
+    AtomicRef(stop_).store(true);
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
@@ -125,9 +125,9 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::worker_loop(int index) {
   t_inside_pool = true;
-  const std::atomic_ref stop(stop_);
-  const std::atomic_ref generation(generation_);
-  const std::atomic_ref pending(pending_);
+  const AtomicRef stop(stop_);
+  const AtomicRef generation(generation_);
+  const AtomicRef pending(pending_);
   uint64_t seen = 0;
   for (;;) {
     auto ready = [&] {
@@ -173,11 +173,11 @@ void ThreadPool::run(int64_t n, RangeFn fn) {
   task_ = fn;
   task_n_ = n;
   error_ = nullptr;
-  const std::atomic_ref pending(pending_);
+  const AtomicRef pending(pending_);
   pending.store(n_threads_ - 1, std::memory_order_relaxed);
   {
     std::lock_guard lock(mutex_);
-    std::atomic_ref(generation_).fetch_add(1, std::memory_order_release);
+    AtomicRef(generation_).fetch_add(1, std::memory_order_release);
   }
   // Without a blocked worker this makes no system call (glibc).
   wake_.notify_all();
