@@ -8,23 +8,10 @@
 # packages (.deb) of the libraries the machine lacks; they are unpacked
 # there and found through pkg-config and CMAKE_PREFIX_PATH.
 set -uo pipefail
-src=$(cd "${1:-$(dirname "$0")/..}" && pwd)
-build=${2:-$src/build-cuda}
-logs=${3:-$build/logs}
-mkdir -p "$logs"
-
-source "$(dirname "$0")/cuda-deps.sh"
+source "$(dirname "$0")/gpu-check-common.sh"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$logs/device.log"
-{
-  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSM_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DSSM_BUILD_BENCH=ON -DSSM_PYTHON=OFF &&
-  cmake --build "$build" -j"$(nproc)" --target ssm_ops test_ops_gpu test_model_gpu cuda_bench ssm_cli
-} > "$logs/build.log" 2>&1
-status=$?
-grep -E "error|warning" "$logs/build.log" | head -60
-[ $status -eq 0 ] || { echo "build failed ($status)"; tail -40 "$logs/build.log"; exit $status; }
-echo "build ok"
+gpu_build build "-DSSM_BUILD_BENCH=ON" ssm_ops test_ops_gpu test_model_gpu cuda_bench ssm_cli
 
 ctest --test-dir "$build" -L gpu -j4 --output-on-failure > "$logs/test.log" 2>&1
 tstatus=$?

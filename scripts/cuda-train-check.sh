@@ -9,25 +9,11 @@
 # TESTS: a ctest -R regex to run only some gpu tests.
 # CMAKE_ARGS: more configure arguments (e.g. -DSSM_NCCL=ON).
 set -uo pipefail
-src=$(cd "${1:-$(dirname "$0")/..}" && pwd)
-build=${2:-$src/build-cuda}
-logs=${3:-$build/logs}
-mkdir -p "$logs"
-
-source "$(dirname "$0")/cuda-deps.sh"
+source "$(dirname "$0")/gpu-check-common.sh"
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on shared hosts
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/device.log"
-{
-  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSM_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DSSM_BUILD_TESTS=ON -DSSM_BUILD_BENCH=OFF -DSSM_PYTHON=OFF \
-    ${CMAKE_ARGS:-} &&
-  cmake --build "$build" -j"$(nproc)" --target test_ops_gpu test_model_gpu ssm_cli
-} > "$logs/build.log" 2>&1
-status=$?
-grep -E "error|warning" "$logs/build.log" | head -40
-[ $status -eq 0 ] || { echo "build failed ($status)"; tail -40 "$logs/build.log"; exit $status; }
-echo "build ok"
+gpu_build build "-DSSM_BUILD_TESTS=ON -DSSM_BUILD_BENCH=OFF ${CMAKE_ARGS:-}" test_ops_gpu test_model_gpu ssm_cli
 
 sstatus=0
 # A session written by `ssm generate --backend cuda` continues on the CPU as

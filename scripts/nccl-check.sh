@@ -12,22 +12,9 @@
 # DEPS_DIR as for cuda-check.sh. NVLink multicast stays off.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
-src=$(cd "${1:-$(dirname "$0")/..}" && pwd)
-build=${2:-$src/build-cuda}
-logs=${3:-$build/logs}
-mkdir -p "$logs"
+source "$(dirname "$0")/gpu-check-common.sh"
 
-source "$(dirname "$0")/cuda-deps.sh"
-
-{
-  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSM_CUDA=ON -DSSM_NCCL=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DSSM_PYTHON=OFF -DSSM_BUILD_TESTS=ON &&
-  cmake --build "$build" -j"$(nproc)" --target ssm_cli test_model_gpu test_dist
-} > "$logs/nccl-build.log" 2>&1
-status=$?
-grep -E "NCCL:|error|warning" "$logs/nccl-build.log" | head -40
-[ $status -eq 0 ] || { echo "nccl build failed ($status)"; tail -40 "$logs/nccl-build.log"; exit $status; }
-echo "nccl build ok"
+gpu_build nccl-build "-DSSM_NCCL=ON -DSSM_BUILD_TESTS=ON" ssm_cli test_model_gpu test_dist
 
 ctest --test-dir "$build" -R 'NcclTrain|LaunchEnv|Group\.|LocalLaunch|TrainRanks' --output-on-failure \
   > "$logs/nccl-test.log" 2>&1

@@ -74,7 +74,8 @@ std::vector<int64_t> prompt_ids(ModelHandle& m, const py::handle& prompt, bool& 
 void check_cache_memory(ModelHandle& m, const StateHandle& state, size_t prompt_tokens, int64_t max_tokens) {
   const uint64_t per_token = kv_cache_bytes_per_token(m.model.config());
   if (per_token == 0) return;
-  const uint64_t limit = memory_limit(LoadOptions{m.max_memory}), weights = model_memory_bytes(m.model);
+  const uint64_t limit = memory_limit(LoadOptions{m.max_memory}),
+                 weights = model_memory_bytes(m.model, m.model.projection_dtype());
   const long double tokens = static_cast<long double>(state.session.consumed.at(0)) + prompt_tokens + max_tokens;
   if (tokens * per_token + weights > limit)
     throw Error(cat("generate: max_tokens=", max_tokens, ": the attention caches would need ",

@@ -27,9 +27,10 @@ int pick_threads(std::optional<int> threads) {
   return *threads;
 }
 
-// The weight dtypes of `ssm --dtype`, under their NumPy names too.
-DType weight_dtype(const std::optional<std::string>& name) {
-  if (!name) return DType::kF32;
+// The weight dtypes of `ssm --dtype`, under their NumPy names too; None and
+// "auto": the dtype the checkpoint stores them in (nullopt).
+std::optional<DType> weight_dtype(const std::optional<std::string>& name) {
+  if (!name || *name == "auto") return std::nullopt;
   static const std::pair<const char*, DType> names[] = {
       {"float32", DType::kF32}, {"f32", DType::kF32},  {"bfloat16", DType::kBF16},
       {"bf16", DType::kBF16},   {"float16", DType::kF16}, {"f16", DType::kF16},
@@ -37,14 +38,25 @@ DType weight_dtype(const std::optional<std::string>& name) {
   for (const auto& [n, d] : names)
     if (*name == n) return d;
   throw Error(cat("dtype=", *name,
-                  ": the projection weights can be float32, bfloat16, float16 or int8 (or None)"));
+                  ": the projection weights can be float32, bfloat16, float16 or int8 (or None: as stored)"));
+}
+
+// The NumPy-style name of a projection dtype, as dtype= takes it.
+std::string weight_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return "bfloat16";
+    case DType::kF16: return "float16";
+    case DType::kQ8: return "int8";
+    default: return "float32";
+  }
 }
 
 ModelPtr load(const std::string& path, const std::string& backend, std::optional<std::string> dtype,
               std::optional<int> threads, std::optional<uint64_t> max_memory) {
   // dtype converts the projection matrices once loaded, as `ssm --dtype`
-  // does; norms, convolutions and scan parameters stay float32.
-  const DType weights = weight_dtype(dtype);
+  // does (None: kept as stored, `--dtype auto`); norms, convolutions and
+  // scan parameters stay float32.
+  const std::optional<DType> weights = weight_dtype(dtype);
   const int n_threads = pick_threads(threads);
   py::gil_scoped_release release;
   LoadOptions options{.max_memory = max_memory.value_or(0), .weights = weights};
@@ -122,6 +134,9 @@ py::dict parameters(const ModelPtr& m) {
   m->check_free();
   py::dict out;
   py::object base = py::cast(m);
+  if (const DType d = m->model.projection_dtype(); d != DType::kF32)
+    throw Error(cat("Model.parameters: the projections were loaded as ", weight_dtype_name(d),
+                    "; ssm.load(path, dtype='float32') gives float32 arrays"));
   m->model.for_each_param([&](const std::string& name, Param& p) {
     out[py::str(name)] = array_over(p.value, base);
   });
@@ -180,7 +195,9 @@ ModelClass bind_model(py::module_& m) {
   m.def("load", &load, py::arg("path"), py::arg("backend") = "cpu", py::arg("dtype") = py::none(),
         py::arg("threads") = py::none(), py::arg("max_memory") = py::none(),
         "Load a model directory (config.json and model.safetensors, sharded safetensors or "
-        "pytorch_model.bin). backend: 'cpu' or 'ref'; threads: worker threads (default: every core); "
+        "pytorch_model.bin). backend: 'cpu' or 'ref'; dtype: the projections' dtype once loaded, "
+        "'float32', 'bfloat16', 'float16' or 'int8' (default None: as the checkpoint stores them; "
+        "float32 when stored in several dtypes); threads: worker threads (default: every core); "
         "max_memory: bytes the model may take (default: physical memory).");
   ModelClass model(m, "Model", "A loaded language model.");
   model
@@ -190,6 +207,8 @@ ModelClass bind_model(py::module_& m) {
       .def_property_readonly("vocab_size", [](const ModelHandle& h) { return h.model.config().vocab_size; })
       .def_property_readonly("backend", [](const ModelHandle& h) { return std::string(h.ctx.backend().name()); })
       .def_property_readonly("threads", [](const ModelHandle& h) { return h.ctx.threads(); })
+      .def_property_readonly("dtype", [](ModelHandle& h) { return weight_dtype_name(h.model.projection_dtype()); },
+                             "The projections' dtype as loaded: float32, bfloat16, float16 or int8.")
       .def_property_readonly("tokenizer", [](ModelHandle& h) { return h.get_tokenizer(); },
                              "The model's Tokenizer (its tokenizer.json, or raw bytes for a byte-level model).")
       .def("parameters", &parameters,

@@ -47,6 +47,11 @@ std::unique_ptr<TrainerHandle> make_trainer(const ModelPtr& m, const py::handle&
   check(warmup >= 0, cat("warmup=", warmup, ": must be at least 0"));
   check(weight_decay >= 0, cat("weight_decay=", weight_decay, ": must be at least 0"));
   m->check_free();
+  // Training updates F32 master weights: a model loaded with 16-bit or int8
+  // projections (a bfloat16 checkpoint's default) is refused, not trained.
+  check(m->model.projection_dtype() == DType::kF32,
+        "the model's projections were loaded in a low-precision dtype; training needs float32 weights: "
+        "ssm.load(path, dtype='float32')");
   auto h = std::make_unique<TrainerHandle>();
   h->model = m;
   h->tokens = training_tokens(*m, data);

@@ -21,8 +21,11 @@ def load(
     """Load a model directory (safetensors, sharded safetensors or pytorch_model.bin).
 
     backend: "cpu" (fast) or "ref" (the scalar reference). dtype: the projection
-    weights converted once loaded ("float32" = None, "bfloat16", "float16",
-    "int8" with a scale per row), as `ssm --dtype`; the rest stays float32. threads: default every core.
+    weights once loaded: None (or "auto", the default) keeps the dtype the
+    checkpoint stores them in (float32 when stored in several dtypes), or
+    "float32", "bfloat16", "float16", "int8" with a scale per row, as
+    `ssm --dtype`; the rest stays float32. Model.parameters() and Trainer need
+    float32 projections. threads: default every core.
     """
 
 class Tokenizer:
@@ -81,6 +84,9 @@ class Model:
     def backend(self) -> str: ...
     @property
     def threads(self) -> int: ...
+    @property
+    def dtype(self) -> str:
+        """The projections' dtype as loaded: "float32", "bfloat16", "float16" or "int8"."""
     @property
     def tokenizer(self) -> Tokenizer: ...
     def parameters(self) -> dict[str, npt.NDArray[np.float32]]: ...

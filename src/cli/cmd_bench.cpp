@@ -29,7 +29,7 @@ struct BenchArgs {
   int repetitions = 3;
   std::vector<int64_t> batches = {1};
   std::vector<int> threads;
-  std::vector<std::string> dtypes = {"f32"};
+  std::vector<std::string> dtypes = {"auto"};
   ComputeOptions compute;
   bool json = false;
   bool train = false, bf16 = false;  // --train: training steps (bench_train.h)
@@ -62,10 +62,12 @@ void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& repo
   LanguageModel model = LanguageModel::load(a.model, load_options(compute));
   const uint64_t limit = memory_limit(load_options(compute));
   const int64_t max_batch = *std::max_element(a.batches.begin(), a.batches.end());
-  check_memory_budget(model_memory_bytes(model, load_options(compute).weights) + kv_cache_bytes_per_token(model.config()) *
+  check_memory_budget(model_memory_bytes(model, model.projection_dtype()) + kv_cache_bytes_per_token(model.config()) *
                                                       static_cast<uint64_t>(max_batch * (a.prompt + a.decode)),
                       limit, a.model);
   const ModelCosts costs = model_costs(model);
+  // Rows name the dtype measured: auto's pick, not "auto".
+  const std::string label = weight_dtype_name(model.projection_dtype());
   if (report.parameters == 0) {
     report.parameters = model.parameter_count();
     report.architecture = architecture(model.config());
@@ -78,7 +80,7 @@ void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& repo
       if (interrupt.requested()) return;
       const BenchCase c{.batch = batch, .prompt = a.prompt, .decode = a.decode, .repetitions = a.repetitions};
       const BenchTimes t = run_bench_case(model, ctx, c, &interrupt.flag());
-      BenchRow row{.dtype = dtype, .threads = a.threads[ti], .batch = batch};
+      BenchRow row{.dtype = label, .threads = a.threads[ti], .batch = batch};
       if (a.prompt > 0 && !t.prefill.empty()) {
         row.test = cat("pp", a.prompt);
         row.tokens_per_s = mean_deviation(t.prefill);
@@ -159,8 +161,10 @@ void setup_bench(CLI::App& app, Action& action) {
   a.threads = {hw};
   cmd->add_option("-t,--threads", a.threads, "worker threads; a list: 1,2")
       ->type_name("N,...")->delimiter(',')->default_str(cat("all cores, ", hw))->check(whole_number(1, 1024));
-  cmd->add_option("--dtype", a.dtypes, "projection weights: f32, bf16, f16, int8; a list: f32,bf16,int8")
-      ->type_name("TYPE,...")->delimiter(',')->default_str("f32")->check(one_of(weight_dtype_names()));
+  cmd->add_option("--dtype", a.dtypes,
+                  "projection weights: auto (as stored), f32, bf16, f16, int8; a list: f32,bf16,int8; rows "
+                  "name the dtype auto picked")
+      ->type_name("TYPE,...")->delimiter(',')->default_str("auto")->check(one_of(weight_dtype_names()));
   cmd->add_option("--backend", a.compute.backend, "where the computation runs")
       ->type_name("NAME")->capture_default_str()->check(one_of(backend_names()));
   add_max_memory_option(*cmd, a.compute);

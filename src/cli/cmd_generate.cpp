@@ -91,7 +91,8 @@ void check_cache_memory(LanguageModel& model, const SessionState& session, const
                         size_t prompt_tokens) {
   const uint64_t per_token = kv_cache_bytes_per_token(model.config());
   if (per_token == 0) return;
-  const uint64_t limit = memory_limit(load_options(a.compute)), weights = model_memory_bytes(model, load_options(a.compute).weights);
+  const uint64_t limit = memory_limit(load_options(a.compute)),
+                 weights = model_memory_bytes(model, model.projection_dtype());
   const long double tokens = static_cast<long double>(session.consumed[0]) + prompt_tokens + a.max_tokens;
   const long double need = tokens * per_token;
   if (need + weights > limit)

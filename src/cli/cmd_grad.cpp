@@ -27,7 +27,7 @@ int run_grad(const IdsToFileArgs& a) {
 void setup_grad(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("grad", "write the loss of input_ids and every parameter's gradient");
   static IdsToFileArgs args;
-  add_ids_to_file_options(*cmd, args, "loss and grad.NAME");
+  add_ids_to_file_options(*cmd, args, "loss and grad.NAME", WeightUse::kTraining);
   cmd->callback([&action] { action = [] { return run_grad(args); }; });
 }
 

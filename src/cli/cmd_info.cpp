@@ -1,6 +1,7 @@
 // ssm info MODEL: architecture, parameter count, memory, and the weights as
-// stored (dtype by dtype, or tensor by tensor with --tensors); --json prints
-// the same as one document.
+// stored (dtype by dtype, or tensor by tensor with --tensors) with the dtype
+// --dtype auto loads the projections in; --json prints the same as one
+// document.
 #include <cstdio>
 #include <map>
 
@@ -66,6 +67,16 @@ OrderedJson stored_json(const std::string& dir) {
   return {{"source", source->describe()}, {"by_dtype", totals}, {"tensors", tensors}};
 }
 
+// The projections' dtypes as stored and what --dtype auto loads them as.
+OrderedJson projections_json(LanguageModel& model, const std::string& dir) {
+  const LanguageModel::AutoWeights w = model.auto_weights(*open_checkpoint(dir));
+  std::vector<std::string> stored;
+  for (DType d : w.stored) stored.emplace_back(dtype_name(d));
+  return {{"stored", stored},
+          {"auto", weight_dtype_name(w.dtype)},
+          {"loaded", weight_dtype_name(model.projection_dtype())}};
+}
+
 OrderedJson info_json(const std::string& dir, const ComputeOptions& compute) {
   LanguageModel model = LanguageModel::load(dir, load_options(compute));
   const ModelConfig& c = model.config();
@@ -100,7 +111,8 @@ OrderedJson info_json(const std::string& dir, const ComputeOptions& compute) {
           {"mlp_layers", mlps},
           {"mixer", mixer_json(c)},
           {"parameters", model.parameter_count()},
-          {"memory_bytes", model_memory_bytes(model, load_options(compute).weights)},
+          {"memory_bytes", model_memory_bytes(model, model.projection_dtype())},
+          {"projections", projections_json(model, dir)},
           {"state_bytes_per_sequence", state_bytes},
           {"kv_cache_bytes_per_token", kv_cache_bytes_per_token(c)},
           {"stored", stored_json(dir)}};
@@ -141,7 +153,13 @@ void print_text(const OrderedJson& j, bool tensors) {
   char millions[32];
   std::snprintf(millions, sizeof millions, "%.2f", static_cast<double>(n) / 1e6);
   line("parameters:", cat(n, " (", millions, " M)"));
-  line("memory:", format_bytes(j["memory_bytes"]) + " loaded (weights as F32)");
+  const OrderedJson& p = j["projections"];
+  line("memory:", cat(format_bytes(j["memory_bytes"]), " loaded (projections as ", p["loaded"].get<std::string>(),
+                      ", the rest F32)"));
+  std::string stored_as;
+  for (const auto& d : p["stored"]) stored_as += (stored_as.empty() ? "" : ", ") + d.get<std::string>();
+  line("dtype:", cat("projections stored as ", stored_as, "; --dtype auto loads them as ", p["auto"].get<std::string>(),
+                     p["stored"].size() > 1 ? " (stored in several dtypes: none loses precision)" : ""));
   std::string state = format_bytes(j["state_bytes_per_sequence"]) + " per sequence";
   if (j["kv_cache_bytes_per_token"].get<uint64_t>() > 0)
     state += ", plus " + format_bytes(j["kv_cache_bytes_per_token"]) + " per token of attention caches";

@@ -77,7 +77,7 @@ Replicas build_replicas(const std::vector<ReplicaSpec>& specs, const ServeArgs& 
     }
     Context& ctx = *out.contexts.back();
     auto model = std::make_unique<LanguageModel>(LanguageModel::load(a.model, load));
-    const uint64_t bytes = model_memory_bytes(*model, load.weights);
+    const uint64_t bytes = model_memory_bytes(*model, model->projection_dtype());
     if (out.models.empty() && host > 1) {
       // Every host replica holds its own copy of the weights.
       const uint64_t limit = memory_limit(load);

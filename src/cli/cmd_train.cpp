@@ -267,7 +267,7 @@ void setup_train(CLI::App& app, Action& action) {
   cmd->add_flag("--bf16", a.bf16,
                 "mixed precision (--backend cuda): products on bf16 tensor cores, weights, AdamW moments "
                 "and scan states in F32");
-  add_compute_options(*cmd, a.compute);
+  add_compute_options(*cmd, a.compute, WeightUse::kTraining);
   add_data_parallel_options(*cmd, a.parallel);
   cmd->callback([&action] { action = [] { return run_train(a); }; });
 }

@@ -15,16 +15,26 @@ int hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardwa
 }  // namespace
 
 const std::vector<std::string>& weight_dtype_names() {
-  static const std::vector<std::string> names = {"f32", "bf16", "f16", "int8"};
+  static const std::vector<std::string> names = {"auto", "f32", "bf16", "f16", "int8"};
   return names;
 }
 
-DType weight_dtype(const std::string& name) {
+std::optional<DType> weight_dtype(const std::string& name) {
+  if (name == "auto") return std::nullopt;
   if (name == "bf16") return DType::kBF16;
   if (name == "f16") return DType::kF16;
   if (name == "int8") return DType::kQ8;
   SSM_CHECK(name == "f32", "unknown weight dtype '", name, "'");
   return DType::kF32;
+}
+
+std::string weight_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "f16";
+    case DType::kQ8: return "int8";
+    default: return "f32";
+  }
 }
 
 void add_max_memory_option(CLI::App& cmd, ComputeOptions& options) {
@@ -37,7 +47,7 @@ void add_max_memory_option(CLI::App& cmd, ComputeOptions& options) {
       ->check(memory_size());
 }
 
-void add_compute_options(CLI::App& cmd, ComputeOptions& options) {
+void add_compute_options(CLI::App& cmd, ComputeOptions& options, WeightUse use) {
   options.threads = hardware_threads();
   cmd.add_option("-t,--threads", options.threads, "worker threads")
       ->type_name("N")
@@ -50,9 +60,16 @@ void add_compute_options(CLI::App& cmd, ComputeOptions& options) {
       ->type_name("NAME")
       ->capture_default_str()
       ->check(one_of(backend_names()));
+  // Training updates F32 master weights: a BF16 or F16 checkpoint is
+  // widened to F32 when loaded, and f32 is the only value taken.
+  const bool training = use == WeightUse::kTraining;
+  options.dtype = training ? "f32" : "auto";
   cmd.add_option("--dtype", options.dtype,
-                 "projection weights once loaded (the checkpoint is not changed): f32, bf16, f16, "
-                 "or int8 (per-row scales); norms, conv and scan parameters stay f32")
+                 training ? "weights as trained: f32 only (master weights; a bf16 or f16 checkpoint is "
+                            "widened to f32 when loaded)"
+                          : "projection weights once loaded (the checkpoint is not changed): auto (as "
+                            "stored: bf16, f16 or f32; f32 when stored in several dtypes), f32, bf16, f16, "
+                            "or int8 (per-row scales); norms, conv and scan parameters stay f32")
       ->type_name("TYPE")
       ->capture_default_str()
       ->check(one_of(weight_dtype_names()));

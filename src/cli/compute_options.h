@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,21 +18,30 @@ struct ComputeOptions {
   int threads = 0;          // set to every hardware thread when the options are added
   uint64_t max_memory = 0;  // 0: the machine's physical memory
   std::string backend = "cpu";
-  std::string dtype = "f32";  // projection weights once loaded: f32, bf16, f16, int8
+  // Projection weights once loaded: auto (as stored), f32, bf16, f16, int8.
+  std::string dtype = "auto";
 };
 
-// The dtype a --dtype spelling names (f32, bf16, f16, int8).
-DType weight_dtype(const std::string& name);
+// What the weights of a command are for: computing (--dtype defaults to
+// auto, the checkpoint's own dtype) or training (F32 master weights whatever
+// the storage: --dtype f32, the only value it takes).
+enum class WeightUse { kInference, kTraining };
+
+// The dtype a --dtype spelling names (f32, bf16, f16, int8); nullopt for
+// auto (LanguageModel::auto_weights decides from the checkpoint).
+std::optional<DType> weight_dtype(const std::string& name);
+// The --dtype spelling of a projection dtype (Q8: int8).
+std::string weight_dtype_name(DType dtype);
 // The --dtype spellings, in order.
 const std::vector<std::string>& weight_dtype_names();
 
 // -t/--threads, --max-memory, --backend and --dtype.
-void add_compute_options(CLI::App& cmd, ComputeOptions& options);
+void add_compute_options(CLI::App& cmd, ComputeOptions& options, WeightUse use = WeightUse::kInference);
 // --max-memory alone, for commands that load a model but compute nothing.
 void add_max_memory_option(CLI::App& cmd, ComputeOptions& options);
 
 // UsageError naming --dtype when it is not f32: training and gradients need
-// F32 weights.
+// F32 weights (a 16-bit checkpoint is widened to F32 master weights).
 void require_f32_weights(const ComputeOptions& options, const std::string& why);
 
 Context make_context(const ComputeOptions& options);

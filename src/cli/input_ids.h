@@ -22,6 +22,7 @@ struct IdsToFileArgs {
 
 // MODEL, --input FILE, --output FILE (output_what: what it receives) and the
 // compute options.
-void add_ids_to_file_options(CLI::App& cmd, IdsToFileArgs& args, const std::string& output_what);
+void add_ids_to_file_options(CLI::App& cmd, IdsToFileArgs& args, const std::string& output_what,
+                             WeightUse use = WeightUse::kInference);
 
 }  // namespace ssm::cli

@@ -87,29 +87,55 @@ inline void read_time_step_limit(Reader& r, Mamba2Config& c) {
   if (c.dt_limit_lo > c.dt_limit_hi) throw Error(cat(r.where(), ": time_step_limit lower bound exceeds upper"));
 }
 
-// The mamba_* keys of Bamba, Granite 4.0-H and Falcon-H1 into a Mamba-2;
-// `more` reads a family's own keys before the whole is validated.
-inline void read_mamba_prefixed_keys(Reader& r, ModelConfig& m,
-                                     const std::function<void(Mamba2Config&)>& more = {}) {
+// The keys a family names a Mamba-2's settings with, and the defaults its
+// transformers config class gives them.
+struct Mamba2Keys {
+  const char* d_state;
+  int64_t d_state_default;
+  const char *d_conv, *expand, *head_dim, *n_groups, *chunk_size, *conv_bias, *proj_bias;
+  bool proj_bias_default;
+  const char* n_heads;
+  bool n_heads_required;  // else it defaults to the inner width / head_dim
+};
+
+// Bamba, Granite 4.0-H and Falcon-H1: mamba_*.
+inline constexpr Mamba2Keys kMambaPrefixedKeys{"mamba_d_state",    256,
+                                               "mamba_d_conv",     "mamba_expand",
+                                               "mamba_d_head",     "mamba_n_groups",
+                                               "mamba_chunk_size", "mamba_conv_bias",
+                                               "mamba_proj_bias",  false,
+                                               "mamba_n_heads",    false};
+
+// A family's Mamba-2 keys into m.mamba2; `more` reads a family's own keys
+// before the whole is validated. The head count must agree with the inner
+// width.
+inline void read_mamba2_keys(Reader& r, ModelConfig& m, const Mamba2Keys& k,
+                             const std::function<void(Mamba2Config&)>& more = {}) {
   const std::string& source = r.where();
   Mamba2Config& c = m.mamba2;
   m.ssm_kind = MixerKind::kMamba2;
   c.d_model = m.d_model;
-  c.d_state = r.positive("mamba_d_state", 256);
-  c.d_conv = r.positive("mamba_d_conv", 4);
-  c.expand = r.positive("mamba_expand", 2);
-  c.headdim = r.positive("mamba_d_head", 64);
-  c.ngroups = r.positive("mamba_n_groups", 1);
-  c.chunk_size = r.positive("mamba_chunk_size", 256);
-  c.conv_bias = r.boolean("mamba_conv_bias", true);
-  c.proj_bias = r.boolean("mamba_proj_bias", false);
+  c.d_state = r.positive(k.d_state, k.d_state_default);
+  c.d_conv = r.positive(k.d_conv, 4);
+  c.expand = r.positive(k.expand, 2);
+  c.headdim = r.positive(k.head_dim, 64);
+  c.ngroups = r.positive(k.n_groups, 1);
+  c.chunk_size = r.positive(k.chunk_size, 256);
+  c.conv_bias = r.boolean(k.conv_bias, true);
+  c.proj_bias = r.boolean(k.proj_bias, k.proj_bias_default);
   c.norm_eps = m.norm_eps;
   if (more) more(c);
   read_time_step_limit(r, c);
   validate_mamba2(c, source);
-  const int64_t heads = r.positive("mamba_n_heads", c.nheads());
+  const int64_t heads = r.positive(k.n_heads, c.nheads(), k.n_heads_required);
   if (heads != c.nheads())
-    throw Error(cat(source, ": mamba_n_heads (", heads, ") != the inner width / mamba_d_head (", c.nheads(), ")"));
+    throw Error(cat(source, ": ", k.n_heads, " (", heads, ") != the inner width / ", k.head_dim,
+                    " (", c.nheads(), ")"));
+}
+
+inline void read_mamba_prefixed_keys(Reader& r, ModelConfig& m,
+                                     const std::function<void(Mamba2Config&)>& more = {}) {
+  read_mamba2_keys(r, m, kMambaPrefixedKeys, more);
 }
 
 // Attention with split q/k/v/o projections from num_attention_heads and

@@ -98,35 +98,18 @@ ModelConfig parse_hf_nemotron_h(const Json& j, const std::string& source) {
   if (r.boolean("mlp_bias", false)) throw Error(cat(source, ": mlp_bias=true is not supported"));
   require_silu(r, "mamba_hidden_act");
 
-  Mamba2Config& c = m.mamba2;
-  m.ssm_kind = MixerKind::kMamba2;
-  c.d_model = m.d_model;
-  c.d_state = r.positive("ssm_state_size", 128);
-  c.d_conv = r.positive("conv_kernel", 4);
-  c.headdim = r.positive("mamba_head_dim", 64);
-  c.ngroups = r.positive("n_groups", 1);
-  c.chunk_size = r.positive("chunk_size", 256);
-  c.conv_bias = r.boolean("use_conv_bias", true);
-  c.proj_bias = r.boolean("mamba_proj_bias", r.boolean("use_bias", false));
-  c.norm_eps = m.norm_eps;
-  // The inner width is heads * head_dim; expand must agree with it.
-  const int64_t heads = r.positive("mamba_num_heads", 0, true);
-  c.expand = r.positive("expand", 2);
-  if (heads * c.headdim != c.expand * m.d_model)
-    throw Error(cat(source, ": mamba_num_heads * mamba_head_dim (", heads * c.headdim,
-                    ") != expand * hidden_size (", c.expand * m.d_model, ")"));
-  read_time_step_limit(r, c);
-  validate_mamba2(c, source);
+  // The inner width is mamba_num_heads * mamba_head_dim; expand must agree
+  // with it.
+  const Mamba2Keys keys{"ssm_state_size",  128,
+                        "conv_kernel",     "expand",
+                        "mamba_head_dim",  "n_groups",
+                        "chunk_size",      "use_conv_bias",
+                        "mamba_proj_bias", r.boolean("use_bias", false),
+                        "mamba_num_heads", true};
+  read_mamba2_keys(r, m, keys);
 
-  AttentionConfig& a = m.attention;
-  a.d_model = m.d_model;
-  a.split_projections = true;
-  a.num_heads = r.positive("num_attention_heads", 0, true);
-  a.num_heads_kv = r.positive("num_key_value_heads", a.num_heads);
-  a.head_dim = r.positive("head_dim", m.d_model / a.num_heads);
-  a.qkv_proj_bias = a.out_proj_bias = r.boolean("attention_bias", false);
-  a.rotary_emb_dim = 0;  // Nemotron-H's attention has no position embedding
-  check_divides(source, "num_attention_heads", a.num_heads, "num_key_value_heads", a.num_heads_kv);
+  read_split_attention(r, m);
+  m.attention.rotary_emb_dim = 0;  // Nemotron-H's attention has no position embedding
   if (std::find(m.layer_kinds.begin(), m.layer_kinds.end(), MixerKind::kMoe) != m.layer_kinds.end())
     read_moe(r, m);
   return m;

@@ -80,6 +80,10 @@ int64_t LanguageModel::parameter_count() {
 
 namespace {
 
+// The 2-D weights: in/out projections, MLP and attention projections, the
+// embedding and head; what --dtype converts.
+bool is_projection(const Param& p) { return p.role == ParamRole::kWeight && p.shape.size() == 2; }
+
 // The dtypes the projections can compute in.
 void check_projection_dtype(DType dtype) {
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16 && dtype != DType::kQ8)
@@ -144,7 +148,7 @@ std::pair<uint64_t, DType> fill_parameters(LanguageModel& model, const TensorSou
       throw Error(cat(source.describe(), ": tensor '", name, "' has integer dtype ",
                       dtype_name(t->dtype()), ", expected a floating type"));
     const bool aligned = reinterpret_cast<uintptr_t>(t->raw()) % dtype_size(t->dtype()) == 0;
-    const bool projection = p.role == ParamRole::kWeight && p.shape.size() == 2;
+    const bool projection = is_projection(p);
     const bool convert = projection && keep != DType::kF32 && t->dtype() != keep;
     const bool kept = !convert && (t->dtype() == DType::kF32 ||
                                    (projection && (keep == DType::kBF16 || keep == DType::kF16)));
@@ -181,9 +185,36 @@ void LanguageModel::convert_projections(DType dtype) {
   check_projection_dtype(dtype);
   if (dtype == DType::kF32) return;
   for_each_param([&](const std::string&, Param& p) {
-    if (p.role == ParamRole::kWeight && p.shape.size() == 2 && p.value.defined() && p.value.dtype() != dtype)
+    if (is_projection(p) && p.value.defined() && p.value.dtype() != dtype)
       p.value = p.value.to_dtype(dtype);
   });
+}
+
+DType LanguageModel::projection_dtype() {
+  DType dtype = DType::kF32;
+  bool found = false;
+  for_each_param([&](const std::string&, Param& p) {
+    if (!found && is_projection(p) && p.value.defined()) {
+      dtype = p.value.dtype();
+      found = true;
+    }
+  });
+  return dtype;
+}
+
+LanguageModel::AutoWeights LanguageModel::auto_weights(const TensorSource& source) {
+  std::set<DType> stored;
+  for_each_param([&](const std::string& name, Param& p) {
+    if (!is_projection(p)) return;
+    // A missing tensor is fill_parameters' error to name.
+    if (const std::optional<Tensor> t = source.find(name)) stored.insert(t->dtype());
+  });
+  AutoWeights out{.dtype = DType::kF32, .stored = {stored.begin(), stored.end()}};
+  if (stored.size() == 1) {
+    const DType only = *stored.begin();
+    if (only == DType::kBF16 || only == DType::kF16) out.dtype = only;
+  }
+  return out;
 }
 
 LanguageModel LanguageModel::load(const std::filesystem::path& model_dir, const LoadOptions& options) {
@@ -196,16 +227,28 @@ LanguageModel LanguageModel::load(const std::filesystem::path& model_dir, const 
   const uint64_t lower_bound = min_model_bytes(config);
   if (lower_bound > std::max(limit, memory_limit({}))) check_memory_budget(lower_bound, limit, model_dir.string());
   LanguageModel model(std::move(config));
-  check_projection_dtype(options.weights);
-  check_memory_budget(model_memory_bytes(model, options.weights), limit, model_dir.string());
-  const auto [widened, stored] = fill_parameters(model, *open_checkpoint(model_dir), options.weights);
-  // A BF16 checkpoint run with the default F32 weights takes twice its size
-  // in memory; in its own dtype it is computed from the mapped file.
-  if (widened > 0)
-    log_warning(model_dir.string(), ": ", format_bytes(widened), " of ", dtype_name(stored),
+  // An explicit dtype is checked before the checkpoint is opened; auto reads
+  // the stored dtypes from the checkpoint's headers.
+  std::unique_ptr<TensorSource> source;
+  DType weights = DType::kF32;
+  if (options.weights) {
+    weights = *options.weights;
+  } else {
+    source = open_checkpoint(model_dir);
+    weights = model.auto_weights(*source).dtype;
+  }
+  check_projection_dtype(weights);
+  check_memory_budget(model_memory_bytes(model, weights), limit, model_dir.string());
+  if (!source) source = open_checkpoint(model_dir);
+  const auto [widened, stored] = fill_parameters(model, *source, weights);
+  // Auto widens 16-bit projections only where the storage is mixed: say what
+  // that costs and how to avoid it. An explicit f32 was asked for.
+  if (widened > 0 && !options.weights)
+    log_warning(model_dir.string(), ": projections stored in several dtypes; ",
+                format_bytes(widened), " of ", dtype_name(stored),
                 " projection weights widened to F32 (", format_bytes(2 * widened), "); --dtype ",
-                stored == DType::kBF16 ? "bf16" : "f16", " computes with them as stored, where they are mapped");
-  model.convert_projections(options.weights);
+                stored == DType::kBF16 ? "bf16" : "f16", " computes with them as stored");
+  model.convert_projections(weights);
   return model;
 }
 

@@ -12,6 +12,7 @@
 #include "ssm/core/error.h"
 #include "support/cli.h"
 #include "support/compare.h"
+#include "support/hf_families.h"
 #include "support/train_log.h"
 
 namespace ssm {
@@ -79,10 +80,7 @@ TEST_P(HfFamilyTrain, AResumedRunIsExactAndTheModelScoresBetter) {
             held_out_loss(testing::golden_dir("models/" + GetParam())));
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfFamilyTrain,
-                         ::testing::Values("mamba1_hf", "falcon_mamba_hf", "granite_hybrid_hf",
-                                           "nemotron_h_hf", "nemotron_h_moe_hf", "falcon_h1_hf",
-                                           "bamba_hf", "jamba_hf", "zamba2_hf"),
+INSTANTIATE_TEST_SUITE_P(Families, HfFamilyTrain, ::testing::ValuesIn(testing::hf_families()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

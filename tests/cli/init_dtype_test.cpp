@@ -9,6 +9,7 @@
 
 #include "support/cli.h"
 #include "support/dir_listing.h"
+#include "support/mamba1_config.h"
 
 namespace ssm {
 namespace {
@@ -17,11 +18,7 @@ namespace fs = std::filesystem;
 using testing::contains;
 using testing::run_ssm;
 
-const char* kConfig = R"({"architectures": ["MambaForCausalLM"], "model_type": "mamba",
-  "hidden_size": 128, "num_hidden_layers": 4, "vocab_size": 1024, "state_size": 16, "expand": 2,
-  "conv_kernel": 4, "time_step_rank": "auto", "use_bias": false, "use_conv_bias": true,
-  "hidden_act": "silu", "layer_norm_epsilon": 1e-5, "residual_in_fp32": true,
-  "tie_word_embeddings": true})";
+const std::string kConfig = testing::mamba1_hf_config({.hidden = 128, .layers = 4, .vocab = 1024});
 
 TEST(CliInitDtype, ShardedBf16GeneratesAsF32ConvertedAtLoad) {
   testing::TempDir tmp;

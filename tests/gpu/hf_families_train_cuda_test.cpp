@@ -19,6 +19,7 @@
 #include "ssm/train/trainer.h"
 #include "support/backends.h"
 #include "support/compare.h"
+#include "support/hf_families.h"
 #include "train/tiny_model.h"
 
 namespace ssm {
@@ -121,10 +122,7 @@ TEST_P(GpuHfFamilyTraining, StepsAgreeWithTheCpu) {
       GetParam().c_str(), worst_loss, worst_norm, worst_name.c_str(), worst_max);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GpuHfFamilyTraining,
-                         ::testing::Values("mamba1_hf", "falcon_mamba_hf", "granite_hybrid_hf",
-                                           "nemotron_h_hf", "nemotron_h_moe_hf", "falcon_h1_hf",
-                                           "bamba_hf", "jamba_hf", "zamba2_hf"),
+INSTANTIATE_TEST_SUITE_P(Families, GpuHfFamilyTraining, ::testing::ValuesIn(testing::hf_families()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "ssm/io/json.h"
+#include "support/mamba1_config.h"
 #include "support/temp_dir.h"
 
 namespace ssm {
@@ -69,11 +70,7 @@ TEST(BigModelSlow, Mamba28bShapedBf16DecodesWithinItsWeights) {
   if (free_bytes < (uintmax_t{8} << 30))
     GTEST_SKIP() << "needs 8 GB of free disk, " << free_bytes << " free";
   testing::write_bytes(tmp / "config.json",
-                       R"({"architectures": ["MambaForCausalLM"], "model_type": "mamba",
-    "hidden_size": 2560, "num_hidden_layers": 64, "vocab_size": 50280, "state_size": 16, "expand": 2,
-    "conv_kernel": 4, "time_step_rank": "auto", "use_bias": false, "use_conv_bias": true,
-    "hidden_act": "silu", "layer_norm_epsilon": 1e-5, "residual_in_fp32": true,
-    "tie_word_embeddings": true})");
+                       testing::mamba1_hf_config({.hidden = 2560, .layers = 64, .vocab = 50280}));
   const fs::path model = tmp / "mamba-2.8b-bf16";
 
   const Measured init =

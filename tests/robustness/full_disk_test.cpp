@@ -11,6 +11,7 @@
 #include "ssm/io/atomic_file.h"
 #include "ssm/io/safetensors.h"
 #include "support/compare.h"
+#include "support/mamba1_config.h"
 #include "support/temp_dir.h"
 #include "writers.h"
 
@@ -137,8 +138,7 @@ TEST(FullDisk, ConvertCommand) {
 TEST(FullDisk, InitCommand) {
   TempDir dir, out;
   const fs::path log = dir / "log", config = dir / "config.json";
-  write_bytes(config, R"({"architectures": ["MambaForCausalLM"], "model_type": "mamba", "hidden_size": 128,
-    "num_hidden_layers": 4, "vocab_size": 1024, "state_size": 16, "tie_word_embeddings": true})");
+  write_bytes(config, mamba1_hf_config({.hidden = 128, .layers = 4, .vocab = 1024}));
   ASSERT_EQ(reap(spawn_program({SSM_CLI_PATH, "init", "--config", config.string(), "--out", out.path().string()},
                                log.string())),
             0)

@@ -15,14 +15,11 @@
 #include "ssm/train/model_grad.h"
 #include "support/backends.h"
 #include "support/compare.h"
+#include "support/hf_families.h"
 #include "support/random.h"
 
 namespace ssm {
 namespace {
-
-const std::vector<std::string> kFamilies = {
-    "mamba1_hf",    "falcon_mamba_hf", "granite_hybrid_hf", "nemotron_h_hf", "nemotron_h_moe_hf",
-    "falcon_h1_hf", "bamba_hf",        "jamba_hf",          "zamba2_hf"};
 
 // (family, backend)
 class HfFamilyGrad : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
@@ -104,7 +101,7 @@ TEST_P(HfFamilyGrad, GradientMatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyGrad,
-                         ::testing::Combine(::testing::ValuesIn(kFamilies),
+                         ::testing::Combine(::testing::ValuesIn(testing::hf_families()),
                                             ::testing::ValuesIn(testing::all_backends())),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param);

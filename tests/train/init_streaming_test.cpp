@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "ssm/train/init.h"
+#include "support/mamba1_config.h"
 #include "support/resident_memory.h"
 #include "support/temp_dir.h"
 
@@ -20,11 +21,8 @@ using testing::status_bytes;
 
 // A Mamba-1 in the HF convention: 24M parameters, 48 MB in BF16, the
 // embedding (8192 x 512) its largest tensor.
-const char* kMamba1Config = R"({"architectures": ["MambaForCausalLM"], "model_type": "mamba",
-  "hidden_size": 512, "num_hidden_layers": 12, "vocab_size": 8192, "state_size": 16, "expand": 2,
-  "conv_kernel": 4, "time_step_rank": "auto", "use_bias": false, "use_conv_bias": true,
-  "hidden_act": "silu", "layer_norm_epsilon": 1e-5, "residual_in_fp32": true,
-  "tie_word_embeddings": true})";
+const std::string kMamba1Config =
+    testing::mamba1_hf_config({.hidden = 512, .layers = 12, .vocab = 8192});
 
 ShardedWriteResult init_model(const fs::path& dir, DType dtype, uint64_t shard_bytes,
                               uint64_t seed = 7) {

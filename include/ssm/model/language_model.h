@@ -83,6 +83,20 @@ class LanguageModel {
   // D, biases stay F32. F32 is a no-op. Such a model computes forward and
   // step; its backward needs F32 weights.
   void convert_projections(DType dtype);
+  // The dtype the projection matrices are in now (F32 before any is filled).
+  DType projection_dtype();
+
+  // What `--dtype auto` picks for this model's projections from source: the
+  // dtype they are stored in when they all share one of F32, BF16 and F16;
+  // F32 when they are stored in several dtypes or in another one (F64): no
+  // projection then loses precision to another's dtype (BF16 and F16 cannot
+  // hold each other's values). `stored` lists the distinct dtypes of the
+  // projections as stored, in DType order. Reads headers only.
+  struct AutoWeights {
+    DType dtype = DType::kF32;
+    std::vector<DType> stored;
+  };
+  AutoWeights auto_weights(const TensorSource& source);
 
   const ModelConfig& config() const { return config_; }
   int64_t n_layer() const { return config_.n_layer; }

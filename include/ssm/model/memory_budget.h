@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "ssm/model/config.h"
@@ -25,8 +26,11 @@ struct LoadOptions {
   uint64_t max_memory = 0;
   // The dtype the projection weights are converted to once read (F32, F16,
   // BF16 or Q8); the checkpoint is not changed. See
-  // LanguageModel::convert_projections.
-  DType weights = DType::kF32;
+  // LanguageModel::convert_projections. nullopt: the dtype they are stored
+  // in (`--dtype auto`, LanguageModel::auto_weights). The library's default
+  // stays F32, what training and gradients need; the commands that only
+  // compute default to auto.
+  std::optional<DType> weights = DType::kF32;
 };
 
 // "2G", "512M", "1.5GiB", "300000": bytes, with an optional binary suffix
