@@ -262,7 +262,7 @@ void setup_train(CLI::App& app, Action& action) {
   cmd->add_option("--holdout", a.holdout, "fraction of the file held out for evaluation (0: none)")
       ->type_name("F")->capture_default_str()->check(real_number(0, 0.9));
   cmd->add_flag("--recompute", a.opt.recompute,
-                "on a GPU, recompute each block's internals in the backward instead of keeping them "
+                "recompute each block's internals in the backward instead of keeping them "
                 "(less memory, the same results)");
   cmd->add_flag("--bf16", a.bf16,
                 "mixed precision (--backend cuda): products on bf16 tensor cores, weights, AdamW moments "

@@ -1,6 +1,7 @@
 // The GPU training flags of `ssm train` on a build or backend without
 // them: --bf16 on the host is a usage error before anything is written;
-// --recompute is accepted (the host always recomputes) and changes nothing.
+// --recompute (the backward recomputing each block's internals instead of
+// keeping them) changes nothing on the host.
 #include <gtest/gtest.h>
 
 #include "support/cli.h"

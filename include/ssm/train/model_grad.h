@@ -1,6 +1,7 @@
 // Loss and gradients of a whole language model (SPEC §1, §6). The training
-// forward keeps only the residual stream entering each block (and between
-// mixer and MLP); each layer's backward recomputes its internals from there.
+// forward keeps the residual stream entering each block (and between mixer
+// and MLP), and with keep_activations each layer's internals; otherwise
+// each layer's backward recomputes its internals from its input.
 #pragma once
 
 #include <functional>

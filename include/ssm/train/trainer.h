@@ -31,9 +31,8 @@ struct TrainOptions {
   double clip = 1.0;  // <= 0: no clipping
   uint64_t seed = 0;
   bool wsla = false;
-  // On a device, layers keep their internals for the backward unless this
-  // is set (then recomputed from each block's input: less memory, the same
-  // results). Not part of a checkpoint's options: it does not change the run.
+  // Layers keep their internals for the backward unless this is set (then
+  // recomputed from each block's input: less memory, the same results). Not part of a checkpoint's options: it does not change the run.
   bool recompute = false;
   // Data parallel: this process is rank `rank` of `world`; each takes its
   // own `batch` rows of every global batch of batch * world rows (the

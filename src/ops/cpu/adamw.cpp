@@ -1,10 +1,12 @@
-// AdamW (ops/adamw.h) parallel over blocks of elements: each element's update
-// is its own, so any split gives the same bits.
+// AdamW (ops/adamw.h) parallel over blocks of elements, each block a
+// vectorised pass (vec_backward.h): each element's update is its own, so any
+// split gives the same bits.
 #include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/vec_backward.h"
 #include "ops/tensor_data.h"
 
 namespace ssm::cpu {
@@ -25,13 +27,10 @@ void adamw(Context& ctx, const ops::AdamWArgs& a) {
   parallel_items(
       ctx.pool(), (n + kElementBlock - 1) / kElementBlock, kElementBlock,
       [&](int64_t first, int64_t last) {
-        const int64_t end = std::min(n, last * kElementBlock);
-        for (int64_t i = first * kElementBlock; i < end; ++i) {
-          m[i] = static_cast<float>(b1 * m[i] + (1.0 - b1) * g[i]);
-          v[i] = static_cast<float>(b2 * v[i] + (1.0 - b2) * static_cast<double>(g[i]) * g[i]);
-          const double update = (m[i] / bc1) / (std::sqrt(v[i] / bc2) + eps);
-          p[i] = static_cast<float>(p[i] * decay - lr * update);
-        }
+        const int64_t i0 = first * kElementBlock, end = std::min(n, last * kElementBlock);
+        adamw_update(
+            {.b1 = b1, .b2 = b2, .bc1 = bc1, .bc2 = bc2, .decay = decay, .lr = lr, .eps = eps},
+            p + i0, g + i0, m + i0, v + i0, end - i0);
       });
 }
 

@@ -11,6 +11,7 @@
 
 #include "ops/cpu/vec_backward.h"
 
+#include <cmath>
 #include <cstring>
 
 HWY_BEFORE_NAMESPACE();
@@ -40,6 +41,40 @@ void MulSiluGrad(const float* pre, float* g, int64_t n) {
   }
 }
 
+// The scalar form, for the tail and for targets without double lanes.
+inline void adamw_scalar(const AdamwConstants& k, float& p, float g, float& m, float& v) {
+  m = static_cast<float>(k.b1 * m + (1.0 - k.b1) * g);
+  v = static_cast<float>(k.b2 * v + (1.0 - k.b2) * static_cast<double>(g) * g);
+  const double update = (m / k.bc1) / (std::sqrt(v / k.bc2) + k.eps);
+  p = static_cast<float>(p * k.decay - k.lr * update);
+}
+
+void AdamwUpdate(const AdamwConstants& k, float* p, const float* g, float* m, float* v, int64_t n) {
+  int64_t i = 0;
+#if HWY_HAVE_FLOAT64
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(dd));
+  const auto b1 = hn::Set(dd, k.b1), c1 = hn::Set(dd, 1.0 - k.b1), b2 = hn::Set(dd, k.b2),
+             c2 = hn::Set(dd, 1.0 - k.b2), bc1 = hn::Set(dd, k.bc1), bc2 = hn::Set(dd, k.bc2),
+             decay = hn::Set(dd, k.decay), lr = hn::Set(dd, k.lr), eps = hn::Set(dd, k.eps);
+  for (; i + L <= n; i += L) {
+    const auto vg = hn::PromoteTo(dd, hn::LoadU(df, g + i));
+    const auto mf = hn::DemoteTo(
+        df, hn::Add(hn::Mul(b1, hn::PromoteTo(dd, hn::LoadU(df, m + i))), hn::Mul(c1, vg)));
+    const auto vf = hn::DemoteTo(df, hn::Add(hn::Mul(b2, hn::PromoteTo(dd, hn::LoadU(df, v + i))),
+                                             hn::Mul(hn::Mul(c2, vg), vg)));
+    hn::StoreU(mf, df, m + i);
+    hn::StoreU(vf, df, v + i);
+    const auto update = hn::Div(hn::Div(hn::PromoteTo(dd, mf), bc1),
+                                hn::Add(hn::Sqrt(hn::Div(hn::PromoteTo(dd, vf), bc2)), eps));
+    const auto vp = hn::PromoteTo(dd, hn::LoadU(df, p + i));
+    hn::StoreU(hn::DemoteTo(df, hn::Sub(hn::Mul(vp, decay), hn::Mul(lr, update))), df, p + i);
+  }
+#endif
+  for (; i < n; ++i) adamw_scalar(k, p[i], g[i], m[i], v[i]);
+}
+
 }  // namespace ssm::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -47,6 +82,12 @@ HWY_AFTER_NAMESPACE();
 namespace ssm::cpu {
 
 HWY_EXPORT(MulSiluGrad);
+HWY_EXPORT(AdamwUpdate);
+
+void adamw_update(const AdamwConstants& k, float* p, const float* g, float* m, float* v,
+                  int64_t n) {
+  HWY_DYNAMIC_DISPATCH(AdamwUpdate)(k, p, g, m, v, n);
+}
 
 void mul_silu_grad(const float* pre, float* g, int64_t n) {
   HWY_DYNAMIC_DISPATCH(MulSiluGrad)(pre, g, n);

@@ -11,4 +11,13 @@ namespace ssm::cpu {
 // g[i] *= SiLU'(pre[i]), SiLU'(x) = s (1 + x (1 - s)) with s = sigmoid(x).
 void mul_silu_grad(const float* pre, float* g, int64_t n);
 
+// One AdamW step over n elements, in double as PyTorch's formula (the
+// scalar loop's operations, one per lane, no fused multiply-adds):
+//   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g g   (stored as float)
+//   p = p decay - lr (m / bc1) / (sqrt(v / bc2) + eps)
+struct AdamwConstants {
+  double b1, b2, bc1, bc2, decay, lr, eps;
+};
+void adamw_update(const AdamwConstants& k, float* p, const float* g, float* m, float* v, int64_t n);
+
 }  // namespace ssm::cpu
