@@ -38,7 +38,10 @@ ModelConfig parse_state_spaces(const Json& j, const std::string& source) {
   m.residual_in_fp32 = r.boolean("residual_in_fp32", true);
   m.tie_embeddings = r.boolean("tie_embeddings", true);
   m.norm_eps = static_cast<float>(r.number("norm_epsilon", 1e-5));
-  r.ignore({"fused_add_norm"});
+  // "tokenizer": "bytes" marks a byte-level model; the tokenizer's loader
+  // reads it (tokenizer.cpp), and the error that asks for it must not be
+  // followed by a warning that it is ignored.
+  r.ignore({"fused_add_norm", "tokenizer"});
   if (!m.rms_norm) throw Error(cat(source, ": rms_norm=false (LayerNorm) is not supported"));
 
   const Json& attn_idx = r.raw("attn_layer_idx");

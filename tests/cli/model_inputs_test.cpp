@@ -61,6 +61,10 @@ TEST(ModelInputs, ByteLevelWhenTheConfigSaysSo) {
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "104,105\n");
   }
+  // The key that marks it is known to the model's config reader too.
+  const testing::CliRun gen = run_ssm({"generate", wide.string(), "-p", "hi", "-n", "2"});
+  EXPECT_EQ(gen.code, 0) << gen.err;
+  EXPECT_FALSE(contains(gen.err, "unknown key")) << gen.err;
 }
 
 TEST(ModelInputs, TokenizeOnAnEmptyDirectoryIsAnError) {
