@@ -122,11 +122,8 @@ double head_cross_entropy_avx512(Context& ctx, const ops::HeadLossArgs& a) {
   float* f_t = dhead_wanted ? floats(D * block) : nullptr;
   for (int64_t r0 = 0; r0 < R; r0 += block) {
     const int64_t n = std::min(block, R - r0);
-    pool.parallel_for((n + 15) / 16, [&](int64_t b0, int64_t b1) {
-      pack_f32_rows(f[r0], f.ld, n, D, f_packed, b0, b1);
-    });
-    packed_product(pool, pack_f32_rows(f[r0], f.ld, n, D, f_packed, 0, 0), head, V, false, logits,
-                   V);
+    packed_product(pool, pack_f32_rows_parallel(pool, f[r0], f.ld, n, D, f_packed), head, V, false,
+                   logits, V);
     rows_loss(pool, logits, n, V, targets + r0, a.grad_scale, loss + r0);
     if (!grads) continue;
     // df = g head, summed chunk by chunk of the vocabulary in order; tasks
@@ -154,9 +151,7 @@ double head_cross_entropy_avx512(Context& ctx, const ops::HeadLossArgs& a) {
     if (!dhead_wanted) continue;
     // dhead += g^T f: g's columns as packed rows against the rows of f^T,
     // tasks of kDheadRows vocabulary rows.
-    pool.parallel_for((V + 15) / 16, [&](int64_t b0, int64_t b1) {
-      pack_f32_columns(logits, V, n, V, g_columns, b0, b1);
-    });
+    pack_f32_columns_parallel(pool, logits, V, n, V, g_columns);
     transpose_f32(pool, f[r0], f.ld, n, D, f_t);
     float* dhead = ops::elements<float>(a.dhead);
     const auto* gcol = static_cast<const float*>(g_columns);

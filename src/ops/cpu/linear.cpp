@@ -129,10 +129,7 @@ void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
     // of x86_f32_gemm.cpp over all M rows with it.
     const Tensor work = ctx.arena().alloc(DType::kF32, {f32_pack_bytes(M, K) / 4});
     void* packed = elements<float>(work);
-    ctx.pool().parallel_for((M + 15) / 16, [&](int64_t b0, int64_t b1) {
-      pack_f32_rows(x, ldx, M, K, packed, b0, b1);
-    });
-    const F32PackedRows xp = pack_f32_rows(x, ldx, M, K, packed, 0, 0);
+    const F32PackedRows xp = pack_f32_rows_parallel(ctx.pool(), x, ldx, M, K, packed);
     ctx.pool().parallel_for((N + kBf16GemmRows - 1) / kBf16GemmRows, [&](int64_t b0, int64_t b1) {
       thread_local std::vector<float> widened;
       widened.resize(static_cast<size_t>(kBf16GemmRows * K));
@@ -202,9 +199,7 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
     // of kBf16GemmRows weight rows (a multiple of the tile's 6 and of 16).
     const Tensor work = ctx.arena().alloc(DType::kF32, {f32_pack_bytes(M, K) / 4});
     void* packed = elements<float>(work);
-    pool.parallel_for((M + 15) / 16,
-                      [&](int64_t b0, int64_t b1) { pack_f32_rows(x, ldx, M, K, packed, b0, b1); });
-    const F32PackedRows xp = pack_f32_rows(x, ldx, M, K, packed, 0, 0);
+    const F32PackedRows xp = pack_f32_rows_parallel(pool, x, ldx, M, K, packed);
     pool.parallel_for((N + kBf16GemmRows - 1) / kBf16GemmRows, [&](int64_t b0, int64_t b1) {
       const int64_t n0 = b0 * kBf16GemmRows, n1 = std::min(N, b1 * kBf16GemmRows);
       f32_gemm_avx512(xp, {.W = W + n0 * K,
@@ -271,20 +266,15 @@ void linear_backward(Context& ctx, const ops::LinearBackwardArgs& a) {
       float* wt = elements<float>(ctx.arena().alloc(DType::kF32, {K * N}));
       transpose_f32(pool, W, K, N, K, wt);
       void* packed = elements<float>(ctx.arena().alloc(DType::kF32, {f32_pack_bytes(M, N) / 4}));
-      pool.parallel_for((M + 15) / 16, [&](int64_t b0, int64_t b1) {
-        pack_f32_rows(dy, lddy, M, N, packed, b0, b1);
-      });
-      packed_product(pool, pack_f32_rows(dy, lddy, M, N, packed, 0, 0), wt, K, a.accumulate_dx, dx,
-                     a.dx.row_stride());
+      packed_product(pool, pack_f32_rows_parallel(pool, dy, lddy, M, N, packed), wt, K,
+                     a.accumulate_dx, dx, a.dx.row_stride());
     }
     if (dW) {
       float* xt = elements<float>(ctx.arena().alloc(DType::kF32, {K * M}));
       transpose_f32(pool, x, ldx, M, K, xt);
       void* packed = elements<float>(ctx.arena().alloc(DType::kF32, {f32_pack_bytes(N, M) / 4}));
-      pool.parallel_for((N + 15) / 16, [&](int64_t b0, int64_t b1) {
-        pack_f32_columns(dy, lddy, M, N, packed, b0, b1);
-      });
-      packed_product(pool, pack_f32_columns(dy, lddy, M, N, packed, 0, 0), xt, K, true, dW, K);
+      packed_product(pool, pack_f32_columns_parallel(pool, dy, lddy, M, N, packed), xt, K, true, dW,
+                     K);
     }
     dx = dW = nullptr;  // done: only dbias is left for the loops below
   }

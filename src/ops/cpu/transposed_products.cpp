@@ -32,6 +32,22 @@ F32PackedRows pack_f32_columns(const float* a, int64_t lda, int64_t rows, int64_
   return {.data = out, .M = cols, .K = rows};
 }
 
+F32PackedRows pack_f32_rows_parallel(ThreadPool& pool, const float* x, int64_t ldx, int64_t M,
+                                     int64_t K, void* workspace) {
+  pool.parallel_for((M + 15) / 16, [&](int64_t b0, int64_t b1) {
+    pack_f32_rows(x, ldx, M, K, workspace, b0, b1);
+  });
+  return pack_f32_rows(x, ldx, M, K, workspace, 0, 0);
+}
+
+F32PackedRows pack_f32_columns_parallel(ThreadPool& pool, const float* a, int64_t lda, int64_t rows,
+                                        int64_t cols, void* workspace) {
+  pool.parallel_for((cols + 15) / 16, [&](int64_t b0, int64_t b1) {
+    pack_f32_columns(a, lda, rows, cols, workspace, b0, b1);
+  });
+  return pack_f32_columns(a, lda, rows, cols, workspace, 0, 0);
+}
+
 void transpose_f32(ThreadPool& pool, const float* a, int64_t lda, int64_t rows, int64_t cols,
                    float* out) {
   const int64_t blocks = (cols + kTransposeBlock - 1) / kTransposeBlock;

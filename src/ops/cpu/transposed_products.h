@@ -21,6 +21,13 @@ namespace ssm::cpu {
 F32PackedRows pack_f32_columns(const float* a, int64_t lda, int64_t rows, int64_t cols,
                                void* workspace, int64_t b0, int64_t b1);
 
+// pack_f32_rows and pack_f32_columns over all blocks, split over the pool;
+// the packed matrix they return is whole.
+F32PackedRows pack_f32_rows_parallel(ThreadPool& pool, const float* x, int64_t ldx, int64_t M,
+                                     int64_t K, void* workspace);
+F32PackedRows pack_f32_columns_parallel(ThreadPool& pool, const float* a, int64_t lda, int64_t rows,
+                                        int64_t cols, void* workspace);
+
 // out (cols rows of `rows`, dense) = a^T for a of `rows` rows of `cols`
 // (row stride lda), split over the pool by blocks of output rows.
 void transpose_f32(ThreadPool& pool, const float* a, int64_t lda, int64_t rows, int64_t cols,
