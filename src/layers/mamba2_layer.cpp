@@ -60,6 +60,22 @@ void Mamba2Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
     ops::linear(ctx, {.x = x, .W = value(in_proj_), .bias = value(in_bias_), .y = zxbcdt});
   }
 
+  // A decode step (one token, states, nothing kept): the fused op between
+  // the projections, which a GPU backend runs in two launches, not five.
+  if (st && L == 1 && !keep && ops::has_ssd_step(ctx)) {
+    const Tensor ys_step = work({B, L, s.d_inner});
+    ops::ssd_step(ctx, {.groups = c.ngroups, .z = s.z(zxbcdt), .xbc = s.conv_in(zxbcdt),
+                        .dt_raw = s.dt(zxbcdt), .conv_weight = value(conv_),
+                        .conv_bias = value(conv_bias_), .conv_state = st->conv,
+                        .dt_bias = value(dt_bias_), .A_log = value(A_log_),
+                        .dt_min = static_cast<float>(c.dt_limit_lo),
+                        .dt_max = static_cast<float>(c.dt_limit_hi), .D = value(D_),
+                        .norm_weight = value(norm_), .norm_group = s.d_inner / c.ngroups,
+                        .eps = c.norm_eps, .norm_before_gate = c.norm_before_gate, .out = ys_step});
+    ops::linear(ctx, {.x = ys_step, .W = value(out_proj_), .bias = value(out_bias_), .y = y});
+    return;
+  }
+
   // xBC = SiLU(conv(xBC) + bias)
   const Tensor xbc = work({B, L, s.conv_dim});
   ops::conv1d(ctx, {.in = s.conv_in(zxbcdt), .weight = value(conv_), .bias = value(conv_bias_),

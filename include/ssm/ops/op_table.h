@@ -36,6 +36,7 @@ struct OpTable {
   Kernel<ops::SsdPrepareBackwardArgs> ssd_prepare_backward = nullptr;
   Kernel<ops::SsdScanArgs> ssd_scan = nullptr;
   Kernel<ops::SsdScanBackwardArgs> ssd_scan_backward = nullptr;
+  Kernel<ops::SsdStepArgs> ssd_step = nullptr;
   Kernel<ops::SelectiveScanArgs> selective_scan = nullptr;
   Kernel<ops::SelectiveScanBackwardArgs> selective_scan_backward = nullptr;
   Kernel<ops::MoeRouteArgs> moe_route = nullptr;

@@ -67,4 +67,35 @@ struct SsdScanBackwardArgs {
 };
 void ssd_scan_backward(Context& ctx, const SsdScanBackwardArgs& a);
 
+// A Mamba-2 decode step between the two projections (one token per
+// sequence, with states): what conv1d (SiLU, state), ssd_prepare, ssd_scan
+// and gated_rms_norm compute in that order, as one op so that a backend can
+// fuse them into few launches (decoding is launch-bound on a GPU). The
+// inputs are in_proj's column blocks of one row per sequence; the
+// intermediates (xBC after the convolution, dt, A, the scan's y) are not
+// kept, so training and prefill use the four ops.
+struct SsdStepArgs {
+  int64_t groups = 1;   // G
+  Tensor z;             // (B, 1, H*P) rows: the gate
+  Tensor xbc;           // (B, 1, H*P + 2*G*N) rows: [x | B | C] before the convolution
+  Tensor dt_raw;        // (B, 1, H) rows
+  Tensor conv_weight;   // (H*P + 2*G*N, 1, K)
+  Tensor conv_bias;     // (H*P + 2*G*N), or undefined
+  Tensor conv_state;    // (B, K-1, H*P + 2*G*N) dense, updated
+  Tensor dt_bias;       // (H)
+  Tensor A_log;         // (H)
+  float dt_min = 0.f, dt_max = std::numeric_limits<float>::infinity();
+  Tensor D;             // (H), or undefined
+  Tensor norm_weight;   // (H*P), or undefined: out = y SiLU(z)
+  int64_t norm_group = 0;  // channels normalised together (0: all)
+  float eps = 1e-5f;
+  bool norm_before_gate = false;
+  Tensor state;         // (B, H, P, N) dense, updated
+  Tensor out;           // (B, 1, H*P) rows, written
+};
+void ssd_step(Context& ctx, const SsdStepArgs& a);
+// True when ctx's backend has its own ssd_step (the layer calls the op only
+// then; elsewhere it runs the four ops itself).
+bool has_ssd_step(const Context& ctx);
+
 }  // namespace ssm::ops

@@ -4,6 +4,7 @@
 #include "ops/cpu/ssd.h"
 
 #include "ops/cpu/kernels.h"
+#include "ops/ssd_step_composed.h"
 
 namespace ssm::cpu {
 namespace {
@@ -22,6 +23,7 @@ void add_ssd_kernels(OpTable& t) {
   t.ssd_prepare_backward = &ssd_prepare_backward;
   t.ssd_scan = &ssd_scan;
   t.ssd_scan_backward = &ssd_scan_backward;
+  t.ssd_step = &ops::detail::ssd_step_composed;
 }
 
 }  // namespace ssm::cpu

@@ -20,6 +20,7 @@ class CudaBackend : public Backend {
     cuda::add_linear_kernels(table_);
     cuda::add_elementwise_kernels(table_);
     cuda::add_mixer_kernels(table_);
+    cuda::add_ssd_step_kernels(table_);
     cuda::add_mamba3_kernels(table_);
     cuda::add_hybrid_kernels(table_);
     cuda::add_train_kernels(table_);

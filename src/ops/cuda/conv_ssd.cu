@@ -166,6 +166,89 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
   }
 }
 
+// The first launch of ssd_step: block per (b, h, block of kRowsPerBlock
+// state rows), threads as in ssd_scan_kernel. Each block convolves what it
+// reads: its own x channels (and shifts their convolution state: no other
+// block reads them) and its group's B and C channels, whose state other
+// blocks read too, so it is left as it was here and shifted by the second
+// launch. dt and exp(dt A) of the head, then one step of the recurrence; y
+// + D x goes to out, normalised by the second launch.
+template <int PER>
+__global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
+  extern __shared__ float smem[];
+  const int N = static_cast<int>(a.N);
+  const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int64_t bh = blockIdx.x / row_blocks, p0 = (blockIdx.x % row_blocks) * kRowsPerBlock;
+  const int64_t b = bh / a.H, h = bh % a.H, g = h / (a.H / a.G);
+  const int rows_here = static_cast<int>(min(int64_t{kRowsPerBlock}, a.P - p0));
+  const int64_t HP = a.H * a.P, C = HP + 2 * a.G * a.N, K = a.K, W = K - 1;
+  float* sBC = smem;                        // 2N: B then C of the group
+  float* sx = sBC + 2 * N;                  // kRowsPerBlock
+  float* sstep = sx + kRowsPerBlock;        // dt, exp(dt A)
+  const float* in = a.xbc.p + b * a.xbc.stride;
+  float* cst = a.conv_state + b * W * C;    // cst[s * C + c], s < W
+  for (int i = threadIdx.x; i < 2 * N; i += blockDim.x) {
+    const int64_t c = HP + (i < N ? g * a.N + i : a.G * a.N + g * a.N + (i - N));
+    float acc = a.conv_bias ? a.conv_bias[c] : 0.f;
+    for (int64_t k = 0; k < W; ++k) acc += a.conv_weight[c * K + k] * cst[k * C + c];
+    acc += a.conv_weight[c * K + W] * in[c];
+    sBC[i] = silu(acc);
+  }
+  for (int q = threadIdx.x; q < rows_here; q += blockDim.x) {
+    const int64_t c = h * a.P + p0 + q;
+    float acc = a.conv_bias ? a.conv_bias[c] : 0.f;
+    for (int64_t k = 0; k < W; ++k) {
+      const float v = cst[k * C + c];
+      acc += a.conv_weight[c * K + k] * v;
+      if (k > 0) cst[(k - 1) * C + c] = v;
+    }
+    acc += a.conv_weight[c * K + W] * in[c];
+    if (W > 0) cst[(W - 1) * C + c] = in[c];
+    sx[q] = silu(acc);
+  }
+  if (threadIdx.x == 0) {
+    const float sp = softplus(a.dt_raw.p[b * a.dt_raw.stride + h] + a.dt_bias[h]);
+    const float dt = fminf(fmaxf(sp, a.dt_min), a.dt_max);
+    sstep[0] = dt;
+    sstep[1] = expf(dt * -expf(a.A_log[h]));
+  }
+  __syncthreads();
+  const int pl = threadIdx.x / S, j = threadIdx.x % S;
+  const bool active = pl < rows_here;
+  const int pr = active ? pl : 0;
+  const int64_t p = p0 + pr;
+  const int warp_base = (threadIdx.x / 32) * 32;
+  const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
+  const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
+  float* state = a.state + ((b * a.H + h) * a.P + p) * a.N;
+  // Every load of the state row first, so they are in flight together.
+  float st[PER];
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    const int n = j + S * k;
+    st[k] = n < N ? state[n] : 0.f;
+  }
+  const float xv = sx[pr], decay = sstep[1], coef = sstep[0] * xv;
+  float acc = 0.f;
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    const int n = j + S * k;
+    if (n < N) {
+      st[k] = decay * st[k] + coef * sBC[n];
+      acc += st[k] * sBC[N + n];
+    }
+  }
+  for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
+  if (active) {
+    if (j == 0) a.out.p[b * a.out.stride + h * a.P + p] = acc + (a.D ? a.D[h] : 0.f) * xv;
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      const int n = j + S * k;
+      if (n < N) state[n] = st[k];
+    }
+  }
+}
+
 int blocks_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<int>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
@@ -217,6 +300,23 @@ void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
   else if (need <= 8) ssd_scan_kernel<8><<<grid, block, smem, s>>>(a, S, stage);
   else if (need <= 16) ssd_scan_kernel<16><<<grid, block, smem, s>>>(a, S, stage);
   else ssd_scan_kernel<32><<<grid, block, smem, s>>>(a, S, stage);
+}
+
+void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
+  if (a.B == 0) return;
+  const int S = ssd_slices(a.N);
+  const int64_t need = (a.N + S - 1) / S;
+  const size_t smem = static_cast<size_t>(2 * a.N + kRowsPerBlock + 2) * sizeof(float);
+  const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
+  const dim3 grid(static_cast<unsigned>(a.B * a.H * row_blocks));
+  const dim3 block(static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * S));
+  if (need <= 1) ssd_step_kernel<1><<<grid, block, smem, s>>>(a, S);
+  else if (need <= 2) ssd_step_kernel<2><<<grid, block, smem, s>>>(a, S);
+  else if (need <= 4) ssd_step_kernel<4><<<grid, block, smem, s>>>(a, S);
+  else if (need <= 8) ssd_step_kernel<8><<<grid, block, smem, s>>>(a, S);
+  else if (need <= 16) ssd_step_kernel<16><<<grid, block, smem, s>>>(a, S);
+  else ssd_step_kernel<32><<<grid, block, smem, s>>>(a, S);
+  launch_ssd_step_norm(a, s);
 }
 
 }  // namespace ssm::cuda

@@ -1,12 +1,16 @@
 // RMSNorm, the gated grouped norm and the embedding lookup: one block per
 // row (or per group of a row), sums in a fixed order so results repeat
-// exactly between runs.
+// exactly between runs. Also the second launch of ssd_step (launch.h).
 #include "ops/cuda/launch.h"
 
 namespace ssm::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+// A decode step's rows are one block each (B = 1: a single block on one
+// multiprocessor), so the block is wide: 1024 threads take a 1536-wide row
+// in two loads each, where 256 threads took six dependent rounds (the gated
+// norm measured 8.9 us at 256).
+constexpr int kThreads = 1024;
 
 __device__ float silu(float z) { return z / (1.f + expf(-z)); }
 
@@ -32,13 +36,10 @@ __global__ void rms_norm_kernel(ConstRows x, const float* w, float eps, Rows out
   for (int64_t i = threadIdx.x; i < x.cols; i += kThreads) o[i] = w ? row[i] * r * w[i] : row[i] * r;
 }
 
-// Block (row, group g of n channels).
-__global__ void gated_rms_norm_kernel(ConstRows y, ConstRows z, const float* w, int64_t n, float eps,
-                                      bool norm_before_gate, Rows out) {
-  const int64_t groups = y.cols / n, row = blockIdx.x / groups, g0 = (blockIdx.x % groups) * n;
-  const float* yr = y.p + row * y.stride + g0;
-  const float* zr = z.p + row * z.stride + g0;
-  float* o = out.p + row * out.stride + g0;
+// One group of n channels of a row, normalised by the whole block; o may
+// be yr (each element is read before it is written, by the same thread).
+__device__ void gated_norm_group(const float* yr, const float* zr, const float* w, int64_t n, float eps,
+                                 bool norm_before_gate, float* o) {
   if (!w) {
     for (int64_t i = threadIdx.x; i < n; i += kThreads) o[i] = yr[i] * silu(zr[i]);
     return;
@@ -52,8 +53,36 @@ __global__ void gated_rms_norm_kernel(ConstRows y, ConstRows z, const float* w, 
   for (int64_t i = threadIdx.x; i < n; i += kThreads) {
     const float gate = silu(zr[i]);
     const float v = norm_before_gate ? yr[i] : yr[i] * gate;
-    o[i] = v * r * w[g0 + i] * (norm_before_gate ? gate : 1.f);
+    o[i] = v * r * w[i] * (norm_before_gate ? gate : 1.f);
   }
+}
+
+// Block (row, group g of n channels).
+__global__ void gated_rms_norm_kernel(ConstRows y, ConstRows z, const float* w, int64_t n, float eps,
+                                      bool norm_before_gate, Rows out) {
+  const int64_t groups = y.cols / n, row = blockIdx.x / groups, g0 = (blockIdx.x % groups) * n;
+  gated_norm_group(y.p + row * y.stride + g0, z.p + row * z.stride + g0, w ? w + g0 : nullptr, n, eps,
+                   norm_before_gate, out.p + row * out.stride + g0);
+}
+
+// ssd_step's second launch, block (b, norm group q): the shift of the B and
+// C channels' convolution state (every block of the first launch has read
+// it by now; these channels are split over the row's groups), then the
+// gated norm of the step's y, in place in out.
+__global__ void ssd_step_norm_kernel(SsdStepLaunch a) {
+  const int64_t HP = a.H * a.P, groups = HP / a.norm_group;
+  const int64_t b = blockIdx.x / groups, q = blockIdx.x % groups;
+  const int64_t C = HP + 2 * a.G * a.N, W = a.K - 1;
+  float* cst = a.conv_state + b * W * C;
+  const float* in = a.xbc.p + b * a.xbc.stride;
+  for (int64_t c = HP + q * kThreads + threadIdx.x; c < C && W > 0; c += groups * kThreads) {
+    for (int64_t k = 1; k < W; ++k) cst[(k - 1) * C + c] = cst[k * C + c];
+    cst[(W - 1) * C + c] = in[c];
+  }
+  const int64_t g0 = q * a.norm_group;
+  float* o = a.out.p + b * a.out.stride + g0;
+  gated_norm_group(o, a.z.p + b * a.z.stride + g0, a.norm_weight ? a.norm_weight + g0 : nullptr,
+                   a.norm_group, a.eps, a.norm_before_gate, o);
 }
 
 __global__ void embedding_kernel(const void* ids, bool ids_i64, const float* table, Rows out, float scale) {
@@ -83,6 +112,11 @@ void launch_embedding(const void* ids, bool ids_i64, const float* table, Rows ou
                       cudaStream_t s) {
   if (out.rows == 0) return;
   embedding_kernel<<<static_cast<unsigned>(out.rows), kThreads, 0, s>>>(ids, ids_i64, table, out, scale);
+}
+
+void launch_ssd_step_norm(const SsdStepLaunch& a, cudaStream_t s) {
+  if (a.B == 0) return;
+  ssd_step_norm_kernel<<<static_cast<unsigned>(a.B * (a.H * a.P / a.norm_group)), kThreads, 0, s>>>(a);
 }
 
 }  // namespace ssm::cuda

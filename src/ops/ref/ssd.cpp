@@ -11,6 +11,7 @@
 #include "ops/tensor_data.h"
 #include "ops/ref/kernels.h"
 #include "ops/scalar_math.h"
+#include "ops/ssd_step_composed.h"
 
 namespace ssm::ref {
 
@@ -110,6 +111,7 @@ void add_ssd_kernels(OpTable& t) {
   t.ssd_prepare_backward = &ssd_prepare_backward<float>;
   t.ssd_scan = &ssd_scan<float>;
   t.ssd_scan_backward = &ssd_scan_backward<float>;
+  t.ssd_step = &ops::detail::ssd_step_composed;
 }
 
 }  // namespace ssm::ref

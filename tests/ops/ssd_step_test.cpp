@@ -1,0 +1,116 @@
+// ssd_step, the fused Mamba-2 decode step, on every backend against ref's
+// (conv1d, ssd_prepare, ssd_scan and gated_rms_norm in order): the output,
+// the convolution state and the scan state after the step, with the
+// inputs as the layer passes them (column blocks of in_proj's row), the
+// 130m shape, several groups, partial row blocks, odd state sizes, no norm
+// and no biases; and ref's op against those four ops called one by one.
+#include <gtest/gtest.h>
+
+#include "ops/against_ref.h"
+#include "ssm/ops/conv1d.h"
+#include "ssm/ops/rms_norm.h"
+#include "ssm/ops/ssd.h"
+
+namespace ssm {
+namespace {
+
+using testing::on;
+using testing::random_tensor;
+
+struct StepCase {
+  int64_t B, H, P, N, G, K;
+  int64_t norm_groups;  // 0: no norm weight (out = y silu(z))
+  bool norm_before_gate, with_D, with_bias;
+};
+const StepCase kCases[] = {
+    {1, 24, 64, 128, 1, 4, 1, false, true, true},  // Mamba-2 130m
+    {3, 4, 8, 16, 2, 4, 2, true, false, false},
+    {2, 6, 20, 40, 3, 3, 0, false, true, true},     // rows 16 + 4 per head
+    {1, 2, 16, 300, 1, 2, 2, false, true, false},  // 32 threads of 10 entries a row
+};
+
+// The step's inputs on the host; in_proj's row is [z | xBC | dt] with a
+// few columns of padding after it.
+struct StepInputs {
+  explicit StepInputs(const StepCase& s)
+      : HP(s.H * s.P), C(HP + 2 * s.G * s.N),
+        zxbcdt(random_tensor({s.B, 1, HP + C + s.H + 3}, 1, -2.f, 2.f)),
+        conv_weight(random_tensor({C, 1, s.K}, 2, -0.5f, 0.5f)),
+        conv_bias(random_tensor({C}, 3)),
+        conv_state(random_tensor({s.B, s.K - 1, C}, 4)),
+        dt_bias(random_tensor({s.H}, 5, -3.f, 0.f)),
+        A_log(random_tensor({s.H}, 6, -1.f, 1.5f)),
+        D(random_tensor({s.H}, 7)),
+        norm_weight(random_tensor({HP}, 8, 0.5f, 1.5f)),
+        state(random_tensor({s.B, s.H, s.P, s.N}, 9)) {}
+  int64_t HP, C;
+  Tensor zxbcdt, conv_weight, conv_bias, conv_state, dt_bias, A_log, D, norm_weight, state;
+};
+
+// Runs the step on ctx: fused (ssd_step) or as its four ops.
+testing::Outputs run_step(Context& ctx, const StepCase& s, const StepInputs& in, bool fused) {
+  const Tensor row = on(ctx, in.zxbcdt), conv_state = on(ctx, in.conv_state), state = on(ctx, in.state);
+  const Tensor z = row.cols(0, in.HP), xbc = row.cols(in.HP, in.HP + in.C);
+  const Tensor dt_raw = row.cols(in.HP + in.C, in.HP + in.C + s.H);
+  const Tensor out = on(ctx, Tensor::zeros(DType::kF32, {s.B, 1, in.HP}));
+  const Tensor bias = s.with_bias ? on(ctx, in.conv_bias) : Tensor();
+  const Tensor D = s.with_D ? on(ctx, in.D) : Tensor();
+  const Tensor w = s.norm_groups ? on(ctx, in.norm_weight) : Tensor();
+  const int64_t group = s.norm_groups ? in.HP / s.norm_groups : 0;
+  const float dt_min = 0.01f, dt_max = 0.5f;
+  if (fused) {
+    ops::ssd_step(ctx, {.groups = s.G, .z = z, .xbc = xbc, .dt_raw = dt_raw,
+                        .conv_weight = on(ctx, in.conv_weight), .conv_bias = bias,
+                        .conv_state = conv_state, .dt_bias = on(ctx, in.dt_bias),
+                        .A_log = on(ctx, in.A_log), .dt_min = dt_min, .dt_max = dt_max, .D = D,
+                        .norm_weight = w, .norm_group = group, .eps = 1e-5f,
+                        .norm_before_gate = s.norm_before_gate, .state = state, .out = out});
+  } else {
+    const Tensor x = on(ctx, Tensor::zeros(DType::kF32, {s.B, 1, in.C}));
+    ops::conv1d(ctx, {.in = xbc, .weight = on(ctx, in.conv_weight), .bias = bias,
+                      .state = conv_state, .out = x, .silu = true});
+    const Tensor dt = on(ctx, Tensor::zeros(DType::kF32, {s.B, 1, s.H}));
+    const Tensor A = on(ctx, Tensor::zeros(DType::kF32, {s.H}));
+    ops::ssd_prepare(ctx, {.dt_raw = dt_raw, .dt_bias = on(ctx, in.dt_bias),
+                           .A_log = on(ctx, in.A_log), .dt_min = dt_min, .dt_max = dt_max,
+                           .dt = dt, .A = A});
+    const Tensor y = on(ctx, Tensor::zeros(DType::kF32, {s.B, 1, in.HP}));
+    const int64_t GN = s.G * s.N;
+    ops::ssd_scan(ctx, {.groups = s.G, .x = x.cols(0, in.HP), .B = x.cols(in.HP, in.HP + GN),
+                        .C = x.cols(in.HP + GN, in.C), .dt = dt, .A = A, .D = D, .y = y,
+                        .state = state});
+    ops::gated_rms_norm(ctx, {.y = y, .z = z, .w = w, .group = group, .eps = 1e-5f,
+                              .norm_before_gate = s.norm_before_gate, .out = out});
+  }
+  return testing::outputs({{"out", out}, {"conv_state", conv_state}, {"state", state}});
+}
+
+class SsdStepTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SsdStepTest, MatchesRef) {
+  for (const StepCase& s : kCases) {
+    SCOPED_TRACE(::testing::Message() << "B " << s.B << " H " << s.H << " P " << s.P << " N " << s.N
+                                      << " G " << s.G << " K " << s.K);
+    const StepInputs in(s);
+    testing::expect_matches_ref(GetParam(),
+                                [&](Context& ctx) { return run_step(ctx, s, in, true); });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, SsdStepTest, ::testing::ValuesIn(testing::all_backends()),
+                         testing::backend_param_name);
+
+// The op's definition: ref's ssd_step equals its four ops called in turn.
+TEST(SsdStepRef, EqualsItsFourOps) {
+  for (const StepCase& s : kCases) {
+    const StepInputs in(s);
+    Context ctx("ref", 1);
+    const testing::Outputs fused = run_step(ctx, s, in, true), ops4 = run_step(ctx, s, in, false);
+    ASSERT_EQ(fused.size(), ops4.size());
+    for (size_t i = 0; i < fused.size(); ++i)
+      EXPECT_TRUE(testing::bitwise_equal(fused[i].second, ops4[i].second)) << fused[i].first;
+  }
+}
+
+}  // namespace
+}  // namespace ssm
