@@ -126,6 +126,8 @@ T shfl_xor(unsigned, T v, int o) {
   return r;
 }
 }  // namespace emu
+// CUDA's device maths that C++ lacks.
+inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 #define threadIdx emu::t_thread
 #define blockIdx emu::t_block
 #define blockDim emu::t_bdim

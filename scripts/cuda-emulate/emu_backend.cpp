@@ -1,6 +1,6 @@
 // The "cuda" backend of the CPU emulator (run.sh): host memory, ref's op
-// table with the entries of mamba3_attention_backward_ops.cpp and
-// hybrid_backward_ops.cpp (their kernels emulated), and stand-ins for the runtime's stream and checks.
+// table with the entries of mamba3_attention_backward_ops.cpp,
+// hybrid_backward_ops.cpp and ssd_step_ops.cpp (their kernels emulated), and stand-ins for the runtime's stream and checks.
 #include "ops/backend_registry.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch_train.h"
@@ -30,6 +30,7 @@ class EmuBackend : public Backend {
     table_ = ref_backend().ops();
     cuda::add_mamba3_attention_backward_kernels(table_);
     cuda::add_hybrid_backward_kernels(table_);
+    cuda::add_ssd_step_kernels(table_);
   }
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return Device::host(); }

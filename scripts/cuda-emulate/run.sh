@@ -1,8 +1,10 @@
 #!/bin/bash
 # Runs cuda kernels on the CPU, without a GPU: the .cu files of the Mamba-3,
 # attention and HF hybrid (selective scan, MoE, relu^2, GELU product)
-# backward ops rewritten for emu.h, their host side
-# (mamba3_attention_backward_ops.cpp, hybrid_backward_ops.cpp, with the
+# backward ops and of the fused Mamba-2 decode step (ssd_step: conv_ssd.cu,
+# norms.cu) rewritten for emu.h, their host side
+# (mamba3_attention_backward_ops.cpp, hybrid_backward_ops.cpp,
+# ssd_step_ops.cpp, with the
 # forward MoE kernels of hybrid_kernels.cu they reuse) and the op tests of tests/ops built
 # with SSM_GPU_TESTS=1 against a "cuda" backend on the host (emu_backend.cpp):
 # each op against ref as on the GPU. Slow (a fiber per CUDA thread); for
@@ -25,14 +27,15 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${1:-/tmp/ssm-cuda-emulate}
-FILTER=${2:-'Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*'}
+FILTER=${2:-'Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*'}
 HERE=$SRC/scripts/cuda-emulate
 B=$SRC/build
 mkdir -p "$WORK"
 cd "$WORK"
 CXX=${CXX:-g++}
 FLAGS="-std=c++20 -O2 -g -pthread -I$SRC/src -I$SRC/include -I$SRC/tests -I$HERE -isystem /usr/local/cuda/include -DSSM_GPU_TESTS=1 -DSSM_GOLDEN_DIR=\"$SRC/tests/golden\""
-kernels="mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention_backward hybrid_backward hybrid_kernels"
+kernels="mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention_backward hybrid_backward hybrid_kernels
+  conv_ssd norms"
 objs=""
 for k in $kernels; do
   python3 "$HERE/transform.py" "$SRC/src/ops/cuda/$k.cu" "$k.cpp"
@@ -40,7 +43,7 @@ for k in $kernels; do
   objs="$objs $k.o"
 done
 for f in "$HERE/emu_backend.cpp" "$SRC/src/ops/cuda/mamba3_attention_backward_ops.cpp" \
-  "$SRC/src/ops/cuda/hybrid_backward_ops.cpp"; do
+  "$SRC/src/ops/cuda/hybrid_backward_ops.cpp" "$SRC/src/ops/cuda/ssd_step_ops.cpp"; do
   o=$(basename "$f" .cpp).o
   $CXX $FLAGS -c "$f" -o "$o"
   objs="$objs $o"
@@ -54,7 +57,7 @@ if [ "${TRAIN:-0}" = 1 ]; then
 fi
 tests=""
 for t in mamba3_scan_backward_test mamba3_output_test mamba3_prepare_test attention_backward_test \
-  selective_scan_backward_test moe_backward_test activation_backward_test; do
+  selective_scan_backward_test moe_backward_test activation_backward_test ssd_step_test; do
   $CXX $FLAGS -c "$SRC/tests/ops/$t.cpp" -o "$t.o"
   tests="$tests $t.o"
 done

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/cuda/launch.h"
+#include "ops/cuda/launch_ssd_step.h"
 
 namespace ssm::cuda {
 namespace {

@@ -1,7 +1,7 @@
 // RMSNorm, the gated grouped norm and the embedding lookup: one block per
 // row (or per group of a row), sums in a fixed order so results repeat
 // exactly between runs. Also the second launch of ssd_step (launch.h).
-#include "ops/cuda/launch.h"
+#include "ops/cuda/launch_ssd_step.h"
 
 namespace ssm::cuda {
 namespace {

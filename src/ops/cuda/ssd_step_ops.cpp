@@ -2,6 +2,7 @@
 // of the five of conv1d, ssd_prepare, ssd_scan and gated_rms_norm), its
 // own file so that the CPU emulator (scripts/cuda-emulate) links it alone.
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch_ssd_step.h"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/views.h"
 #include "ops/ssd_step_composed.h"

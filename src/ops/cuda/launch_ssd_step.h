@@ -1,0 +1,34 @@
+// The launchers of ssd_step, the fused Mamba-2 decode step (ssm/ops/ssd.h),
+// in plain types as launch.h's.
+#pragma once
+
+#include "ops/cuda/launch.h"
+
+namespace ssm::cuda {
+
+// ssd_step (ssm/ops/ssd.h) for B sequences, one token each.
+struct SsdStepLaunch {
+  int64_t B, H, P, N, G, K;
+  ConstRows z, xbc, dt_raw;  // B rows of H*P, H*P + 2*G*N, H
+  const float* conv_weight;  // (H*P + 2*G*N, K)
+  const float* conv_bias;    // or null
+  float* conv_state;         // (B, K-1, H*P + 2*G*N)
+  const float* dt_bias;      // (H)
+  const float* A_log;        // (H)
+  float dt_min, dt_max;
+  const float* D;            // (H) or null
+  const float* norm_weight;  // (H*P) or null: out = y silu(z)
+  int64_t norm_group;        // > 0, divides H*P
+  float eps;
+  bool norm_before_gate;
+  float* state;              // (B, H, P, N)
+  Rows out;                  // B rows of H*P
+};
+// Two launches: the convolution, dt, the scan step and D (conv_ssd.cu: y
+// into out, the x channels' convolution state shifted), then the B and C
+// channels' convolution state shifted and the gated norm of out in place
+// (launch_ssd_step_norm, norms.cu).
+void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s);
+void launch_ssd_step_norm(const SsdStepLaunch& a, cudaStream_t s);
+
+}  // namespace ssm::cuda
