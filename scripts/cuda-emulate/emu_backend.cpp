@@ -44,4 +44,6 @@ const Backend* cuda_backend_if_built() {
   static const EmuBackend b;
   return &b;
 }
+// One emulated device (the registry asks for a device by index).
+const Backend* cuda_backend_on_device(int index) { return index == 0 ? cuda_backend_if_built() : nullptr; }
 }  // namespace ssm
