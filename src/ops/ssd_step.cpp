@@ -14,8 +14,9 @@ void ssd_step(Context& ctx, const SsdStepArgs& a) {
   const int64_t B = a.z.dim(0), H = a.dt_bias.dim(0), HP = a.z.cols();
   c.expect(H > 0 && HP % H == 0, "z's width must be H*P");
   c.expect(a.groups > 0 && H % a.groups == 0, "groups must divide the heads");
-  c.rows("xbc", a.xbc, B, -1).expect((a.xbc.cols() - HP) % (2 * a.groups) == 0 && a.xbc.cols() > HP,
-                                     "xbc's width must be H*P + 2*G*N");
+  c.rows("xbc", a.xbc, B, -1)
+      .expect((a.xbc.cols() - HP) % (2 * a.groups) == 0 && a.xbc.cols() > HP,
+              "xbc's width must be H*P + 2*G*N");
   const int64_t C = a.xbc.cols(), N = (C - HP) / (2 * a.groups), P = HP / H;
   c.expect(a.conv_weight.defined() && a.conv_weight.ndim() == 3, "conv_weight must be (C, 1, K)");
   const int64_t K = a.conv_weight.dim(2);
@@ -38,16 +39,37 @@ void ssd_step_composed(Context& ctx, const SsdStepArgs& a) {
   const int64_t GN = (C - HP) / 2;
   Arena& arena = ctx.arena();
   const Tensor xbc = arena.alloc(DType::kF32, {B, 1, C});
-  conv1d(ctx, {.in = a.xbc, .weight = a.conv_weight, .bias = a.conv_bias, .state = a.conv_state,
-               .out = xbc, .silu = true});
+  conv1d(ctx, {.in = a.xbc,
+               .weight = a.conv_weight,
+               .bias = a.conv_bias,
+               .state = a.conv_state,
+               .out = xbc,
+               .silu = true});
   const Tensor dt = arena.alloc(DType::kF32, {B, 1, H}), A = arena.alloc(DType::kF32, {H});
-  ssd_prepare(ctx, {.dt_raw = a.dt_raw, .dt_bias = a.dt_bias, .A_log = a.A_log, .dt_min = a.dt_min,
-                    .dt_max = a.dt_max, .dt = dt, .A = A});
+  ssd_prepare(ctx, {.dt_raw = a.dt_raw,
+                    .dt_bias = a.dt_bias,
+                    .A_log = a.A_log,
+                    .dt_min = a.dt_min,
+                    .dt_max = a.dt_max,
+                    .dt = dt,
+                    .A = A});
   const Tensor ys = arena.alloc(DType::kF32, {B, 1, HP});
-  ssd_scan(ctx, {.groups = a.groups, .x = xbc.cols(0, HP), .B = xbc.cols(HP, HP + GN),
-                 .C = xbc.cols(HP + GN, C), .dt = dt, .A = A, .D = a.D, .y = ys, .state = a.state});
-  gated_rms_norm(ctx, {.y = ys, .z = a.z, .w = a.norm_weight, .group = a.norm_group, .eps = a.eps,
-                       .norm_before_gate = a.norm_before_gate, .out = a.out});
+  ssd_scan(ctx, {.groups = a.groups,
+                 .x = xbc.cols(0, HP),
+                 .B = xbc.cols(HP, HP + GN),
+                 .C = xbc.cols(HP + GN, C),
+                 .dt = dt,
+                 .A = A,
+                 .D = a.D,
+                 .y = ys,
+                 .state = a.state});
+  gated_rms_norm(ctx, {.y = ys,
+                       .z = a.z,
+                       .w = a.norm_weight,
+                       .group = a.norm_group,
+                       .eps = a.eps,
+                       .norm_before_gate = a.norm_before_gate,
+                       .out = a.out});
 }
 
 }  // namespace detail

@@ -25,7 +25,7 @@ struct StepCase {
 const StepCase kCases[] = {
     {1, 24, 64, 128, 1, 4, 1, false, true, true},  // Mamba-2 130m
     {3, 4, 8, 16, 2, 4, 2, true, false, false},
-    {2, 6, 20, 40, 3, 3, 0, false, true, true},     // rows 16 + 4 per head
+    {2, 6, 20, 40, 3, 3, 0, false, true, true},    // rows 16 + 4 per head
     {1, 2, 16, 300, 1, 2, 2, false, true, false},  // 32 threads of 10 entries a row
 };
 
@@ -33,7 +33,8 @@ const StepCase kCases[] = {
 // few columns of padding after it.
 struct StepInputs {
   explicit StepInputs(const StepCase& s)
-      : HP(s.H * s.P), C(HP + 2 * s.G * s.N),
+      : HP(s.H * s.P),
+        C(HP + 2 * s.G * s.N),
         zxbcdt(random_tensor({s.B, 1, HP + C + s.H + 3}, 1, -2.f, 2.f)),
         conv_weight(random_tensor({C, 1, s.K}, 2, -0.5f, 0.5f)),
         conv_bias(random_tensor({C}, 3)),
@@ -49,7 +50,8 @@ struct StepInputs {
 
 // Runs the step on ctx: fused (ssd_step) or as its four ops.
 testing::Outputs run_step(Context& ctx, const StepCase& s, const StepInputs& in, bool fused) {
-  const Tensor row = on(ctx, in.zxbcdt), conv_state = on(ctx, in.conv_state), state = on(ctx, in.state);
+  const Tensor row = on(ctx, in.zxbcdt), conv_state = on(ctx, in.conv_state),
+               state = on(ctx, in.state);
   const Tensor z = row.cols(0, in.HP), xbc = row.cols(in.HP, in.HP + in.C);
   const Tensor dt_raw = row.cols(in.HP + in.C, in.HP + in.C + s.H);
   const Tensor out = on(ctx, Tensor::zeros(DType::kF32, {s.B, 1, in.HP}));
@@ -59,28 +61,59 @@ testing::Outputs run_step(Context& ctx, const StepCase& s, const StepInputs& in,
   const int64_t group = s.norm_groups ? in.HP / s.norm_groups : 0;
   const float dt_min = 0.01f, dt_max = 0.5f;
   if (fused) {
-    ops::ssd_step(ctx, {.groups = s.G, .z = z, .xbc = xbc, .dt_raw = dt_raw,
-                        .conv_weight = on(ctx, in.conv_weight), .conv_bias = bias,
-                        .conv_state = conv_state, .dt_bias = on(ctx, in.dt_bias),
-                        .A_log = on(ctx, in.A_log), .dt_min = dt_min, .dt_max = dt_max, .D = D,
-                        .norm_weight = w, .norm_group = group, .eps = 1e-5f,
-                        .norm_before_gate = s.norm_before_gate, .state = state, .out = out});
+    ops::ssd_step(ctx, {.groups = s.G,
+                        .z = z,
+                        .xbc = xbc,
+                        .dt_raw = dt_raw,
+                        .conv_weight = on(ctx, in.conv_weight),
+                        .conv_bias = bias,
+                        .conv_state = conv_state,
+                        .dt_bias = on(ctx, in.dt_bias),
+                        .A_log = on(ctx, in.A_log),
+                        .dt_min = dt_min,
+                        .dt_max = dt_max,
+                        .D = D,
+                        .norm_weight = w,
+                        .norm_group = group,
+                        .eps = 1e-5f,
+                        .norm_before_gate = s.norm_before_gate,
+                        .state = state,
+                        .out = out});
   } else {
     const Tensor x = on(ctx, Tensor::zeros(DType::kF32, {s.B, 1, in.C}));
-    ops::conv1d(ctx, {.in = xbc, .weight = on(ctx, in.conv_weight), .bias = bias,
-                      .state = conv_state, .out = x, .silu = true});
+    ops::conv1d(ctx, {.in = xbc,
+                      .weight = on(ctx, in.conv_weight),
+                      .bias = bias,
+                      .state = conv_state,
+                      .out = x,
+                      .silu = true});
     const Tensor dt = on(ctx, Tensor::zeros(DType::kF32, {s.B, 1, s.H}));
     const Tensor A = on(ctx, Tensor::zeros(DType::kF32, {s.H}));
-    ops::ssd_prepare(ctx, {.dt_raw = dt_raw, .dt_bias = on(ctx, in.dt_bias),
-                           .A_log = on(ctx, in.A_log), .dt_min = dt_min, .dt_max = dt_max,
-                           .dt = dt, .A = A});
+    ops::ssd_prepare(ctx, {.dt_raw = dt_raw,
+                           .dt_bias = on(ctx, in.dt_bias),
+                           .A_log = on(ctx, in.A_log),
+                           .dt_min = dt_min,
+                           .dt_max = dt_max,
+                           .dt = dt,
+                           .A = A});
     const Tensor y = on(ctx, Tensor::zeros(DType::kF32, {s.B, 1, in.HP}));
     const int64_t GN = s.G * s.N;
-    ops::ssd_scan(ctx, {.groups = s.G, .x = x.cols(0, in.HP), .B = x.cols(in.HP, in.HP + GN),
-                        .C = x.cols(in.HP + GN, in.C), .dt = dt, .A = A, .D = D, .y = y,
+    ops::ssd_scan(ctx, {.groups = s.G,
+                        .x = x.cols(0, in.HP),
+                        .B = x.cols(in.HP, in.HP + GN),
+                        .C = x.cols(in.HP + GN, in.C),
+                        .dt = dt,
+                        .A = A,
+                        .D = D,
+                        .y = y,
                         .state = state});
-    ops::gated_rms_norm(ctx, {.y = y, .z = z, .w = w, .group = group, .eps = 1e-5f,
-                              .norm_before_gate = s.norm_before_gate, .out = out});
+    ops::gated_rms_norm(ctx, {.y = y,
+                              .z = z,
+                              .w = w,
+                              .group = group,
+                              .eps = 1e-5f,
+                              .norm_before_gate = s.norm_before_gate,
+                              .out = out});
   }
   return testing::outputs({{"out", out}, {"conv_state", conv_state}, {"state", state}});
 }

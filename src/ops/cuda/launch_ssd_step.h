@@ -21,8 +21,8 @@ struct SsdStepLaunch {
   int64_t norm_group;        // > 0, divides H*P
   float eps;
   bool norm_before_gate;
-  float* state;              // (B, H, P, N)
-  Rows out;                  // B rows of H*P
+  float* state;  // (B, H, P, N)
+  Rows out;      // B rows of H*P
 };
 // Two launches: the convolution, dt, the scan step and D (conv_ssd.cu: y
 // into out, the x channels' convolution state shifted), then the B and C

@@ -10,7 +10,7 @@ namespace {
 // multiprocessor), so the block is wide: 1024 threads take a 1536-wide row
 // in two loads each, where 256 threads took six dependent rounds (the gated
 // norm measured 8.9 us at 256).
-constexpr int kThreads = 1024;
+constexpr int kThreads = 1024;  // __launch_bounds__ keeps each kernel within 64 registers a thread
 
 __device__ float silu(float z) { return z / (1.f + expf(-z)); }
 
@@ -27,7 +27,7 @@ __device__ float block_sum(float v) {
   return total;
 }
 
-__global__ void rms_norm_kernel(ConstRows x, const float* w, float eps, Rows out) {
+__global__ void __launch_bounds__(kThreads) rms_norm_kernel(ConstRows x, const float* w, float eps, Rows out) {
   const float* row = x.p + blockIdx.x * x.stride;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < x.cols; i += kThreads) ss += row[i] * row[i];
@@ -58,8 +58,9 @@ __device__ void gated_norm_group(const float* yr, const float* zr, const float* 
 }
 
 // Block (row, group g of n channels).
-__global__ void gated_rms_norm_kernel(ConstRows y, ConstRows z, const float* w, int64_t n, float eps,
-                                      bool norm_before_gate, Rows out) {
+__global__ void __launch_bounds__(kThreads)
+    gated_rms_norm_kernel(ConstRows y, ConstRows z, const float* w, int64_t n, float eps, bool norm_before_gate,
+                          Rows out) {
   const int64_t groups = y.cols / n, row = blockIdx.x / groups, g0 = (blockIdx.x % groups) * n;
   gated_norm_group(y.p + row * y.stride + g0, z.p + row * z.stride + g0, w ? w + g0 : nullptr, n, eps,
                    norm_before_gate, out.p + row * out.stride + g0);
@@ -69,7 +70,7 @@ __global__ void gated_rms_norm_kernel(ConstRows y, ConstRows z, const float* w, 
 // C channels' convolution state (every block of the first launch has read
 // it by now; these channels are split over the row's groups), then the
 // gated norm of the step's y, in place in out.
-__global__ void ssd_step_norm_kernel(SsdStepLaunch a) {
+__global__ void __launch_bounds__(kThreads) ssd_step_norm_kernel(SsdStepLaunch a) {
   const int64_t HP = a.H * a.P, groups = HP / a.norm_group;
   const int64_t b = blockIdx.x / groups, q = blockIdx.x % groups;
   const int64_t C = HP + 2 * a.G * a.N, W = a.K - 1;
@@ -85,7 +86,8 @@ __global__ void ssd_step_norm_kernel(SsdStepLaunch a) {
                    a.norm_group, a.eps, a.norm_before_gate, o);
 }
 
-__global__ void embedding_kernel(const void* ids, bool ids_i64, const float* table, Rows out, float scale) {
+__global__ void __launch_bounds__(kThreads)
+    embedding_kernel(const void* ids, bool ids_i64, const float* table, Rows out, float scale) {
   const int64_t id = ids_i64 ? static_cast<const int64_t*>(ids)[blockIdx.x]
                              : static_cast<const int32_t*>(ids)[blockIdx.x];
   const float* src = table + id * out.cols;
