@@ -27,7 +27,8 @@ __device__ float block_sum(float v) {
   return total;
 }
 
-__global__ void __launch_bounds__(kThreads) rms_norm_kernel(ConstRows x, const float* w, float eps, Rows out) {
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_kernel(ConstRows x, const float* w, float eps, Rows out) {
   const float* row = x.p + blockIdx.x * x.stride;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < x.cols; i += kThreads) ss += row[i] * row[i];
@@ -59,8 +60,8 @@ __device__ void gated_norm_group(const float* yr, const float* zr, const float* 
 
 // Block (row, group g of n channels).
 __global__ void __launch_bounds__(kThreads)
-    gated_rms_norm_kernel(ConstRows y, ConstRows z, const float* w, int64_t n, float eps, bool norm_before_gate,
-                          Rows out) {
+    gated_rms_norm_kernel(ConstRows y, ConstRows z, const float* w, int64_t n, float eps,
+                          bool norm_before_gate, Rows out) {
   const int64_t groups = y.cols / n, row = blockIdx.x / groups, g0 = (blockIdx.x % groups) * n;
   gated_norm_group(y.p + row * y.stride + g0, z.p + row * z.stride + g0, w ? w + g0 : nullptr, n, eps,
                    norm_before_gate, out.p + row * out.stride + g0);
