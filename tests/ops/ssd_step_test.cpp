@@ -27,6 +27,7 @@ const StepCase kCases[] = {
     {3, 4, 8, 16, 2, 4, 2, true, false, false},
     {2, 6, 20, 40, 3, 3, 0, false, true, true},    // rows 16 + 4 per head
     {1, 2, 16, 300, 1, 2, 2, false, true, false},  // 32 threads of 10 entries a row
+    {2, 2, 4, 600, 1, 4, 1, false, true, true},    // cuda: larger than its kernel, the four ops
 };
 
 // The step's inputs on the host; in_proj's row is [z | xBC | dt] with a

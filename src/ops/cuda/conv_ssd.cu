@@ -173,6 +173,10 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
 // blocks read too, so it is left as it was here and shifted by the second
 // launch. dt and exp(dt A) of the head, then one step of the recurrence; y
 // + D x goes to out, normalised by the second launch.
+// PER <= 16 (N <= 512; ssd_step_ops.cpp sends larger states to the four
+// ops): PER = 32 took 168 registers a thread, more than a 512-thread block
+// has, and a bound that fits it costs the common sizes registers (47 at
+// PER = 8 unbounded, 80 bounded).
 template <int PER>
 __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   extern __shared__ float smem[];
@@ -314,8 +318,7 @@ void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
   else if (need <= 2) ssd_step_kernel<2><<<grid, block, smem, s>>>(a, S);
   else if (need <= 4) ssd_step_kernel<4><<<grid, block, smem, s>>>(a, S);
   else if (need <= 8) ssd_step_kernel<8><<<grid, block, smem, s>>>(a, S);
-  else if (need <= 16) ssd_step_kernel<16><<<grid, block, smem, s>>>(a, S);
-  else ssd_step_kernel<32><<<grid, block, smem, s>>>(a, S);
+  else ssd_step_kernel<16><<<grid, block, smem, s>>>(a, S);
   launch_ssd_step_norm(a, s);
 }
 

@@ -28,7 +28,7 @@ struct SsdStepLaunch {
 // into out, the x channels' convolution state shifted), then the B and C
 // channels' convolution state shifted and the gated norm of out in place
 // (launch_ssd_step_norm, norms.cu).
-void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s);
+void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s);  // N <= 512
 void launch_ssd_step_norm(const SsdStepLaunch& a, cudaStream_t s);
 
 }  // namespace ssm::cuda

@@ -18,9 +18,10 @@ void ssd_step(Context& ctx, const ops::SsdStepArgs& a) {
   l.G = a.groups;
   l.N = (a.xbc.cols() - l.H * l.P) / (2 * l.G);
   l.K = a.conv_weight.dim(2);
-  // A state row is split over at most 32 threads of 32 entries (conv_ssd.cu);
-  // the four ops say why a larger one is refused.
-  if (l.N > 1024) return ops::detail::ssd_step_composed(ctx, a);
+  // The fused kernel keeps at most 16 entries of a state row per thread (32
+  // threads a row: N <= 512, conv_ssd.cu says why); larger states take the
+  // four ops.
+  if (l.N > 512) return ops::detail::ssd_step_composed(ctx, a);
   if (l.B == 0) return;
   l.z = const_rows_of(a.z);
   l.xbc = const_rows_of(a.xbc);
