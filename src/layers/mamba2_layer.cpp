@@ -44,6 +44,15 @@ std::unique_ptr<LayerState> Mamba2Layer::make_state(int64_t batch, Device device
 
 void Mamba2Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
                           std::unique_ptr<LayerActivations>* keep) {
+  run(x, y, false, state, ctx, keep);
+}
+
+void Mamba2Layer::forward_add(const Tensor& x, const Tensor& h, LayerState* state, Context& ctx) {
+  run(x, h, true, state, ctx, nullptr);
+}
+
+void Mamba2Layer::run(const Tensor& x, const Tensor& y, bool add_to_y, LayerState* state, Context& ctx,
+                      std::unique_ptr<LayerActivations>* keep) {
   const auto& c = cfg_;
   const Mamba2Split s(c);
   const int64_t B = x.dim(0), L = x.dim(1);
@@ -71,8 +80,10 @@ void Mamba2Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
                         .dt_min = static_cast<float>(c.dt_limit_lo),
                         .dt_max = static_cast<float>(c.dt_limit_hi), .D = value(D_),
                         .norm_weight = value(norm_), .norm_group = s.d_inner / c.ngroups,
-                        .eps = c.norm_eps, .norm_before_gate = c.norm_before_gate, .out = ys_step});
-    ops::linear(ctx, {.x = ys_step, .W = value(out_proj_), .bias = value(out_bias_), .y = y});
+                        .eps = c.norm_eps, .norm_before_gate = c.norm_before_gate,
+                        .state = st->ssm, .out = ys_step});
+    ops::linear(ctx, {.x = ys_step, .W = value(out_proj_), .bias = value(out_bias_), .y = y,
+                      .accumulate = add_to_y});
     return;
   }
 
@@ -98,7 +109,8 @@ void Mamba2Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
   ops::gated_rms_norm(ctx, {.y = ys, .z = s.z(zxbcdt), .w = value(norm_),
                             .group = s.d_inner / c.ngroups, .eps = c.norm_eps,
                             .norm_before_gate = c.norm_before_gate, .out = yn});
-  ops::linear(ctx, {.x = yn, .W = value(out_proj_), .bias = value(out_bias_), .y = y});
+  ops::linear(ctx, {.x = yn, .W = value(out_proj_), .bias = value(out_bias_), .y = y,
+                      .accumulate = add_to_y});
 
   if (keep) {
     auto a = std::make_unique<Mamba2Activations>();

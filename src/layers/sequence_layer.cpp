@@ -9,6 +9,13 @@ void LayerState::zero(Context& ctx) {
     if (t->numel()) ops::fill(ctx, *t, 0.f);
 }
 
+void SequenceLayer::forward_add(const Tensor& x, const Tensor& h, LayerState* state, Context& ctx) {
+  Arena::Scope scope(ctx.arena());
+  Tensor y = ctx.arena().alloc(DType::kF32, h.shape());
+  forward(x, y, state, ctx);
+  ops::add(ctx, h, y);
+}
+
 void SequenceLayer::step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx) {
   const Tensor x3 = x.reshape({x.dim(0), 1, x.dim(1)});
   Tensor y3 = y.reshape({y.dim(0), 1, y.dim(1)});

@@ -72,6 +72,11 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
   auto sub_block = [&](SequenceLayer& layer, const Param& w, LayerState* layer_state) {
     if (tape) tape->inputs.push_back(h.clone());
     ops::rms_norm(ctx, {.x = h, .w = w.value, .eps = eps, .out = normed});
+    // Nothing kept or traced (the trace reads `out`): the layer adds into h.
+    if (!tape && !trace && config_.residual_multiplier == 1.f) {
+      layer.forward_add(normed, h, layer_state, ctx);
+      return;
+    }
     std::unique_ptr<LayerActivations> kept;
     layer.forward(normed, out, layer_state, ctx, tape && tape->keep_activations ? &kept : nullptr);
     if (tape) tape->activations.push_back(std::move(kept));

@@ -24,11 +24,16 @@ class Mamba2Layer : public SequenceLayer {
                std::unique_ptr<LayerActivations>* keep = nullptr) override;
   void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
                 std::vector<Tensor>& grads, Context& ctx) override;
+  // The out projection adds into h (LinearArgs::accumulate).
+  void forward_add(const Tensor& x, const Tensor& h, LayerState* state, Context& ctx) override;
   bool can_train() const override { return true; }
   std::vector<TrainableSlice> trainable_parameters() override;
   const Mamba2Config& config() const { return cfg_; }
 
  private:
+  // forward, with y += the output instead of y = when add_to_y.
+  void run(const Tensor& x, const Tensor& y, bool add_to_y, LayerState* state, Context& ctx,
+           std::unique_ptr<LayerActivations>* keep);
   // zxbcdt = in_proj(x * in_multiplier), each block times its multiplier.
   void project_with_multipliers(const Tensor& x, const Tensor& zxbcdt, Context& ctx);
   Mamba2Config cfg_;

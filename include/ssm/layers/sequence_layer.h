@@ -54,6 +54,13 @@ class SequenceLayer {
   virtual void forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
                        std::unique_ptr<LayerActivations>* keep = nullptr) = 0;
 
+  // h += forward(x), nothing kept: a block's residual update. The default
+  // runs forward into a workspace and adds it; a layer whose last op is a
+  // projection overrides it to add the product straight into h (the
+  // product's epilogue), one pass over h fewer (a launch per layer when
+  // decoding on a GPU).
+  virtual void forward_add(const Tensor& x, const Tensor& h, LayerState* state, Context& ctx);
+
   // One token per sequence: x (B, D) -> y (B, D), state advanced in place.
   // The forward with L = 1; allocates nothing once the arena has grown.
   void step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx);
