@@ -2,9 +2,8 @@
 // shapes (24 heads of 64 channels, state 128, 32 rotary angles, chunks of
 // 64 rows): mamba3_prepare, the chunked mamba3_scan (also over chunks of
 // 16 to 128 rows) and the two as mamba3_prepare_scan, SISO (R = 1) and MIMO
-// R = 4, on SSM_BENCH_THREADS
-// threads (default 2). With one thread, CPU time is what a loaded machine
-// disturbs least:
+// R = 4, on SSM_BENCH_THREADS threads (default 2). With one thread, CPU
+// time is what a loaded machine disturbs least:
 //   SSM_BENCH_THREADS=1 build/bench/mamba3_bench
 
 #include <benchmark/benchmark.h>
