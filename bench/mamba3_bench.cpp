@@ -1,8 +1,9 @@
 // Mamba-3's prefill ops over a 512-token prompt, one layer of the 130m
 // shapes (24 heads of 64 channels, state 128, 32 rotary angles, chunks of
-// 64 rows): mamba3_prepare and the chunked mamba3_scan, SISO (R = 1) and
-// MIMO R = 4, on SSM_BENCH_THREADS threads (default 2). With one thread,
-// CPU time is what a loaded machine disturbs least:
+// 64 rows): mamba3_prepare, the chunked mamba3_scan (also over chunks of
+// 16 to 128 rows) and the two as mamba3_prepare_scan, SISO (R = 1) and MIMO
+// R = 4, on SSM_BENCH_THREADS threads (default 2). With one thread, CPU
+// time is what a loaded machine disturbs least:
 //   SSM_BENCH_THREADS=1 build/bench/mamba3_bench
 
 #include <benchmark/benchmark.h>
@@ -105,6 +106,39 @@ void BM_Mamba3Scan(benchmark::State& state) {
       benchmark::Counter(512, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Mamba3Scan)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Args: R, chunk rows: the scan's time against its chunk length.
+void BM_Mamba3ScanChunk(benchmark::State& state) {
+  Mamba3Bench m(512, state.range(0));
+  m.scan.chunk = state.range(1);
+  Context ctx("cpu", bench_threads());
+  ops::mamba3_prepare(ctx, m.prep);
+  for (auto _ : state) {
+    ops::mamba3_scan(ctx, m.scan);
+    benchmark::DoNotOptimize(m.scan.o.raw());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(512, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Mamba3ScanChunk)
+    ->ArgsProduct({{1, 4}, {16, 32, 64, 128}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Args: R. Both ops as inference runs them (mamba3_prepare_scan: on the cpu
+// fused per head and chunk), against BM_Mamba3Prepare + BM_Mamba3Scan.
+void BM_Mamba3PrepareScan(benchmark::State& state) {
+  Mamba3Bench m(512, state.range(0));
+  Context ctx("cpu", bench_threads());
+  for (auto _ : state) {
+    std::fill_n(static_cast<float*>(m.prep.phase.raw()), m.prep.phase.numel(), 0.f);
+    ops::mamba3_prepare_scan(ctx, {.prepare = m.prep, .scan = m.scan});
+    benchmark::DoNotOptimize(m.scan.o.raw());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(512, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Mamba3PrepareScan)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace ssm

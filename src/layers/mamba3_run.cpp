@@ -36,7 +36,6 @@ void Mamba3Layer::run(const Tensor& x, const Tensor& y, Mamba3State* st, Context
       .ang_rate = work({B, L, s.S}), .dt = work({B, H, L}), .A = work({B, H, L}),
       .lam = work({B, H, L}), .q = work({B, H, L, R, N}), .k = work({B, H, L, R, N}),
       .v = work({B, H, L, R, P}), .phases = keep ? work({B, H, L, s.S}) : Tensor()};
-  ops::mamba3_prepare(ctx, prep);
 
   // The trapezoidal recurrence: o_t,r = S_t q_t,r + D v_t,r.
   const ops::Mamba3ScanArgs scan{
@@ -44,7 +43,14 @@ void Mamba3Layer::run(const Tensor& x, const Tensor& y, Mamba3State* st, Context
       .lam = prep.lam, .D = value(D_), .o = work({B, H, L, R, P}),
       .ssm = st ? st->ssm : Tensor(), .k_prev = st ? st->k_prev : Tensor(),
       .v_prev = st ? st->v_prev : Tensor()};
-  ops::mamba3_scan(ctx, scan);
+  if (keep) {
+    ops::mamba3_prepare(ctx, prep);
+    ops::mamba3_scan(ctx, scan);
+  } else {
+    // Inference needs q, k and v only inside the scan: a backend may fuse
+    // the two ops and keep them per head in its caches.
+    ops::mamba3_prepare_scan(ctx, {.prepare = prep, .scan = scan});
+  }
 
   // y_h = sum_r [RMSNorm(o_r) * w] * SiLU(z * mimo_z_r) * mimo_o_r
   const ops::Mamba3OutputArgs out{

@@ -94,6 +94,28 @@ void mamba3_scan(Context& ctx, const Mamba3ScanArgs& a) {
   detail::run(ctx, c.kernel(&OpTable::mamba3_scan), a);
 }
 
+void mamba3_prepare_scan(Context& ctx, const Mamba3PrepareScanArgs& a) {
+  const Kernel<Mamba3PrepareScanArgs> fused = ctx.backend().ops().mamba3_prepare_scan;
+  if (!fused) {
+    // The composition itself: each op checks its own arguments.
+    mamba3_prepare(ctx, a.prepare);
+    mamba3_scan(ctx, a.scan);
+    return;
+  }
+  const detail::OpCheck c(ctx, "mamba3_prepare_scan");
+  const M3Shape p = check_prepare(c, a.prepare);
+  const M3Shape s = check_scan(c, a.scan);
+  c.dense("o", a.scan.o, {s.B, s.H, s.L, s.R, s.P});
+  c.expect(!a.prepare.phases.defined(), "phases are kept by the separate ops only");
+  const auto same = [](const Tensor& x, const Tensor& y) { return x.raw() == y.raw(); };
+  c.expect(same(a.scan.q, a.prepare.q) && same(a.scan.k, a.prepare.k) &&
+               same(a.scan.v, a.prepare.v) && same(a.scan.dt, a.prepare.dt) &&
+               same(a.scan.A, a.prepare.A) && same(a.scan.lam, a.prepare.lam),
+           "the scan's q, k, v, dt, A and lam must be the prepare's");
+  c.expect(p.H == s.H && p.L == s.L && p.B == s.B, "prepare and scan shapes differ");
+  detail::run(ctx, fused, a);
+}
+
 void mamba3_scan_backward(Context& ctx, const Mamba3ScanBackwardArgs& a) {
   const detail::OpCheck c(ctx, "mamba3_scan_backward");
   const M3Shape s = check_scan(c, a.fwd);

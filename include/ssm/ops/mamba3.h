@@ -98,6 +98,18 @@ struct Mamba3ScanArgs {
 };
 void mamba3_scan(Context& ctx, const Mamba3ScanArgs& a);
 
+// mamba3_prepare then mamba3_scan, for inference: scan's q, k, v, dt, A and
+// lam must be prepare's. A backend with a fused kernel may keep q, k and v
+// per head in its caches instead of writing them (their contents are then
+// unspecified afterwards); every other output is as the two ops give it, to
+// the bit. Backends without one run the two ops. prepare.phases must be
+// undefined (training keeps q, k and v and runs the two ops).
+struct Mamba3PrepareScanArgs {
+  Mamba3PrepareArgs prepare;
+  Mamba3ScanArgs scan;
+};
+void mamba3_prepare_scan(Context& ctx, const Mamba3PrepareScanArgs& a);
+
 struct Mamba3ScanBackwardArgs {
   // The forward's inputs; fwd.o is unused; fwd.ssm, k_prev, v_prev are the
   // state before t = 0, read only (undefined: fresh). The final state gets

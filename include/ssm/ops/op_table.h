@@ -47,6 +47,8 @@ struct OpTable {
   Kernel<ops::Mamba3PrepareBackwardArgs> mamba3_prepare_backward = nullptr;
   Kernel<ops::Mamba3ScanArgs> mamba3_scan = nullptr;
   Kernel<ops::Mamba3ScanBackwardArgs> mamba3_scan_backward = nullptr;
+  // Optional: ops::mamba3_prepare_scan runs the two ops where it is null.
+  Kernel<ops::Mamba3PrepareScanArgs> mamba3_prepare_scan = nullptr;
   Kernel<ops::Mamba3OutputArgs> mamba3_output = nullptr;
   Kernel<ops::Mamba3OutputBackwardArgs> mamba3_output_backward = nullptr;
   Kernel<ops::AttentionArgs> attention_append_kv = nullptr;

@@ -12,6 +12,7 @@ namespace ssm::cpu {
 void mamba3_prepare(Context& ctx, const ops::Mamba3PrepareArgs& a);
 void mamba3_prepare_backward(Context& ctx, const ops::Mamba3PrepareBackwardArgs& a);
 void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& a);
+void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& a);
 void mamba3_scan_backward(Context& ctx, const ops::Mamba3ScanBackwardArgs& a);
 void mamba3_output(Context& ctx, const ops::Mamba3OutputArgs& a);
 void mamba3_output_backward(Context& ctx, const ops::Mamba3OutputBackwardArgs& a);

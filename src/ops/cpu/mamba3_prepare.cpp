@@ -7,15 +7,14 @@
 #include <numbers>
 
 #include "ops/cpu/mamba3_kernels.h"
-#include "ops/cpu/mamba3_math.h"
+#include "ops/cpu/mamba3_prepare_steps.h"
 #include "ops/cpu/mamba3_workspace.h"
 #include "ops/cpu/rotary.h"
 #include "ops/scalar_math.h"
 
 namespace ssm::cpu {
 
-using namespace m3;
-
+namespace m3 {
 namespace {
 
 // out = RMSNorm(in) * w over n entries.
@@ -24,7 +23,8 @@ inline void normalize(const float* in, const float* w, int64_t n, float eps, flo
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] * s * w[i];
 }
 
-// Per row: B and C normed for every (rank, group), and the angle rates.
+}  // namespace
+
 void prepare_rows(Context& ctx, const ops::Mamba3PrepareArgs& a, const PrepareDims& d) {
   const auto Bm = in_block(a.B), Cm = in_block(a.C), ang = in_block(a.ang);
   float *B_normed = out(a.B_normed), *C_normed = out(a.C_normed), *ang_rate = out(a.ang_rate);
@@ -43,57 +43,68 @@ void prepare_rows(Context& ctx, const ops::Mamba3PrepareArgs& a, const PrepareDi
   });
 }
 
-// Per (b, h): the step scalars, the phase walk, q, k and v.
-void prepare_heads(Context& ctx, const ops::Mamba3PrepareArgs& a, const PrepareDims& d) {
-  const auto x = in_block(a.x), ddt = in_block(a.ddt), ddA = in_block(a.ddA);
-  const auto trap = in_block(a.trap);
-  const float *dt_bias = a.dt_bias.data<float>(), *mimo_x = in_or_null(a.mimo_x);
-  const float *B_bias = a.B_bias.data<float>(), *C_bias = a.C_bias.data<float>();
-  const float *B_normed = a.B_normed.data<float>(), *C_normed = a.C_normed.data<float>();
-  const float* ang_rate = a.ang_rate.data<float>();
-  float *phase_io = out(a.phase), *phases = out_or_null(a.phases);
-  float *dt_out = out(a.dt), *A_out = out(a.A), *lam_out = out(a.lam);
-  float *q_out = out(a.q), *k_out = out(a.k), *v_out = out(a.v);
-  ctx.pool().parallel_for(d.B * d.H, [&](int64_t i0, int64_t i1) {
-    const int64_t L = d.L, H = d.H, P = d.P, N = d.N, G = d.G, R = d.R, S = d.S;
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t b = i / H, h = i % H, g = h / (H / G);
-      float* phase = phase_io + i * S;
-      for (int64_t t = 0; t < L; ++t) {
-        const int64_t row = b * L + t, step = i * L + t;
-        const float dt = ops::softplus(ddt(row, h) + dt_bias[h]);
-        dt_out[step] = dt;
-        A_out[step] = std::min(-heavy_tail(ddA(row, h)), -a.A_floor);
-        lam_out[step] = ops::sigmoid(trap(row, h));
-        const float* rate = ang_rate + row * S;
-        for (int64_t j = 0; j < S; ++j) phase[j] += rate[j] * dt;
-        if (phases) std::copy(phase, phase + S, phases + step * S);
+PrepareHeads::PrepareHeads(const ops::Mamba3PrepareArgs& a)
+    : a_(a),
+      d_(a),
+      dt_bias_(a.dt_bias.data<float>()),
+      mimo_x_(in_or_null(a.mimo_x)),
+      B_bias_(a.B_bias.data<float>()),
+      C_bias_(a.C_bias.data<float>()),
+      B_normed_(a.B_normed.data<float>()),
+      C_normed_(a.C_normed.data<float>()),
+      ang_rate_(a.ang_rate.data<float>()),
+      phase_io_(out(a.phase)),
+      phases_(out_or_null(a.phases)),
+      dt_out_(out(a.dt)),
+      A_out_(out(a.A)),
+      lam_out_(out(a.lam)) {}
 
-        float* q = q_out + step * R * N;
-        float* k = k_out + step * R * N;
-        float* v = v_out + step * R * P;
-        const float* xh = &x(row, h * P);
-        // q, k: normed C, B of group g (rank r at stride G N) plus the
-        // head's biases, turned by the phase.
-        const int64_t at = (row * R * G + g) * N;
-        biased_turn({C_normed + at, G * N, C_bias + h * R * N, q},
-                    {B_normed + at, G * N, B_bias + h * R * N, k}, R, N, phase, S,
-                    a.pairs == ops::RotaryPairs::kAdjacent);
-        for (int64_t r = 0; r < R; ++r) {
-          const float* mx = mimo_x ? mimo_x + (h * R + r) * P : nullptr;
-          for (int64_t p = 0; p < P; ++p) v[r * P + p] = mx ? xh[p] * mx[p] : xh[p];
-        }
-      }
-    }
-  });
+void PrepareHeads::scalars(int64_t i, int64_t t) const {
+  const int64_t b = i / d_.H, h = i % d_.H, row = b * d_.L + t, step = i * d_.L + t;
+  const auto ddt = in_block(a_.ddt), ddA = in_block(a_.ddA), trap = in_block(a_.trap);
+  dt_out_[step] = ops::softplus(ddt(row, h) + dt_bias_[h]);
+  A_out_[step] = std::min(-heavy_tail(ddA(row, h)), -a_.A_floor);
+  lam_out_[step] = ops::sigmoid(trap(row, h));
 }
 
-}  // namespace
+void PrepareHeads::vectors(int64_t i, int64_t t, float* q, float* k, float* v) const {
+  const int64_t H = d_.H, P = d_.P, N = d_.N, G = d_.G, R = d_.R, S = d_.S;
+  const int64_t b = i / H, h = i % H, g = h / (H / G), row = b * d_.L + t, step = i * d_.L + t;
+  const float dt = dt_out_[step];
+  float* phase = phase_io_ + i * S;
+  const float* rate = ang_rate_ + row * S;
+  for (int64_t j = 0; j < S; ++j) phase[j] += rate[j] * dt;
+  if (phases_) std::copy(phase, phase + S, phases_ + step * S);
+
+  // q, k: normed C, B of group g (rank r at stride G N) plus the head's
+  // biases, turned by the phase.
+  const int64_t at = (row * R * G + g) * N;
+  biased_turn({C_normed_ + at, G * N, C_bias_ + h * R * N, q},
+              {B_normed_ + at, G * N, B_bias_ + h * R * N, k}, R, N, phase, S,
+              a_.pairs == ops::RotaryPairs::kAdjacent);
+  const float* xh = &in_block(a_.x)(row, h * P);
+  for (int64_t r = 0; r < R; ++r) {
+    const float* mx = mimo_x_ ? mimo_x_ + (h * R + r) * P : nullptr;
+    for (int64_t p = 0; p < P; ++p) v[r * P + p] = mx ? xh[p] * mx[p] : xh[p];
+  }
+}
+
+}  // namespace m3
 
 void mamba3_prepare(Context& ctx, const ops::Mamba3PrepareArgs& a) {
-  const PrepareDims d(a);
-  prepare_rows(ctx, a, d);
-  prepare_heads(ctx, a, d);
+  const m3::PrepareHeads heads(a);
+  const m3::PrepareDims& d = heads.dims();
+  m3::prepare_rows(ctx, a, d);
+  // Per (b, h): the step scalars, the phase walk, q, k and v.
+  float *q = m3::out(a.q), *k = m3::out(a.k), *v = m3::out(a.v);
+  ctx.pool().parallel_for(d.B * d.H, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t t = 0; t < d.L; ++t) {
+        const int64_t step = i * d.L + t;
+        heads.scalars(i, t);
+        heads.vectors(i, t, q + step * d.R * d.N, k + step * d.R * d.N, v + step * d.R * d.P);
+      }
+  });
 }
 
 }  // namespace ssm::cpu

@@ -16,6 +16,7 @@
 
 #include "ops/cpu/blas.h"
 #include "ops/cpu/mamba3_kernels.h"
+#include "ops/cpu/mamba3_scan_chunks.h"
 #include "ops/cpu/mamba3_scan_common.h"
 #include "ops/cpu/mamba3_workspace.h"
 #include "ops/cpu/step_kernels.h"
@@ -25,100 +26,104 @@ namespace ssm::cpu {
 
 using namespace m3;
 
-namespace {
+namespace m3 {
 
-// Per part: the buffers of one (batch row, head) at a time.
-struct ScanWorkspace {
-  int64_t Q, M, P, N, L;
-  float *scores, *decay, *qs, *vw, *w, *cs, *cs_rows, *w_rows;
-  void carve(Carver<float>& f, Carver<double>&) {
-    scores = f.take(M * M);
-    decay = f.take(M);
-    qs = f.take(M * N);
-    vw = f.take(M * P);
-    w = f.take(L);
-    cs = f.take(Q);
-    cs_rows = f.take(M);
-    w_rows = f.take(M);
+void scan_head_begin(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
+  const int64_t L = a.L, P = a.P, N = a.N, R = a.R;
+  const float* dt = a.dt + i * L;
+  const float* lam = a.lam + i * L;
+  float* w = ws.w;
+  for (int64_t s = 0; s < L; ++s)
+    w[s] = lam[s] * dt[s] + (s + 1 < L ? (1.f - lam[s + 1]) * dt[s + 1] : 0.f);
+  // S'_{-1} = S + (1 - lam_0) dt_0 V_prev^T K_prev.
+  gemm(true, false, P, N, R, (1.f - lam[0]) * dt[0], a.v_prev + i * R * P, P,
+       a.k_prev + i * R * N, N, 1.f, a.ssm + i * P * N, N);
+}
+
+void scan_chunk(const ScanView& a, int64_t i, int64_t t0, const float* Qc, const float* Kc,
+                const float* Vc, const ScanWorkspace& ws) {
+  const int64_t L = a.L, P = a.P, N = a.N, R = a.R;
+  const int64_t q = std::min(ws.Q, L - t0), m = q * R;
+  const float* dt = a.dt + i * L;
+  const float* A = a.A + i * L;
+  const float* lam = a.lam + i * L;
+  const float* w = ws.w;
+  float* S = a.ssm + i * P * N;
+  float* Y = a.o + (i * L + t0) * R * P;
+  float *scores = ws.scores, *decay = ws.decay, *qs = ws.qs, *vw = ws.vw, *cs = ws.cs;
+  float *cs_rows = ws.cs_rows, *w_rows = ws.w_rows;
+  float run = 0.f;
+  for (int64_t t = 0; t < q; ++t) cs[t] = run += A[t0 + t] * dt[t0 + t];
+
+  // Intra-chunk: Y = (Q K^T o decay) V, the scores only where gemm_causal
+  // reads them. Column (s, r_in) of the decay row of step t is
+  // decay_weight(cs_t - cs_s) w_s for s < t, lam_t dt_t for s = t: from
+  // cs and w repeated per rank, so the masking is one product per score.
+  for (int64_t j = 0; j < m; ++j) {
+    cs_rows[j] = cs[j / R];
+    w_rows[j] = w[t0 + j / R];
   }
-};
+  gemm_causal_scores(m, N, R, Qc, N, Kc, N, scores, m);
+  for (int64_t t = 0; t < q; ++t) {
+    decay_products(cs[t], cs_rows, nullptr, w_rows, decay, t * R);
+    std::fill(decay + t * R, decay + (t + 1) * R, lam[t0 + t] * dt[t0 + t]);
+    for (int64_t ro = 0; ro < R; ++ro) {
+      float* sc = scores + (t * R + ro) * m;
+      for (int64_t j = 0; j < (t + 1) * R; ++j) sc[j] *= decay[j];
+      std::fill(sc + (t + 1) * R, sc + causal_columns(t * R + ro, m, R), 0.f);
+    }
+  }
+  gemm_causal(m, P, R, scores, m, Vc, P, Y, P);
+
+  // Carried state: o_t += exp(cs_t) S' q_t.
+  for (int64_t t = 0; t < q; ++t) {
+    const float e = decay_weight(cs[t]);
+    for (int64_t j = t * R * N; j < (t + 1) * R * N; ++j) qs[j] = Qc[j] * e;
+  }
+  gemm(false, true, m, P, N, 1.f, qs, N, S, N, 1.f, Y, P);
+
+  // S' <- exp(cs_end) S' + sum_s exp(cs_end - cs_s) w_s u_s.
+  const float end = cs[q - 1];
+  float* we = decay;  // used up: decay_weight(end - cs_s) w_s
+  decay_products(end, cs, nullptr, w + t0, we, q);
+  for (int64_t s = 0; s < q; ++s)
+    for (int64_t j = s * R * P; j < (s + 1) * R * P; ++j) vw[j] = Vc[j] * we[s];
+  gemm(true, false, P, N, m, 1.f, vw, P, Kc, N, decay_weight(end), S, N);
+
+  if (a.D) {
+    const float D = a.D[i % a.H];
+    for (int64_t j = 0; j < m * P; ++j) Y[j] += D * Vc[j];
+  }
+}
+
+void scan_head_end(const ScanView& a, int64_t i, const float* k_last, const float* v_last) {
+  std::copy(k_last, k_last + a.R * a.N, a.k_prev + i * a.R * a.N);
+  std::copy(v_last, v_last + a.R * a.P, a.v_prev + i * a.R * a.P);
+}
+
+int64_t scan_chunk_steps(const ScanView& a, int64_t chunk) {
+  // The chunk counts rows, so MIMO chunks hold chunk / R time steps.
+  return std::clamp<int64_t>(chunk / a.R, 1, a.L);
+}
+
+}  // namespace m3
+
+namespace {
 
 // One (batch row, head) i: a contiguous run of L*R rows; S, k_prev, v_prev
 // its state, updated.
 void scan_head(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
-  const int64_t L = a.L, P = a.P, N = a.N, R = a.R, Q = ws.Q;
-  const float* dt = a.dt + i * L;
-  const float* A = a.A + i * L;
-  const float* lam = a.lam + i * L;
-  float* S = a.ssm + i * P * N;
-  float* k_prev = a.k_prev + i * R * N;
-  float* v_prev = a.v_prev + i * R * P;
-  float* w = ws.w;
-  for (int64_t s = 0; s < L; ++s)
-    w[s] = lam[s] * dt[s] + (s + 1 < L ? (1.f - lam[s + 1]) * dt[s + 1] : 0.f);
-
-  // S'_{-1} = S + (1 - lam_0) dt_0 V_prev^T K_prev.
-  gemm(true, false, P, N, R, (1.f - lam[0]) * dt[0], v_prev, P, k_prev, N, 1.f, S, N);
-
-  float *scores = ws.scores, *decay = ws.decay, *qs = ws.qs, *vw = ws.vw, *cs = ws.cs;
-  float *cs_rows = ws.cs_rows, *w_rows = ws.w_rows;
-  for (int64_t t0 = 0; t0 < L; t0 += Q) {
-    const int64_t q = std::min(Q, L - t0), m = q * R;
-    const float* Qc = a.q + (i * L + t0) * R * N;
-    const float* Kc = a.k + (i * L + t0) * R * N;
-    const float* Vc = a.v + (i * L + t0) * R * P;
-    float* Y = a.o + (i * L + t0) * R * P;
-    float run = 0.f;
-    for (int64_t t = 0; t < q; ++t) cs[t] = run += A[t0 + t] * dt[t0 + t];
-
-    // Intra-chunk: Y = (Q K^T o decay) V, the scores only where gemm_causal
-    // reads them. Column (s, r_in) of the decay row of step t is
-    // decay_weight(cs_t - cs_s) w_s for s < t, lam_t dt_t for s = t: from
-    // cs and w repeated per rank, so the masking is one product per score.
-    for (int64_t j = 0; j < m; ++j) {
-      cs_rows[j] = cs[j / R];
-      w_rows[j] = w[t0 + j / R];
-    }
-    gemm_causal_scores(m, N, R, Qc, N, Kc, N, scores, m);
-    for (int64_t t = 0; t < q; ++t) {
-      decay_products(cs[t], cs_rows, nullptr, w_rows, decay, t * R);
-      std::fill(decay + t * R, decay + (t + 1) * R, lam[t0 + t] * dt[t0 + t]);
-      for (int64_t ro = 0; ro < R; ++ro) {
-        float* sc = scores + (t * R + ro) * m;
-        for (int64_t j = 0; j < (t + 1) * R; ++j) sc[j] *= decay[j];
-        std::fill(sc + (t + 1) * R, sc + causal_columns(t * R + ro, m, R), 0.f);
-      }
-    }
-    gemm_causal(m, P, R, scores, m, Vc, P, Y, P);
-
-    // Carried state: o_t += exp(cs_t) S' q_t.
-    for (int64_t t = 0; t < q; ++t) {
-      const float e = decay_weight(cs[t]);
-      for (int64_t j = t * R * N; j < (t + 1) * R * N; ++j) qs[j] = Qc[j] * e;
-    }
-    gemm(false, true, m, P, N, 1.f, qs, N, S, N, 1.f, Y, P);
-
-    // S' <- exp(cs_end) S' + sum_s exp(cs_end - cs_s) w_s u_s.
-    const float end = cs[q - 1];
-    float* we = decay;  // used up: decay_weight(end - cs_s) w_s
-    decay_products(end, cs, nullptr, w + t0, we, q);
-    for (int64_t s = 0; s < q; ++s)
-      for (int64_t j = s * R * P; j < (s + 1) * R * P; ++j) vw[j] = Vc[j] * we[s];
-    gemm(true, false, P, N, m, 1.f, vw, P, Kc, N, decay_weight(end), S, N);
-
-    if (a.D) {
-      const float D = a.D[i % a.H];
-      for (int64_t j = 0; j < m * P; ++j) Y[j] += D * Vc[j];
-    }
-  }
+  const int64_t L = a.L, R = a.R, N = a.N, P = a.P;
+  scan_head_begin(a, i, ws);
+  for (int64_t t0 = 0; t0 < L; t0 += ws.Q)
+    scan_chunk(a, i, t0, a.q + (i * L + t0) * R * N, a.k + (i * L + t0) * R * N,
+               a.v + (i * L + t0) * R * P, ws);
   const int64_t last = i * L + L - 1;
-  std::copy(a.k + last * R * N, a.k + (last + 1) * R * N, k_prev);
-  std::copy(a.v + last * R * P, a.v + (last + 1) * R * P, v_prev);
+  scan_head_end(a, i, a.k + last * R * N, a.v + last * R * P);
 }
 
 void scan_chunked(Context& ctx, const ScanView& a, int64_t chunk) {
-  // The chunk counts rows, so MIMO chunks hold chunk / R time steps.
-  const int64_t Q = std::clamp<int64_t>(chunk / a.R, 1, a.L);
+  const int64_t Q = scan_chunk_steps(a, chunk);
   const Parts parts = split(ctx, a.B * a.H);
   const Slots<ScanWorkspace> slots(ctx, parts,
                                    {.Q = Q, .M = Q * a.R, .P = a.P, .N = a.N, .L = a.L});
