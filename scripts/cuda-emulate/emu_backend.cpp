@@ -39,8 +39,9 @@ class EmuBackend : public Backend {
   OpTable table_;
 };
 }  // namespace
-const Backend* cuda_backend_if_built() {
+const Backend* cuda_backend_on_device(int index) {
   static const EmuBackend b;
-  return &b;
+  return index == 0 ? &b : nullptr;  // one emulated device
 }
+const Backend* cuda_backend_if_built() { return cuda_backend_on_device(0); }
 }  // namespace ssm
