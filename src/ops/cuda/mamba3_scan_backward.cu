@@ -293,29 +293,38 @@ __global__ void chunk_backward_kernel(Mamba3ScanBackwardLaunch a) {
   }
   __syncthreads();
 
-  // dv: thread per (p, j), j fastest.
-  const float Dh = a.D ? a.D[k.h] : 0.f;
+  // The products with F and S_in read those from global memory: a warp's
+  // threads share their row (one broadcast load), so rows j or i run
+  // fastest there; dq, dk, dv run their own entry (n or p) fastest, so that
+  // their loads of the tiles and their stores are consecutive.
+  // cross = exp(cs_last - cs_s) F k_j: thread per (p, j), j fastest.
   for (int64_t idx = threadIdx.x; idx < M * P; idx += blockDim.x) {
     const int j = static_cast<int>(idx % M);
     const int64_t p = idx / M;
-    const int u = j / R;
-    float acc = 0.f, fk = 0.f;
-    for (int i = u * R; i < M; ++i) acc += s.QK[i * s.lq + j] * s.go[i * s.lp + p];
+    float fk = 0.f;
     for (int64_t n = 0; n < N; ++n) fk += F[p * N + n] * s.k[j * s.ln + n];
-    fk *= st.ef[u];
-    s.cross[j * s.lp + p] = fk;
-    a.dv[(k.row0 + j) * P + p] = acc + st.w[u] * fk + Dh * s.go[j * s.lp + p];
+    s.cross[j * s.lp + p] = st.ef[j / R] * fk;
   }
   __syncthreads();
-  // <F, U_s> per row (for dw), and dk: thread per (n, j), j fastest.
+  // <F, U_s> per row (for dw); dv: thread per (j, p), p fastest; dk: thread
+  // per (j, n), n fastest.
   for (int j = threadIdx.x; j < M; j += blockDim.x) {
     float f = 0.f;
     for (int64_t p = 0; p < P; ++p) f += s.v[j * s.lp + p] * s.cross[j * s.lp + p];
     s.rowF[j] = f;
   }
+  const float Dh = a.D ? a.D[k.h] : 0.f;
+  for (int64_t idx = threadIdx.x; idx < M * P; idx += blockDim.x) {
+    const int j = static_cast<int>(idx / P);
+    const int64_t p = idx % P;
+    const int u = j / R;
+    float acc = 0.f;
+    for (int i = u * R; i < M; ++i) acc += s.QK[i * s.lq + j] * s.go[i * s.lp + p];
+    a.dv[(k.row0 + j) * P + p] = acc + st.w[u] * s.cross[j * s.lp + p] + Dh * s.go[j * s.lp + p];
+  }
   for (int64_t idx = threadIdx.x; idx < M * N; idx += blockDim.x) {
-    const int j = static_cast<int>(idx % M);
-    const int64_t n = idx / M;
+    const int j = static_cast<int>(idx / N);
+    const int64_t n = idx % N;
     const int u = j / R;
     float acc = 0.f, fv = 0.f;
     for (int i = u * R; i < M; ++i) acc += s.DV[i * s.lq + j] * s.q[i * s.ln + n];
@@ -323,7 +332,8 @@ __global__ void chunk_backward_kernel(Mamba3ScanBackwardLaunch a) {
     a.dk[(k.row0 + j) * N + n] = acc + st.ef[u] * st.w[u] * fv;
   }
   __syncthreads();  // cross read by all before it is overwritten
-  // S_in q_i (for X), and dq: thread per (n, i), i fastest.
+  // S_in q_i (for X): thread per (p, i), i fastest; dq: thread per (i, n),
+  // n fastest.
   for (int64_t idx = threadIdx.x; idx < M * P; idx += blockDim.x) {
     const int i = static_cast<int>(idx % M);
     const int64_t p = idx / M;
@@ -332,8 +342,8 @@ __global__ void chunk_backward_kernel(Mamba3ScanBackwardLaunch a) {
     s.cross[i * s.lp + p] = sq;
   }
   for (int64_t idx = threadIdx.x; idx < M * N; idx += blockDim.x) {
-    const int i = static_cast<int>(idx % M);
-    const int64_t n = idx / M;
+    const int i = static_cast<int>(idx / N);
+    const int64_t n = idx % N;
     const int t = i / R;
     float acc = 0.f, sd = 0.f;
     for (int j = 0; j < (t + 1) * R; ++j) acc += s.DV[i * s.lq + j] * s.k[j * s.ln + n];
