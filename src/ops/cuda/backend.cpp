@@ -30,6 +30,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<BackendResources> make_resources() const override {
     return std::make_unique<cuda::CudaResources>(index_);
   }
+  int64_t sequence_segment_rows() const override { return 0; }
 
  private:
   int index_;  // the GPU's ordinal: its contexts compute there
