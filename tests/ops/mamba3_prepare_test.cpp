@@ -22,13 +22,15 @@ using testing::Tolerance;
 using namespace testing::m3;
 
 const PrepCase kCases[] = {
-    {2, 7, 4, 3, 8, 1, 1, 2, false},   // SISO, rope_fraction 0.5
-    {1, 5, 4, 5, 8, 2, 1, 4, false},   // SISO, rope_fraction 1, 2 groups
-    {2, 6, 4, 3, 8, 1, 1, 0, false},   // no rotary angles
-    {2, 1, 2, 4, 16, 1, 1, 3, false},  // one step (decoding)
-    {2, 9, 4, 3, 8, 2, 2, 2, true},    // MIMO R = 2, 2 groups
-    {1, 4, 2, 4, 16, 1, 4, 8, true},   // MIMO R = 4, every pair rotated
-    {3, 3, 6, 2, 4, 3, 2, 1, true},    // 3 groups, batch 3
+    {2, 7, 4, 3, 8, 1, 1, 2, false},    // SISO, rope_fraction 0.5
+    {1, 5, 4, 5, 8, 2, 1, 4, false},    // SISO, rope_fraction 1, 2 groups
+    {2, 6, 4, 3, 8, 1, 1, 0, false},    // no rotary angles
+    {2, 1, 2, 4, 16, 1, 1, 3, false},   // one step (decoding)
+    {2, 9, 4, 3, 8, 2, 2, 2, true},     // MIMO R = 2, 2 groups
+    {1, 4, 2, 4, 16, 1, 4, 8, true},    // MIMO R = 4, every pair rotated
+    {3, 3, 6, 2, 4, 3, 2, 1, true},     // 3 groups, batch 3
+    {2, 100, 2, 3, 8, 1, 1, 2, false},  // long: a device's phase walk in runs
+    {1, 300, 2, 4, 16, 2, 2, 8, true},  // long MIMO, a short last run
 };
 
 constexpr Tolerance kTol{1e-5, 1e-6};

@@ -46,7 +46,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxSmem = 200 * 1024;  // of the H200's 227 KiB per block
-constexpr int64_t kChunkRows = 64;         // rows of (time, rank) per chunk
+constexpr int64_t kChunkRows = 64;        // rows of (time, rank) per chunk
 
 // Sums v over the block (every thread gets the total); red: kThreads / 32
 // doubles of shared memory. Begins and ends with the block in step.
@@ -190,7 +190,7 @@ __global__ void chunk_pass_kernel(Mamba3ScanBackwardLaunch a) {
 // The chunk's tiles in shared memory, rows padded by one float so that
 // threads walking one column of successive rows hit different banks.
 struct Tiles {
-  double *dwd, *dw, *X;  // T each: per-step sums
+  double *dwd, *dw, *X;   // T each: per-step sums
   float *q, *k, *v, *go;  // rows x (N + 1) or (P + 1)
   float *QK, *DV;         // rows x (rows + 1): q_i.k_j, d_o_i.v_j, then weighted
   float* cross;           // rows x (P + 1): F k_j, then S_in q_i
@@ -204,7 +204,8 @@ int64_t backward_smem(int64_t T, int64_t R, int64_t P, int64_t N) {
   const int64_t M = T * R;
   const int64_t floats =
       2 * M * (N + 1) + 3 * M * (P + 1) + 2 * M * (M + 1) + T * T + 2 * M + 5 * T;
-  return 3 * T * static_cast<int64_t>(sizeof(double)) + floats * static_cast<int64_t>(sizeof(float));
+  return 3 * T * static_cast<int64_t>(sizeof(double)) +
+         floats * static_cast<int64_t>(sizeof(float));
 }
 
 __device__ Tiles carve(const Mamba3ScanBackwardLaunch& a, void* smem) {
