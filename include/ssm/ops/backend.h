@@ -28,8 +28,9 @@ class Backend {
   // Rows (batch x time) a sequence layer's inference call works on at once:
   // longer inputs go through in time segments, the state carried between
   // them, so that the workspace stays in the host's caches however long the
-  // prompt. 0: whole sequences (a device backend, where one launch over all
-  // of them keeps the chip busy and segments would multiply the launches).
+  // prompt. A device backend asks for many more (one launch over all of
+  // them keeps the chip busy; small segments would multiply the launches);
+  // 0: whole sequences, however long.
   virtual int64_t sequence_segment_rows() const { return 256; }
 };
 
