@@ -1,8 +1,8 @@
 #!/bin/bash
-# Runs cuda kernels on the CPU, without a GPU: the .cu files of the Mamba-3,
-# attention and HF hybrid (selective scan, MoE, relu^2, GELU product)
-# backward ops and of the fused Mamba-2 decode step (ssd_step: conv_ssd.cu,
-# norms.cu) rewritten for emu.h, their host side
+# Runs cuda kernels on the CPU, without a GPU: the .cu files of
+# mamba3_prepare, of the Mamba-3, attention and HF hybrid (selective scan,
+# MoE, relu^2, GELU product) backward ops and of the fused Mamba-2 decode
+# step (ssd_step: conv_ssd.cu, norms.cu) rewritten for emu.h, their host side
 # (mamba3_attention_backward_ops.cpp, hybrid_backward_ops.cpp,
 # ssd_step_ops.cpp, with the
 # forward MoE kernels of hybrid_kernels.cu they reuse) and the op tests of tests/ops built
@@ -27,14 +27,14 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${1:-/tmp/ssm-cuda-emulate}
-FILTER=${2:-'Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*'}
+FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*'}
 HERE=$SRC/scripts/cuda-emulate
 B=$SRC/build
 mkdir -p "$WORK"
 cd "$WORK"
 CXX=${CXX:-g++}
 FLAGS="-std=c++20 -O2 -g -pthread -I$SRC/src -I$SRC/include -I$SRC/tests -I$HERE -isystem /usr/local/cuda/include -DSSM_GPU_TESTS=1 -DSSM_GOLDEN_DIR=\"$SRC/tests/golden\""
-kernels="mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention_backward hybrid_backward hybrid_kernels
+kernels="mamba3_prepare mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention_backward hybrid_backward hybrid_kernels
   conv_ssd norms"
 objs=""
 for k in $kernels; do

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "layers/mamba3_parts.h"
+#include "ssm/ops/backend.h"
 #include "ssm/ops/elementwise.h"
 #include "ssm/ops/linear.h"
 
@@ -55,10 +56,12 @@ std::unique_ptr<LayerState> Mamba3Layer::make_state(int64_t batch, Device device
   return s;
 }
 
-int64_t Mamba3Layer::segment_length(int64_t batch) const {
+int64_t Mamba3Layer::segment_length(int64_t batch, int64_t L, const Context& ctx) const {
+  const int64_t rows = ctx.backend().sequence_segment_rows();
+  if (rows <= 0) return L;
   // A whole number of chunks, so that segmenting leaves the chunks as they were.
   const int64_t steps = std::max<int64_t>(1, cfg_.chunk_size / cfg_.rank());
-  return std::max<int64_t>(1, kSegmentRows / batch / steps) * steps;
+  return std::max<int64_t>(1, rows / batch / steps) * steps;
 }
 
 void Mamba3Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context& ctx,
@@ -74,7 +77,7 @@ void Mamba3Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
     *keep = std::move(a);
     return;
   }
-  const int64_t seg = segment_length(B);
+  const int64_t seg = segment_length(B, L, ctx);
   if (L <= seg) return run(x, y, st, ctx, nullptr);
 
   Arena::Scope scope(ctx.arena());

@@ -13,6 +13,7 @@
 #include <numbers>
 #include <vector>
 
+#include "ssm/ops/backend.h"
 #include "support/backends.h"
 #include "support/compare.h"
 #include "support/random.h"
@@ -278,6 +279,35 @@ TEST(Mamba3Layer, LongInputsMatchTheSpecAcrossSegments) {
     layer.forward(x, y, nullptr, ctx);
     EXPECT_LE(testing::max_rel_error(y.data<float>(), want.data(), y.numel()), 2e-5)
         << B << "x" << L;
+  }
+}
+
+// The cpu's kernels under another backend's segment length: 0 (whole
+// sequences, as a device backend asks) or a short one. The layer's output
+// is the spec's either way.
+class CpuWithSegment : public Backend {
+ public:
+  explicit CpuWithSegment(int64_t rows) : rows_(rows) {}
+  std::string_view name() const override { return "cpu"; }
+  Device device() const override { return Device::host(); }
+  const OpTable& ops() const override { return find_backend("cpu").ops(); }
+  int64_t sequence_segment_rows() const override { return rows_; }
+
+ private:
+  int64_t rows_;
+};
+
+TEST(Mamba3Layer, TheBackendsSegmentLengthLeavesTheOutput) {
+  Mamba3Layer layer(make_config({true, 2, 2, 0.5, true, 8, ""}));
+  fill_random(layer, 401);
+  const Tensor x = testing::random_tensor({3, 200, 32}, 13);
+  const std::vector<float> want = spec_forward(layer, x);
+  for (int64_t rows : {0, 40}) {
+    const CpuWithSegment backend(rows);
+    Context ctx(backend, 2);
+    Tensor y = Tensor::empty(DType::kF32, x.shape());
+    layer.forward(x, y, nullptr, ctx);
+    EXPECT_LE(testing::max_rel_error(y.data<float>(), want.data(), y.numel()), 2e-5) << rows;
   }
 }
 

@@ -23,13 +23,26 @@ using namespace testing::m3;
 
 // {B, L, H, P, N, R, chunk, state, D}; the old suite's cases first.
 const ScanCase kCases[] = {
-    {1, 11, 2, 3, 4, 1, 4, false}, {2, 11, 2, 3, 4, 2, 4, false},
-    {1, 10, 2, 3, 4, 2, 8},        {2, 9, 2, 3, 4, 1, 5},
-    {1, 5, 2, 3, 4, 1, 1, false},  {1, 7, 2, 3, 4, 2, 64},
-    {2, 13, 2, 3, 4, 2, 6},        {2, 21, 3, 8, 16, 1, 8},
-    {1, 23, 2, 8, 16, 4, 8},       {2, 9, 3, 8, 8, 4, 3},
-    {1, 70, 2, 16, 32, 1, 64},     {2, 1, 2, 4, 8, 2, 8},
-    {1, 1, 3, 5, 8, 1, 64, false}, {2, 12, 2, 4, 8, 1, 4, true, false},
+    {1, 11, 2, 3, 4, 1, 4, false},
+    {2, 11, 2, 3, 4, 2, 4, false},
+    {1, 10, 2, 3, 4, 2, 8},
+    {2, 9, 2, 3, 4, 1, 5},
+    {1, 5, 2, 3, 4, 1, 1, false},
+    {1, 7, 2, 3, 4, 2, 64},
+    {2, 13, 2, 3, 4, 2, 6},
+    {2, 21, 3, 8, 16, 1, 8},
+    {1, 23, 2, 8, 16, 4, 8},
+    {2, 9, 3, 8, 8, 4, 3},
+    {1, 70, 2, 16, 32, 1, 64},
+    {2, 1, 2, 4, 8, 2, 8},
+    {1, 1, 3, 5, 8, 1, 64, false},
+    {2, 12, 2, 4, 8, 1, 4, true, false},
+    // Several of a device backend's own chunks (64 rows of (time, rank)):
+    // whole chunks, a short last one, carried states or fresh, every rank.
+    {1, 128, 2, 8, 16, 1, 64},
+    {2, 150, 2, 4, 8, 2, 64},
+    {1, 64, 2, 8, 8, 4, 16, false},
+    {1, 37, 2, 4, 8, 4, 16, true, false},
 };
 
 // The chunked backward runs its products in F32 (sums of dwd, dcs and the

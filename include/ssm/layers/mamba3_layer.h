@@ -36,11 +36,9 @@ class Mamba3Layer : public SequenceLayer {
   const Mamba3Config& config() const { return cfg_; }
 
  private:
-  // Rows (batch x time) an inference call works on at once; longer inputs
-  // go through in time segments, the state carried between them, so that
-  // the workspace stays bounded however long the prompt.
-  static constexpr int64_t kSegmentRows = 256;
-  int64_t segment_length(int64_t batch) const;
+  // Time steps an inference call runs at once, from the backend's
+  // Backend::sequence_segment_rows (0: the whole input of length L).
+  int64_t segment_length(int64_t batch, int64_t L, const Context& ctx) const;
   void run(const Tensor& x, const Tensor& y, Mamba3State* state, Context& ctx,
            Mamba3Activations* keep);
 

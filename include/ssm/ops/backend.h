@@ -4,6 +4,7 @@
 // (src/ops/ref, src/ops/cpu, ...). See docs/ARCHITECTURE.md.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,6 +25,13 @@ class Backend {
   virtual const OpTable& ops() const = 0;
   // Called once per Context; null when the backend keeps nothing per context.
   virtual std::unique_ptr<BackendResources> make_resources() const { return nullptr; }
+  // Rows (batch x time) a sequence layer's inference call works on at once:
+  // longer inputs go through in time segments, the state carried between
+  // them, so that the workspace stays in the host's caches however long the
+  // prompt. A device backend asks for many more (one launch over all of
+  // them keeps the chip busy; small segments would multiply the launches);
+  // 0: whole sequences, however long.
+  virtual int64_t sequence_segment_rows() const { return 256; }
 };
 
 // ssm::Error naming the backends that exist when `name` is not one of them.

@@ -31,6 +31,10 @@ class CudaBackend : public Backend {
   std::unique_ptr<BackendResources> make_resources() const override {
     return std::make_unique<cuda::CudaResources>(index_);
   }
+  // Whole sequences up to 64Ki rows (8 x 8192 steps) in one call, so that a
+  // launch covers every chunk of the batch; longer prompts in segments of
+  // that many rows bound the workspace (a few GB at 130m shapes).
+  int64_t sequence_segment_rows() const override { return int64_t{1} << 16; }
 
  private:
   int index_;  // the GPU's ordinal: its contexts compute there

@@ -25,21 +25,24 @@ struct Mamba3OutputBackwardLaunch : Mamba3OutputInputs {
 };
 void launch_mamba3_output_backward(const Mamba3OutputBackwardLaunch& a, cudaStream_t s);
 
-// mamba3_scan backward: the recurrence walked back in time, a block per
-// (b, h), states recomputed from checkpoints every kMamba3BackwardChunk steps.
-inline constexpr int64_t kMamba3BackwardChunk = 64;
+// mamba3_scan backward in the chunked form (mamba3_scan_backward.cu):
+// parallel over (b, h, chunk of T steps), two short passes over the chunks
+// for the states that cross chunk boundaries.
 struct Mamba3ScanBackwardLaunch : Mamba3ScanInputs {
   const float *ssm = nullptr, *k_prev = nullptr, *v_prev = nullptr;  // all or none
   const float* d_o = nullptr;                                        // (B, H, L, R, P)
   float *dq = nullptr, *dk = nullptr, *dv = nullptr;                 // written
   float *ddt = nullptr, *dA = nullptr, *dlam = nullptr;              // written
   float* dD = nullptr;                                               // (H) accumulated, or null
-  // Scratch: checkpoints (B*H*chunks*P*N) and the states of one chunk
-  // (B*H*(kMamba3BackwardChunk+1)*P*N).
-  float *checkpoints = nullptr, *chunk_states = nullptr;
+  int64_t T = 0;  // steps per chunk, from mamba3_backward_steps
+  // Scratch of mamba3_scan_backward_scratch floats.
+  float* scratch = nullptr;
 };
-// Shared memory of the backward kernel (bytes), for the host's check.
-int64_t mamba3_scan_backward_smem(int64_t P, int64_t N);
+// Steps per chunk: 64 rows of (time, rank), fewer where the chunk's tiles
+// would not fit in shared memory.
+int64_t mamba3_backward_steps(int64_t R, int64_t P, int64_t N);
+int64_t mamba3_scan_backward_scratch(int64_t B, int64_t H, int64_t L, int64_t P, int64_t N,
+                                     int64_t T);
 void launch_mamba3_scan_backward(const Mamba3ScanBackwardLaunch& a, cudaStream_t s);
 
 // mamba3_prepare backward. dq and dk are un-rotated in place.

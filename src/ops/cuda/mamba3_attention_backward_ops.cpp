@@ -52,12 +52,6 @@ void mamba3_scan_backward(Context& ctx, const ops::Mamba3ScanBackwardArgs& g) {
   const ops::Mamba3ScanArgs& a = g.fwd;
   Mamba3ScanBackwardLaunch l;
   static_cast<Mamba3ScanInputs&>(l) = mamba3_scan_inputs(a);
-  // The kernel keeps the state's gradient and dU in shared memory.
-  if (mamba3_scan_backward_smem(l.P, l.N) > 200 * 1024)
-    throw Error(
-        cat("op 'mamba3_scan_backward': backend 'cuda' takes head channels x state size of at most "
-            "~25000, not ",
-            l.P, " x ", l.N));
   if (l.B * l.H * l.L == 0) return;
   Arena::Scope scope(ctx.arena());
   if (a.ssm.defined()) {
@@ -73,11 +67,9 @@ void mamba3_scan_backward(Context& ctx, const ops::Mamba3ScanBackwardArgs& g) {
   l.dA = ops::elements<float>(g.dA);
   l.dlam = ops::elements<float>(g.dlam);
   l.dD = g.dD.defined() && a.D.defined() ? ops::elements<float>(g.dD) : nullptr;
-  const int64_t chunks = (l.L + kMamba3BackwardChunk - 1) / kMamba3BackwardChunk;
-  l.checkpoints =
-      ops::elements<float>(ctx.arena().alloc(DType::kF32, {l.B * l.H, chunks, l.P * l.N}));
-  l.chunk_states = ops::elements<float>(
-      ctx.arena().alloc(DType::kF32, {l.B * l.H, kMamba3BackwardChunk + 1, l.P * l.N}));
+  l.T = mamba3_backward_steps(l.R, l.P, l.N);
+  l.scratch = ops::elements<float>(
+      ctx.arena().alloc(DType::kF32, {mamba3_scan_backward_scratch(l.B, l.H, l.L, l.P, l.N, l.T)}));
   launch_mamba3_scan_backward(l, stream(ctx));
   check_launch("mamba3_scan_backward");
 }

@@ -2,12 +2,12 @@
 //   rows   a warp per (row, normed block): RMSNorm of every (rank, group)
 //          block of B and C, and the angle rates pi tanh(ang) (shared by
 //          the heads);
-//   phase  a block per (b, h): the phase walk through time, one thread per
-//          angle (a running sum, so sequential in t; the step's dt and
-//          rates are staged in shared memory first);
+//   phase  a block per (b, h): the phase walk through time, a prefix sum
+//          over runs of steps (a thread per (run, angle));
 //   heads  a block per (b, h, t): dt, A, lam, and q, k (normed, biased,
 //          rotated by the step's phase) and v = x mimo_x.
-// The same float arithmetic as the cpu backend (src/ops/cpu/mamba3_prepare.cpp).
+// The same float arithmetic as the cpu backend (src/ops/cpu/mamba3_prepare.cpp),
+// except the phase's sums over more than 16 steps (added in runs).
 #include <algorithm>
 
 #include "ops/cuda/launch_mamba3.h"
@@ -49,29 +49,33 @@ __global__ void rows_kernel(Mamba3PrepareLaunch a) {
     for (int64_t j = lane; j < a.S; j += 32) a.ang_rate[row * a.S + j] = kPi * tanhf(a.ang.p[row * a.ang.stride + j]);
 }
 
-// Block per (b, h); thread j < S walks angle j. `stage` steps at a time:
-// their dt and rates are loaded by all threads, then walked.
-__global__ void phase_kernel(Mamba3PrepareLaunch a, int stage) {
-  extern __shared__ float smem[];
-  float* sdt = smem;           // stage
-  float* srate = smem + stage;  // stage x S
-  const int64_t bh = blockIdx.x, b = bh / a.H, h = bh % a.H;
-  const int S = static_cast<int>(a.S), j = static_cast<int>(threadIdx.x);
-  float phase = j < S ? a.phase[bh * S + j] : 0.f;
-  for (int64_t t0 = 0; t0 < a.L; t0 += stage) {
-    const int steps = static_cast<int>(min(int64_t{stage}, a.L - t0));
-    const int64_t row0 = b * a.L + t0;
-    for (int i = j; i < steps; i += blockDim.x) sdt[i] = step_dt(a, row0 + i, h);
-    for (int i = j; i < steps * S; i += blockDim.x) srate[i] = a.ang_rate[row0 * S + i];
-    __syncthreads();
-    if (j < S)
-      for (int tt = 0; tt < steps; ++tt) {
-        phase += srate[tt * S + j] * sdt[tt];
-        a.phases[(bh * a.L + t0 + tt) * S + j] = phase;
-      }
-    __syncthreads();
+// Block per (b, h), a prefix sum over time in two passes: thread (g, j)
+// takes angle j < S over run g < K of the steps (K = blockDim.x / S runs of
+// ceil(L / K) steps). Each run first sums its advances, then walks its steps
+// again from the phase before it (the entering phase plus the earlier runs'
+// sums, in order), writing every step's phase. One run (a decode step) is
+// the plain sequential walk.
+__global__ void phase_kernel(Mamba3PrepareLaunch a) {
+  extern __shared__ float run_sums[];  // K x S
+  const int64_t bh = blockIdx.x, b = bh / a.H, h = bh % a.H, S = a.S, L = a.L;
+  const int K = static_cast<int>(blockDim.x / S);
+  const int g = static_cast<int>(threadIdx.x / S);
+  const int64_t j = threadIdx.x % S;
+  const int64_t per = (L + K - 1) / K, t0 = g * per, t1 = min(L, t0 + per);
+  const int64_t row0 = b * L;
+  const float entering = a.phase[bh * S + j];  // read by all before the barrier; replaced after
+  float sum = 0.f;
+  for (int64_t t = t0; t < t1; ++t) sum += a.ang_rate[(row0 + t) * S + j] * step_dt(a, row0 + t, h);
+  run_sums[g * S + j] = sum;
+  __syncthreads();
+  float phase = entering;
+  for (int u = 0; u < g; ++u) phase += run_sums[u * S + j];
+  for (int64_t t = t0; t < t1; ++t) {
+    phase += a.ang_rate[(row0 + t) * S + j] * step_dt(a, row0 + t, h);
+    a.phases[(bh * L + t) * S + j] = phase;
   }
-  if (j < S) a.phase[bh * S + j] = phase;
+  // The last run ends at L - 1 (or holds no steps and starts there).
+  if (g == K - 1) a.phase[bh * S + j] = phase;
 }
 
 // Block per step (b, h, t): thread per entry of q and k (rank r, entry n),
@@ -131,11 +135,12 @@ void launch_mamba3_prepare(const Mamba3PrepareLaunch& a, cudaStream_t s) {
   const int64_t warps = a.B * a.L * 2 * a.R * a.G;
   rows_kernel<<<static_cast<unsigned>((warps * 32 + kThreads - 1) / kThreads), kThreads, 0, s>>>(a);
   if (a.S > 0) {
-    // A thread per angle (the host wrapper takes S <= 1024), at least 128 to load.
-    const int threads = static_cast<int>(std::max<int64_t>(128, (a.S + 31) / 32 * 32));
-    const int stage = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(256, 12288 / (a.S + 1))));
-    const size_t smem = static_cast<size_t>(stage) * static_cast<size_t>(a.S + 1) * sizeof(float);
-    phase_kernel<<<static_cast<unsigned>(a.B * a.H), threads, smem, s>>>(a, stage);
+    // Runs of at least 16 steps, at most 1024 threads (the host wrapper
+    // takes S <= 1024).
+    const int64_t runs = std::max<int64_t>(1, std::min<int64_t>(1024 / a.S, (a.L + 15) / 16));
+    const size_t smem = static_cast<size_t>(runs * a.S) * sizeof(float);
+    phase_kernel<<<static_cast<unsigned>(a.B * a.H), static_cast<unsigned>(runs * a.S), smem, s>>>(
+        a);
   }
   heads_kernel<<<static_cast<unsigned>(a.B * a.H * a.L), 128, 0, s>>>(a);
 }

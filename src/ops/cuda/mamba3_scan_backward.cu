@@ -1,19 +1,42 @@
-// mamba3_scan backward on the GPU, the recurrence of ref/mamba3_scan_backward.cpp
-// walked back in time with F32 states, written to be plainly right first:
-// a block per (b, h), a thread per state entry (p, n) (strided).
+// mamba3_scan backward on the GPU in the chunked form: parallel over (batch
+// row, head, chunk of T steps), with two short sequential passes over the
+// chunks (L / T steps each) for what crosses chunk boundaries, as
+// ssd_scan_backward.cu does for SSD.
 //
-//   forward   each thread runs its entries' recurrence from the starting
-//             state and keeps the state before every kMamba3BackwardChunk-th
-//             step (checkpoints; the recurrence of an entry reads no other
-//             entry, so this needs no barrier);
-//   backward  chunk by chunk from the last: the chunk's states recomputed
-//             from its checkpoint, then its steps from the last: G_t =
-//             alpha_{t+1} G_{t+1} + sum_r d_o_t,r q_t,r^T (each thread its
-//             own entries), the decay's three scalars summed over the block
-//             in double, dU = gamma_t G_t + beta_{t+1} G_{t+1} in shared
-//             memory, then dq, dk (sums over p) and dv (sums over n).
-// dD is a separate sum per head over (b, t, r, p), in double. Every sum has a
-// fixed order: results repeat bit for bit.
+// The forward's folding (chunk_scan.cu, cpu/mamba3_scan.cpp) turns the
+// trapezoid into an SSD recurrence on the look-ahead state
+//   S'_t = exp(a_t) S'_{t-1} + w_t U_t,     U_t = sum_r v_t,r k_t,r^T,
+//   o_t,r = (exp(a_t) S'_{t-1} + wd_t U_t) q_t,r + D v_t,r,
+// a_t = A_t dt_t, wd_t = lam_t dt_t, w_t = wd_t + (1 - lam_{t+1}) dt_{t+1}
+// (no second term at the last step), S'_{-1} = S + (1 - lam_0) dt_0 U_{-1}
+// (the carried state and the pending previous step). Inside a chunk, rows
+// i = (t, r) and j = (s, r') have the weight W_ij = exp(cs_t - cs_s) w_s for
+// s < t, wd_t for s = t, 0 for s > t (cs: the log decay summed from the
+// chunk's start, inclusive). With S_in the S' entering the chunk and F the
+// gradient reaching the S' leaving it (from later chunks):
+//   dv_j = sum_i W_ij (q_i.k_j) d_o_i + exp(cs_last - cs_s) w_s F k_j + D d_o_j
+//   dk_j = sum_i W_ij (d_o_i.v_j) q_i + exp(cs_last - cs_s) w_s F^T v_j
+//   dq_i = sum_j W_ij (d_o_i.v_j) k_j + exp(cs_t) S_in^T d_o_i
+//   dwd_t = sum of Z_ij over rows of step t, Z_ij = (q_i.k_j)(d_o_i.v_j)
+//   dw_s  = sum over t > s of exp(cs_t - cs_s) Z + exp(cs_last - cs_s) <F, U_s>
+// The log decay a_u enters every path from a source s < u to a target t >= u,
+// so d/da_u = sum_{j >= u} g_j with g_j = X_j - Y_j: X_t the part of step
+// t's outputs that comes from earlier steps (dotted with d_o), Y_s = w_s dw_s
+// what source s gives later steps; a reverse cumulative sum over time in
+// double. Then (w_{-1} = (1 - lam_0) dt_0, its gradient <dS'_{-1}, U_{-1}>):
+//   dA_t = dt_t da_t
+//   ddt_t = A_t da_t + lam_t (dw_t + dwd_t) + (1 - lam_t) dw_{t-1}
+//   dlam_t = dt_t (dw_t + dwd_t) - dt_t dw_{t-1}
+// Kernels:
+//   1 chunk_sums      per chunk: its own end state and its state gradient at
+//                     its start (sources, outputs in the chunk)
+//   2 chunk_pass      per (b, h, p, n), over chunks: S_in and F of each
+//                     chunk, and dS'_{-1} for the carried previous step
+//   3 chunk_backward  per chunk: dq, dk, dv, and per step dw, dwd, g
+//   4 step_grads      per (b, h): dS'_{-1}.U_{-1}, the reverse sum of g, and
+//                     ddt, dA, dlam
+//   5 skip_grad       per head: dD
+// Every sum has a fixed order (no atomics): results repeat bit for bit.
 #include <algorithm>
 
 #include "ops/cuda/launch_mamba3_attention_backward.h"
@@ -22,7 +45,8 @@ namespace ssm::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kChunk = kMamba3BackwardChunk;
+constexpr int64_t kMaxSmem = 200 * 1024;  // of the H200's 227 KiB per block
+constexpr int64_t kChunkRows = 64;        // rows of (time, rank) per chunk
 
 // Sums v over the block (every thread gets the total); red: kThreads / 32
 // doubles of shared memory. Begins and ends with the block in step.
@@ -37,122 +61,362 @@ __device__ double block_sum(double v, double* red) {
   return total;
 }
 
-struct Coef {
-  float alpha, beta, gamma;
+struct Chunk {
+  int64_t bh, h, c, t0, row0;  // row0: the chunk's first (t, r) row of all B*H*L*R
+  int T, rows;                 // its steps and rows (the last chunk may be short)
 };
-__device__ Coef coef_at(const float* A, const float* dt, const float* lam, int64_t t) {
-  const float alpha = expf(A[t] * dt[t]);
-  return {alpha, (1.f - lam[t]) * dt[t] * alpha, lam[t] * dt[t]};
+
+__device__ Chunk chunk_of(const Mamba3ScanBackwardLaunch& a, int64_t block) {
+  const int64_t nc = (a.L + a.T - 1) / a.T;
+  Chunk k;
+  k.c = block % nc;
+  k.bh = block / nc;
+  k.h = k.bh % a.H;
+  k.t0 = k.c * a.T;
+  k.T = static_cast<int>(min(a.T, a.L - k.t0));
+  k.rows = k.T * static_cast<int>(a.R);
+  k.row0 = (k.bh * a.L + k.t0) * a.R;
+  return k;
 }
 
-__global__ void __launch_bounds__(kThreads) scan_backward_kernel(Mamba3ScanBackwardLaunch a) {
-  extern __shared__ float smem[];
-  __shared__ double red[3][kThreads / 32];
-  const int64_t bh = blockIdx.x, h = bh % a.H;
-  const int64_t L = a.L, R = a.R, N = a.N, P = a.P, PN = P * N, RN = R * N, RP = R * P;
-  const int64_t Np = N + 1;  // dU's row pitch: dv's threads (over p) hit different banks
-  float* G = smem;           // PN: the state gradient, entry i by its own thread
-  float* dU = smem + PN;     // P x Np
-  const float* q = a.q + bh * L * RN;
-  const float* k = a.k + bh * L * RN;
-  const float* v = a.v + bh * L * RP;
-  const float* d_o = a.d_o + bh * L * RP;
-  const float* dt = a.dt + bh * L;
-  const float* A = a.A + bh * L;
-  const float* lam = a.lam + bh * L;
-  const float* kp = a.k_prev ? a.k_prev + bh * RN : nullptr;
-  const float* vp = a.v_prev ? a.v_prev + bh * RP : nullptr;
-  const int64_t chunks = (L + kChunk - 1) / kChunk;
-  float* ckpt = a.checkpoints + bh * chunks * PN;
-  float* cs = a.chunk_states + bh * (kChunk + 1) * PN;
-  const float Dh = a.D ? a.D[h] : 0.f;
+// Scratch layout (floats), nc chunks per (b, h):
+//   states  B H nc P N: a chunk's own end state, then S_in
+//   dstates B H nc P N: a chunk's own start gradient, then F
+//   decay   B H nc:     exp(cs_last) of each chunk
+//   dstart  B H P N:    dS'_{-1}
+//   steps   B H L 3:    dw, dwd, g per step
+struct Scratch {
+  float *states, *dstates, *decay, *dstart, *steps;
+};
+__device__ Scratch scratch_of(const Mamba3ScanBackwardLaunch& a) {
+  const int64_t BH = a.B * a.H, nc = (a.L + a.T - 1) / a.T, PN = a.P * a.N;
+  Scratch s;
+  s.states = a.scratch;
+  s.dstates = s.states + BH * nc * PN;
+  s.decay = s.dstates + BH * nc * PN;
+  s.dstart = s.decay + BH * nc;
+  s.steps = s.dstart + BH * PN;
+  return s;
+}
 
-  // U_t[p, n] = sum_r v_t,r[p] k_t,r[n]; t = -1: the carried previous step.
-  auto U = [&](int64_t t, int64_t p, int64_t n) {
-    float u = 0.f;
-    if (t < 0) {
-      if (kp)
-        for (int64_t r = 0; r < R; ++r) u += vp[r * P + p] * kp[r * N + n];
-      return u;
-    }
-    for (int64_t r = 0; r < R; ++r) u += v[(t * R + r) * P + p] * k[(t * R + r) * N + n];
-    return u;
-  };
-  // S_t from S_{t-1} for entries [t0, t1): states[j] = S_{t0-1+j} when keep.
-  auto walk = [&](int64_t i, float S, int64_t t0, int64_t t1, float* states, bool checkpoints) {
-    const int64_t p = i / N, n = i % N;
-    float u_prev = U(t0 - 1, p, n);
-    if (states) states[i] = S;
-    for (int64_t t = t0; t < t1; ++t) {
-      if (checkpoints && t % kChunk == 0) ckpt[(t / kChunk) * PN + i] = S;
-      const Coef c = coef_at(A, dt, lam, t);
-      const float u = U(t, p, n);
-      S = c.alpha * S + c.beta * u_prev + c.gamma * u;
-      u_prev = u;
-      if (states) states[(t - t0 + 1) * PN + i] = S;
-    }
-  };
-
-  for (int64_t i = threadIdx.x; i < PN; i += kThreads) {
-    walk(i, a.ssm ? a.ssm[bh * PN + i] : 0.f, 0, L, nullptr, true);
-    G[i] = 0.f;
+// A chunk's per-step weights in shared memory (T floats each): cs (the
+// inclusive log decay from the chunk's start), w, wd, ef = exp(cs_last -
+// cs_s) and ein = exp(cs_t).
+struct Steps {
+  float *cs, *w, *wd, *ef, *ein;
+};
+__device__ Steps load_steps(const Mamba3ScanBackwardLaunch& a, const Chunk& k, float* smem,
+                            int64_t T) {
+  Steps s{smem, smem + T, smem + 2 * T, smem + 3 * T, smem + 4 * T};
+  const float* dt = a.dt + k.bh * a.L;
+  const float* A = a.A + k.bh * a.L;
+  const float* lam = a.lam + k.bh * a.L;
+  for (int t = threadIdx.x; t < k.T; t += blockDim.x) {
+    const int64_t g = k.t0 + t;
+    s.wd[t] = lam[g] * dt[g];
+    s.w[t] = s.wd[t] + (g + 1 < a.L ? (1.f - lam[g + 1]) * dt[g + 1] : 0.f);
+    s.cs[t] = A[g] * dt[g];
   }
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int t = 1; t < k.T; ++t) s.cs[t] += s.cs[t - 1];
+  __syncthreads();
+  const float last = s.cs[k.T - 1];
+  for (int t = threadIdx.x; t < k.T; t += blockDim.x) {
+    s.ef[t] = expf(last - s.cs[t]);
+    s.ein[t] = expf(s.cs[t]);
+  }
+  __syncthreads();
+  return s;
+}
 
-  for (int64_t c = chunks - 1; c >= 0; --c) {
-    const int64_t t0 = c * kChunk, t1 = min(L, t0 + kChunk);
-    for (int64_t i = threadIdx.x; i < PN; i += kThreads)
-      walk(i, ckpt[c * PN + i], t0, t1, cs, false);
-    __syncthreads();  // every state of the chunk written (dq reads across entries)
-    for (int64_t t = t1 - 1; t >= t0; --t) {
-      const Coef ct = coef_at(A, dt, lam, t);
-      const Coef cn = t + 1 < L ? coef_at(A, dt, lam, t + 1) : Coef{0.f, 0.f, 0.f};
-      const float* S_prev = cs + (t - t0) * PN;
-      const float* S_t = cs + (t - t0 + 1) * PN;
-      double dalpha = 0, dbeta = 0, dgamma = 0;
-      for (int64_t i = threadIdx.x; i < PN; i += kThreads) {
-        const int64_t p = i / N, n = i % N;
-        const float g_next = G[i];
-        float g = cn.alpha * g_next;
-        for (int64_t r = 0; r < R; ++r) g += d_o[(t * R + r) * P + p] * q[(t * R + r) * N + n];
-        dalpha += static_cast<double>(g) * S_prev[i];
-        dbeta += static_cast<double>(g) * U(t - 1, p, n);
-        dgamma += static_cast<double>(g) * U(t, p, n);
-        dU[p * Np + n] = ct.gamma * g + cn.beta * g_next;
-        G[i] = g;
-      }
-      dalpha = block_sum(dalpha, red[0]);  // its barriers also publish dU
-      dbeta = block_sum(dbeta, red[1]);
-      dgamma = block_sum(dgamma, red[2]);
-      if (threadIdx.x == 0) {
-        // alpha = exp(A dt), beta = (1 - lam) dt alpha, gamma = lam dt.
-        const double At = A[t], dtt = dt[t], lt = lam[t], al = exp(At * dtt);
-        const double dall = dalpha + dbeta * (1 - lt) * dtt;
-        a.dA[bh * L + t] = static_cast<float>(dall * al * dtt);
-        a.ddt[bh * L + t] =
-            static_cast<float>(dall * al * At + dbeta * (1 - lt) * al + dgamma * lt);
-        a.dlam[bh * L + t] = static_cast<float>(-dbeta * dtt * al + dgamma * dtt);
-      }
-      for (int64_t o = threadIdx.x; o < RN; o += kThreads) {
-        const int64_t r = o / N, n = o % N;
-        const float* go = d_o + (t * R + r) * P;
-        const float* vt = v + (t * R + r) * P;
-        float sq = 0.f, sk = 0.f;
-        for (int64_t p = 0; p < P; ++p) {
-          sq += S_t[p * N + n] * go[p];
-          sk += dU[p * Np + n] * vt[p];
-        }
-        a.dq[(bh * L + t) * RN + o] = sq;
-        a.dk[(bh * L + t) * RN + o] = sk;
-      }
-      for (int64_t o = threadIdx.x; o < RP; o += kThreads) {
-        const int64_t r = o / P, p = o % P;
-        const float* kt = k + (t * R + r) * N;
-        float sv = Dh * d_o[(t * R + r) * P + p];
-        for (int64_t n = 0; n < N; ++n) sv += dU[p * Np + n] * kt[n];
-        a.dv[(bh * L + t) * RP + o] = sv;
-      }
-      __syncthreads();  // dU read by all before the next step writes it
+__global__ void chunk_sums_kernel(Mamba3ScanBackwardLaunch a) {
+  extern __shared__ float smem[];
+  const Chunk k = chunk_of(a, blockIdx.x);
+  const Steps st = load_steps(a, k, smem, a.T);
+  const Scratch sc = scratch_of(a);
+  const int64_t P = a.P, N = a.N, R = a.R, PN = P * N;
+  const float* q = a.q + k.row0 * N;
+  const float* kk = a.k + k.row0 * N;
+  const float* v = a.v + k.row0 * P;
+  const float* d_o = a.d_o + k.row0 * P;
+  const int64_t slot = k.bh * ((a.L + a.T - 1) / a.T) + k.c;
+  for (int64_t i = threadIdx.x; i < PN; i += blockDim.x) {
+    const int64_t p = i / N, n = i % N;
+    float own = 0.f, down = 0.f;
+    for (int j = 0; j < k.rows; ++j) {
+      const int s = j / static_cast<int>(R);
+      own += st.ef[s] * st.w[s] * v[j * P + p] * kk[j * N + n];
+      down += st.ein[s] * d_o[j * P + p] * q[j * N + n];
     }
+    sc.states[slot * PN + i] = own;
+    sc.dstates[slot * PN + i] = down;
+  }
+  if (threadIdx.x == 0) sc.decay[slot] = st.ein[k.T - 1];
+}
+
+// Thread per (b, h, p, n): S_in of each chunk forward, F of each backward.
+__global__ void chunk_pass_kernel(Mamba3ScanBackwardLaunch a) {
+  const int64_t P = a.P, N = a.N, PN = P * N, nc = (a.L + a.T - 1) / a.T;
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= a.B * a.H * PN) return;
+  const int64_t bh = i / PN, e = i % PN, p = e / N, n = e % N;
+  const Scratch sc = scratch_of(a);
+  float* S = sc.states + bh * nc * PN + e;
+  float* F = sc.dstates + bh * nc * PN + e;
+  const float* decay = sc.decay + bh * nc;
+  double run = 0;
+  if (a.ssm) {
+    // S'_{-1}: the carried state and the previous step still pending.
+    float u = 0.f;
+    for (int64_t r = 0; r < a.R; ++r)
+      u += a.v_prev[(bh * a.R + r) * P + p] * a.k_prev[(bh * a.R + r) * N + n];
+    run = a.ssm[i] + (1.f - a.lam[bh * a.L]) * a.dt[bh * a.L] * u;
+  }
+  for (int64_t c = 0; c < nc; ++c) {
+    const float own = S[c * PN];
+    S[c * PN] = static_cast<float>(run);
+    run = decay[c] * run + own;
+  }
+  run = 0;
+  for (int64_t c = nc - 1; c >= 0; --c) {
+    const float own = F[c * PN];
+    F[c * PN] = static_cast<float>(run);
+    run = decay[c] * run + own;
+  }
+  sc.dstart[i] = static_cast<float>(run);
+}
+
+// The chunk's tiles in shared memory, rows padded by one float so that
+// threads walking one column of successive rows hit different banks.
+struct Tiles {
+  double *dwd, *dw, *X;   // T each: per-step sums
+  float *q, *k, *v, *go;  // rows x (N + 1) or (P + 1)
+  float *QK, *DV;         // rows x (rows + 1): q_i.k_j, d_o_i.v_j, then weighted
+  float* cross;           // rows x (P + 1): F k_j, then S_in q_i
+  float* Zs;              // T x T: Z summed over the ranks of (t, s)
+  float *rowF, *rowS;     // rows: ef_s v_j.F k_j, ein_t d_o_i.S_in q_i
+  float* steps;           // 5 T: Steps
+  int64_t ln, lp, lq;     // padded row strides
+};
+
+int64_t backward_smem(int64_t T, int64_t R, int64_t P, int64_t N) {
+  const int64_t M = T * R;
+  const int64_t floats =
+      2 * M * (N + 1) + 3 * M * (P + 1) + 2 * M * (M + 1) + T * T + 2 * M + 5 * T;
+  return 3 * T * static_cast<int64_t>(sizeof(double)) +
+         floats * static_cast<int64_t>(sizeof(float));
+}
+
+__device__ Tiles carve(const Mamba3ScanBackwardLaunch& a, void* smem) {
+  const int64_t T = a.T, M = T * a.R, P = a.P, N = a.N;
+  Tiles s;
+  s.ln = N + 1;
+  s.lp = P + 1;
+  s.lq = M + 1;
+  s.dwd = static_cast<double*>(smem);
+  s.dw = s.dwd + T;
+  s.X = s.dw + T;
+  s.q = reinterpret_cast<float*>(s.X + T);
+  s.k = s.q + M * s.ln;
+  s.v = s.k + M * s.ln;
+  s.go = s.v + M * s.lp;
+  s.cross = s.go + M * s.lp;
+  s.QK = s.cross + M * s.lp;
+  s.DV = s.QK + M * s.lq;
+  s.Zs = s.DV + M * s.lq;
+  s.rowF = s.Zs + T * T;
+  s.rowS = s.rowF + M;
+  s.steps = s.rowS + M;
+  return s;
+}
+
+__device__ void load_tile(float* dst, int64_t dld, const float* src, int rows, int64_t cols) {
+  for (int64_t i = threadIdx.x; i < rows * cols; i += blockDim.x)
+    dst[(i / cols) * dld + i % cols] = src[i];
+}
+
+__global__ void chunk_backward_kernel(Mamba3ScanBackwardLaunch a) {
+  extern __shared__ double smem_d[];
+  const Chunk k = chunk_of(a, blockIdx.x);
+  const Tiles s = carve(a, smem_d);
+  const Steps st = load_steps(a, k, s.steps, a.T);
+  const Scratch sc = scratch_of(a);
+  const int64_t P = a.P, N = a.N, PN = P * N;
+  const int R = static_cast<int>(a.R), M = k.rows, T = k.T;
+  const int64_t slot = k.bh * ((a.L + a.T - 1) / a.T) + k.c;
+  const float* S_in = sc.states + slot * PN;
+  const float* F = sc.dstates + slot * PN;
+  load_tile(s.q, s.ln, a.q + k.row0 * N, M, N);
+  load_tile(s.k, s.ln, a.k + k.row0 * N, M, N);
+  load_tile(s.v, s.lp, a.v + k.row0 * P, M, P);
+  load_tile(s.go, s.lp, a.d_o + k.row0 * P, M, P);
+  __syncthreads();
+
+  // q_i.k_j and d_o_i.v_j where step(j) <= step(i), else 0.
+  for (int idx = threadIdx.x; idx < M * M; idx += blockDim.x) {
+    const int i = idx / M, j = idx % M;
+    float qk = 0.f, dv = 0.f;
+    if (j / R <= i / R) {
+      for (int64_t n = 0; n < N; ++n) qk += s.q[i * s.ln + n] * s.k[j * s.ln + n];
+      for (int64_t p = 0; p < P; ++p) dv += s.go[i * s.lp + p] * s.v[j * s.lp + p];
+    }
+    s.QK[i * s.lq + j] = qk;
+    s.DV[i * s.lq + j] = dv;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < T * T; idx += blockDim.x) {
+    const int t = idx / T, u = idx % T;
+    float z = 0.f;
+    for (int r = 0; r < R; ++r)
+      for (int r2 = 0; r2 < R; ++r2) {
+        const int64_t o = (t * R + r) * s.lq + u * R + r2;
+        z += s.QK[o] * s.DV[o];
+      }
+    s.Zs[idx] = z;
+  }
+  __syncthreads();
+  // The per-step sums inside the chunk (from Zs), and the weights applied
+  // to QK and DV (each thread its own entries; Zs holds what the sums need).
+  for (int t = threadIdx.x; t < T; t += blockDim.x) {
+    double dw = 0, X = 0;
+    for (int u = t + 1; u < T; ++u) dw += expf(st.cs[u] - st.cs[t]) * s.Zs[u * T + t];
+    for (int u = 0; u < t; ++u) X += expf(st.cs[t] - st.cs[u]) * st.w[u] * s.Zs[t * T + u];
+    s.dwd[t] = s.Zs[t * T + t];
+    s.dw[t] = dw;
+    s.X[t] = X;
+  }
+  for (int idx = threadIdx.x; idx < M * M; idx += blockDim.x) {
+    const int i = idx / M, j = idx % M, t = i / R, u = j / R;
+    const float W = u < t ? expf(st.cs[t] - st.cs[u]) * st.w[u] : u == t ? st.wd[t] : 0.f;
+    s.QK[i * s.lq + j] *= W;
+    s.DV[i * s.lq + j] *= W;
+  }
+  __syncthreads();
+
+  // The products with F and S_in read those from global memory: a warp's
+  // threads share their row (one broadcast load), so rows j or i run
+  // fastest there; dq, dk, dv run their own entry (n or p) fastest, so that
+  // their loads of the tiles and their stores are consecutive.
+  // cross = exp(cs_last - cs_s) F k_j: thread per (p, j), j fastest.
+  for (int64_t idx = threadIdx.x; idx < M * P; idx += blockDim.x) {
+    const int j = static_cast<int>(idx % M);
+    const int64_t p = idx / M;
+    float fk = 0.f;
+    for (int64_t n = 0; n < N; ++n) fk += F[p * N + n] * s.k[j * s.ln + n];
+    s.cross[j * s.lp + p] = st.ef[j / R] * fk;
+  }
+  __syncthreads();
+  // <F, U_s> per row (for dw); dv: thread per (j, p), p fastest; dk: thread
+  // per (j, n), n fastest.
+  for (int j = threadIdx.x; j < M; j += blockDim.x) {
+    float f = 0.f;
+    for (int64_t p = 0; p < P; ++p) f += s.v[j * s.lp + p] * s.cross[j * s.lp + p];
+    s.rowF[j] = f;
+  }
+  const float Dh = a.D ? a.D[k.h] : 0.f;
+  for (int64_t idx = threadIdx.x; idx < M * P; idx += blockDim.x) {
+    const int j = static_cast<int>(idx / P);
+    const int64_t p = idx % P;
+    const int u = j / R;
+    float acc = 0.f;
+    for (int i = u * R; i < M; ++i) acc += s.QK[i * s.lq + j] * s.go[i * s.lp + p];
+    a.dv[(k.row0 + j) * P + p] = acc + st.w[u] * s.cross[j * s.lp + p] + Dh * s.go[j * s.lp + p];
+  }
+  for (int64_t idx = threadIdx.x; idx < M * N; idx += blockDim.x) {
+    const int j = static_cast<int>(idx / N);
+    const int64_t n = idx % N;
+    const int u = j / R;
+    float acc = 0.f, fv = 0.f;
+    for (int i = u * R; i < M; ++i) acc += s.DV[i * s.lq + j] * s.q[i * s.ln + n];
+    for (int64_t p = 0; p < P; ++p) fv += F[p * N + n] * s.v[j * s.lp + p];
+    a.dk[(k.row0 + j) * N + n] = acc + st.ef[u] * st.w[u] * fv;
+  }
+  __syncthreads();  // cross read by all before it is overwritten
+  // S_in q_i (for X): thread per (p, i), i fastest; dq: thread per (i, n),
+  // n fastest.
+  for (int64_t idx = threadIdx.x; idx < M * P; idx += blockDim.x) {
+    const int i = static_cast<int>(idx % M);
+    const int64_t p = idx / M;
+    float sq = 0.f;
+    for (int64_t n = 0; n < N; ++n) sq += S_in[p * N + n] * s.q[i * s.ln + n];
+    s.cross[i * s.lp + p] = sq;
+  }
+  for (int64_t idx = threadIdx.x; idx < M * N; idx += blockDim.x) {
+    const int i = static_cast<int>(idx / N);
+    const int64_t n = idx % N;
+    const int t = i / R;
+    float acc = 0.f, sd = 0.f;
+    for (int j = 0; j < (t + 1) * R; ++j) acc += s.DV[i * s.lq + j] * s.k[j * s.ln + n];
+    for (int64_t p = 0; p < P; ++p) sd += S_in[p * N + n] * s.go[i * s.lp + p];
+    a.dq[(k.row0 + i) * N + n] = acc + st.ein[t] * sd;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < M; i += blockDim.x) {
+    float x = 0.f;
+    for (int64_t p = 0; p < P; ++p) x += s.go[i * s.lp + p] * s.cross[i * s.lp + p];
+    s.rowS[i] = st.ein[i / R] * x;
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < T; t += blockDim.x) {
+    double dw = s.dw[t], X = s.X[t];
+    for (int r = 0; r < R; ++r) {
+      dw += s.rowF[t * R + r];
+      X += s.rowS[t * R + r];
+    }
+    float* out = sc.steps + (k.bh * a.L + k.t0 + t) * 3;
+    out[0] = static_cast<float>(dw);
+    out[1] = static_cast<float>(s.dwd[t]);
+    out[2] = static_cast<float>(X - st.w[t] * dw);
+  }
+}
+
+// Block per (b, h): the pending step's gradient dS'_{-1}.U_{-1}, the
+// reverse cumulative sum of g over time in double (each thread sums its own
+// run of steps, thread 0 turns the run sums into suffix sums, each thread
+// walks its run back), then ddt, dA, dlam.
+__global__ void __launch_bounds__(kThreads) step_grads_kernel(Mamba3ScanBackwardLaunch a) {
+  __shared__ double part[kThreads];
+  __shared__ double red[kThreads / 32];
+  const int64_t bh = blockIdx.x, L = a.L, P = a.P, N = a.N;
+  const Scratch sc = scratch_of(a);
+  double pend = 0;
+  if (a.ssm) {
+    for (int64_t e = threadIdx.x; e < P * N; e += kThreads) {
+      const int64_t p = e / N, n = e % N;
+      float u = 0.f;
+      for (int64_t r = 0; r < a.R; ++r)
+        u += a.v_prev[(bh * a.R + r) * P + p] * a.k_prev[(bh * a.R + r) * N + n];
+      pend += static_cast<double>(sc.dstart[bh * P * N + e]) * u;
+    }
+  }
+  pend = block_sum(pend, red);
+  const int64_t per = (L + kThreads - 1) / kThreads, t0 = threadIdx.x * per;
+  const int64_t t1 = t0 + per < L ? t0 + per : L;
+  const float* steps = sc.steps + bh * L * 3;
+  double own = 0;
+  for (int64_t t = t0; t < t1; ++t) own += steps[t * 3 + 2];
+  part[threadIdx.x] = own;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double after = 0;  // part[j] becomes the sum of the runs after run j
+    for (int j = kThreads - 1; j >= 0; --j) {
+      const double v = part[j];
+      part[j] = after;
+      after += v;
+    }
+  }
+  __syncthreads();
+  double da = part[threadIdx.x];
+  for (int64_t t = t1 - 1; t >= t0; --t) {
+    const int64_t o = bh * L + t;
+    da += steps[t * 3 + 2];
+    const double dt = a.dt[o], lam = a.lam[o];
+    const double dw = static_cast<double>(steps[t * 3]) + steps[t * 3 + 1];
+    const double prev = t > 0 ? static_cast<double>(steps[(t - 1) * 3]) : pend;
+    a.dA[o] = static_cast<float>(dt * da);
+    a.ddt[o] = static_cast<float>(a.A[o] * da + lam * dw + (1 - lam) * prev);
+    a.dlam[o] = static_cast<float>(dt * (dw - prev));
   }
 }
 
@@ -170,20 +434,36 @@ __global__ void __launch_bounds__(kThreads) skip_grad_kernel(Mamba3ScanBackwardL
   if (threadIdx.x == 0) a.dD[h] = static_cast<float>(a.dD[h] + acc);
 }
 
+unsigned blocks(int64_t n, int threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
 }  // namespace
 
-int64_t mamba3_scan_backward_smem(int64_t P, int64_t N) {
-  return (P * N + P * (N + 1)) * static_cast<int64_t>(sizeof(float));
+int64_t mamba3_backward_steps(int64_t R, int64_t P, int64_t N) {
+  int64_t T = std::max<int64_t>(1, kChunkRows / R);
+  while (T > 1 && backward_smem(T, R, P, N) > kMaxSmem) T /= 2;
+  return T;
+}
+
+int64_t mamba3_scan_backward_scratch(int64_t B, int64_t H, int64_t L, int64_t P, int64_t N,
+                                     int64_t T) {
+  const int64_t BH = B * H, nc = (L + T - 1) / T, PN = P * N;
+  return 2 * BH * nc * PN + BH * nc + BH * PN + 3 * BH * L;
 }
 
 void launch_mamba3_scan_backward(const Mamba3ScanBackwardLaunch& a, cudaStream_t s) {
   if (a.B * a.H * a.L == 0) return;
-  const int64_t smem = mamba3_scan_backward_smem(a.P, a.N);
-  if (smem > 48 * 1024)
-    cudaFuncSetAttribute(scan_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(smem));
-  scan_backward_kernel<<<static_cast<unsigned>(a.B * a.H), kThreads, static_cast<size_t>(smem),
-                         s>>>(a);
+  const int64_t nc = (a.L + a.T - 1) / a.T;
+  const unsigned chunks = static_cast<unsigned>(a.B * a.H * nc);
+  const int64_t s1 = 5 * a.T * static_cast<int64_t>(sizeof(float));
+  const int64_t s3 = backward_smem(a.T, a.R, a.P, a.N);
+  cudaFuncSetAttribute(chunk_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(s3));
+  chunk_sums_kernel<<<chunks, kThreads, static_cast<size_t>(s1), s>>>(a);
+  chunk_pass_kernel<<<blocks(a.B * a.H * a.P * a.N, kThreads), kThreads, 0, s>>>(a);
+  chunk_backward_kernel<<<chunks, kThreads, static_cast<size_t>(s3), s>>>(a);
+  step_grads_kernel<<<static_cast<unsigned>(a.B * a.H), kThreads, 0, s>>>(a);
   if (a.dD) skip_grad_kernel<<<static_cast<unsigned>(a.H), kThreads, 0, s>>>(a);
 }
 
