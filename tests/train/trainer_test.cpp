@@ -63,6 +63,7 @@ TEST(Trainer, LossFallsOnAFixedSeed) {
 TEST(Trainer, StepsReuseTheKeptArena) {
   const auto tokens = testing::tiny_tokens(4000);
   size_t kept_bytes[2] = {};
+  std::vector<std::vector<float>> weights[2];
   for (const bool recompute : {false, true}) {
     LanguageModel model = testing::tiny_model(1);
     Context ctx(2);
@@ -78,8 +79,10 @@ TEST(Trainer, StepsReuseTheKeptArena) {
     }
     EXPECT_FALSE(ctx.kept_arena().in_scope());
     kept_bytes[recompute] = ctx.kept_arena().high_water();
+    weights[recompute] = snapshot(model);
   }
   EXPECT_LT(kept_bytes[1], kept_bytes[0]);
+  EXPECT_EQ(weights[1], weights[0]);  // the same internals, recomputed or kept
 }
 
 TEST(Trainer, WslaLeavesEverythingButTheBCRowsBitIdentical) {
