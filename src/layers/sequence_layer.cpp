@@ -67,11 +67,21 @@ Tensor SequenceLayer::grad(std::vector<Tensor>& grads, const Param* p) const {
 }
 
 Tensor Workspace::operator()(const Shape& shape, DType dtype) const {
-  return keep_ ? Tensor::empty(dtype, shape, ctx_.device()) : ctx_.arena().alloc(dtype, shape);
+  if (!keep_) return ctx_.arena().alloc(dtype, shape);
+  if (ctx_.kept_arena().in_scope()) return ctx_.kept_arena().alloc(dtype, shape);
+  return Tensor::empty(dtype, shape, ctx_.device());
 }
 
 Tensor Workspace::zeros(const Shape& shape, DType dtype) const {
-  return keep_ ? Tensor::zeros(dtype, shape, ctx_.device()) : ctx_.arena().zeros(dtype, shape);
+  if (!keep_) return ctx_.arena().zeros(dtype, shape);
+  if (ctx_.kept_arena().in_scope()) return ctx_.kept_arena().zeros(dtype, shape);
+  return Tensor::zeros(dtype, shape, ctx_.device());
+}
+
+Tensor Workspace::copy(const Tensor& t) const {
+  const Tensor out = (*this)(t.shape(), t.dtype());
+  ops::copy(ctx_, out, t);
+  return out;
 }
 
 }  // namespace ssm

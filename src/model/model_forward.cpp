@@ -68,9 +68,11 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
   const Tensor normed = ctx.arena().alloc(DType::kF32, h.shape());
   Tensor out = ctx.arena().alloc(DType::kF32, h.shape());
   const float eps = config_.norm_eps;
+  // The tape's copies of h live where kept activations do.
+  const Workspace kept(ctx, true);
   // h += layer(RMSNorm(h; w)), keeping what the tape asks for.
   auto sub_block = [&](SequenceLayer& layer, const Param& w, LayerState* layer_state) {
-    if (tape) tape->inputs.push_back(h.clone());
+    if (tape) tape->inputs.push_back(kept.copy(h));
     ops::rms_norm(ctx, {.x = h, .w = w.value, .eps = eps, .out = normed});
     // Nothing kept or traced (the trace reads `out`): the layer adds into h.
     if (!tape && !trace && config_.residual_multiplier == 1.f) {
@@ -86,7 +88,7 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
   // Training: the block's input only; its backward recomputes the rest.
   auto tape_input_only = [&] {
     if (!tape) return;
-    tape->inputs.push_back(h.clone());
+    tape->inputs.push_back(kept.copy(h));
     tape->activations.push_back(nullptr);
   };
   auto parallel_block = [&](Block& b, LayerState* mixer_state, LayerState* attention_state) {
@@ -101,7 +103,7 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
   // Zamba2: the shared blocks read [h | embeddings]; the embeddings are h now.
   Tensor joined;
   if (!config_.shared_block_layers.empty()) {
-    if (tape) tape->embedded = h.clone();
+    if (tape) tape->embedded = kept.copy(h);
     Shape wide = h.shape();
     wide.back() *= 2;
     joined = ctx.arena().alloc(DType::kF32, wide);

@@ -17,6 +17,7 @@ Context::Context(const Backend& backend, int n_threads) : backend_(&backend) {
   pool_ = std::make_unique<ThreadPool>(n_threads);
   resources_ = backend.make_resources();
   arena_ = std::make_unique<Arena>(backend.device());
+  kept_arena_ = std::make_unique<Arena>(backend.device());
 }
 
 Context::~Context() = default;

@@ -1,6 +1,7 @@
 #include "ssm/train/model_grad.h"
 
 #include <map>
+#include <optional>
 
 #include "ssm/ops/cross_entropy.h"
 #include "ssm/ops/elementwise.h"
@@ -22,6 +23,18 @@ Tensor grad_or_none(Gradients& g, const Param& p) {
   return t.numel() ? t : Tensor();
 }
 
+// Where the step holds a scope on the kept arena (the host), one more: what
+// a recomputing forward keeps is released when the layer's backward ends.
+class NestedKeptScope {
+ public:
+  explicit NestedKeptScope(Context& ctx) {
+    if (ctx.kept_arena().in_scope()) scope_.emplace(ctx.kept_arena());
+  }
+
+ private:
+  std::optional<Arena::Scope> scope_;
+};
+
 // alpha dh, in the arena (dh itself when alpha is 1): the gradient of a
 // layer's output that joined the residual stream times alpha.
 Tensor scaled(const Tensor& dh, float alpha, Context& ctx) {
@@ -39,6 +52,7 @@ void sub_block_backward(SequenceLayer& layer, const Param& norm_w, const Tensor&
                         std::unique_ptr<LayerActivations> kept, const Tensor& dh, Gradients& g,
                         float eps, float m, Context& ctx) {
   Arena::Scope scope(ctx.arena());
+  const NestedKeptScope kept_scope(ctx);
   const Tensor normed = ctx.arena().alloc(DType::kF32, x.shape());
   Tensor dnormed = ctx.arena().alloc(DType::kF32, x.shape());
   ops::rms_norm(ctx, {.x = x, .w = norm_w.value, .eps = eps, .out = normed});
@@ -94,6 +108,7 @@ std::vector<std::vector<const Param*>> finals_by_part(LanguageModel& model) {
 void parallel_block_backward(const ModelConfig& c, LanguageModel::Block& b, const Tensor& x,
                              const Tensor& dh, Gradients& g, Context& ctx) {
   Arena::Scope scope(ctx.arena());
+  const NestedKeptScope kept_scope(ctx);
   auto alloc = [&] { return ctx.arena().alloc(DType::kF32, x.shape()); };
   const Tensor n = alloc(), n_in = alloc();
   Tensor out = alloc(), dn = alloc(), dn_in = alloc();
@@ -121,6 +136,7 @@ void shared_block_backward(const ModelConfig& c, LanguageModel::Block& b, const 
                            const Tensor& e, const Tensor& dh, const Tensor& demb, Gradients& g,
                            Context& ctx) {
   Arena::Scope scope(ctx.arena());
+  const NestedKeptScope kept_scope(ctx);
   const int64_t D = c.d_model;
   auto alloc = [&](int64_t width) {
     Shape s = x.shape();
@@ -229,15 +245,24 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
   const int64_t B = ids.dim(0), L = ids.dim(1), rows = B * L, D = c.d_model;
   const float eps = c.norm_eps;
   const Device device = ctx.device();
+  // On the host, the step's activations (the residual stream, the kept
+  // internals and the tape's copies, see Workspace) come from the kept arena:
+  // after the first step the same pages serve every step, where fresh ones
+  // cost the kernel a fault each (about a tenth of a step on the 130m shape).
+  // Not on a device, where the arena's growth by doubling would hold up to
+  // twice the memory.
+  std::optional<Arena::Scope> kept_scope;
+  if (device.is_host()) kept_scope.emplace(ctx.kept_arena());
+  const Workspace step_tensors(ctx, true);
 
   const Tensor ids_on = ids.device() == device ? ids : ids.to(device);
-  const Tensor h = Tensor::empty(DType::kF32, {B, L, D}, device);
+  const Tensor h = step_tensors({B, L, D});
   model.embed(ids_on, h, ctx);
   BlockTape tape;
   tape.keep_activations = keep_activations;
   model.run_blocks(h, nullptr, ctx, grads ? &tape : nullptr);
 
-  const Tensor f = Tensor::empty(DType::kF32, {B, L, D}, device);
+  const Tensor f = step_tensors({B, L, D});
   ops::rms_norm(ctx, {.x = h, .w = model.norm_f().value, .eps = eps, .out = f});
   // Logits divided by logits_scaling (Granite; Falcon-H1's head multiplier):
   // the head reads f / s, and df is scaled back below.
@@ -247,7 +272,7 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
   loss.count = B * (L - 1);
   Tensor row_loss;
   if (position_loss) row_loss = Tensor::zeros(DType::kF64, {rows});
-  const Tensor df = grads ? Tensor::empty(DType::kF32, {B, L, D}, device) : Tensor();
+  const Tensor df = grads ? step_tensors({B, L, D}) : Tensor();
   const Tensor target_ids = Tensor::borrow(nullptr, const_cast<int64_t*>(targets.data()),
                                            DType::kI64, {rows});
   // A head converted for inference (--dtype) is scored at its stored values,
@@ -280,9 +305,9 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
 
   // dh from the final norm, then back through the blocks, last first.
   if (logit_scale != 1.f) ops::scale(ctx, df, logit_scale);
-  const Tensor dh = Tensor::empty(DType::kF32, {B, L, D}, device);
+  const Tensor dh = step_tensors({B, L, D});
   // Zamba2: the gradient of the embeddings every shared block use read.
-  const Tensor demb = tape.embedded.defined() ? Tensor::zeros(DType::kF32, {B, L, D}, device) : Tensor();
+  const Tensor demb = tape.embedded.defined() ? step_tensors.zeros({B, L, D}) : Tensor();
   ops::rms_norm_backward(ctx, {.x = h, .w = model.norm_f().value, .eps = eps, .dout = df, .dx = dh,
                                .dw = grad_or_none(*grads, model.norm_f())});
   part_done();

@@ -1,4 +1,5 @@
-// The training loop: the loss falls, WSLA touches only its rows, a resumed
+// The training loop: the loss falls, the step's activations reuse one
+// arena, WSLA touches only its rows, a resumed
 // run equals an uninterrupted one bit for bit, bad checkpoints are refused,
 // accumulation equals a larger batch, and AdamW / the schedule / the
 // initialisation follow their definitions.
@@ -54,6 +55,34 @@ TEST(Trainer, LossFallsOnAFixedSeed) {
   double tail = 0;
   for (size_t i = losses.size() - 5; i < losses.size(); ++i) tail += losses[i] / 5;
   EXPECT_LT(tail, 0.6 * losses.front());
+}
+
+// The step's activations come from the context's kept arena: sized by the
+// first step, then the same bytes every step; recomputing holds only one
+// layer's internals at a time, so it needs less.
+TEST(Trainer, StepsReuseTheKeptArena) {
+  const auto tokens = testing::tiny_tokens(4000);
+  size_t kept_bytes[2] = {};
+  std::vector<std::vector<float>> weights[2];
+  for (const bool recompute : {false, true}) {
+    LanguageModel model = testing::tiny_model(1);
+    Context ctx(2);
+    TrainOptions o = small_options();
+    o.recompute = recompute;
+    Trainer trainer(model, tokens, o, ctx);
+    trainer.step();
+    const size_t first = ctx.kept_arena().capacity();
+    EXPECT_GT(first, 0u);
+    for (int i = 0; i < 3; ++i) {
+      trainer.step();
+      EXPECT_EQ(ctx.kept_arena().capacity(), first) << "step " << i + 2;
+    }
+    EXPECT_FALSE(ctx.kept_arena().in_scope());
+    kept_bytes[recompute] = ctx.kept_arena().high_water();
+    weights[recompute] = snapshot(model);
+  }
+  EXPECT_LT(kept_bytes[1], kept_bytes[0]);
+  EXPECT_EQ(weights[1], weights[0]);  // the same internals, recomputed or kept
 }
 
 TEST(Trainer, WslaLeavesEverythingButTheBCRowsBitIdentical) {

@@ -96,13 +96,16 @@ class SequenceLayer {
 };
 
 // Where a forward's intermediates come from: the context's arena while
-// inferring (reused by the next call), owned tensors when they are kept for
-// the backward.
+// inferring (reused by the next call); when they are kept for the backward,
+// the context's kept arena while a caller holds a Scope on it (training:
+// reused by the next step), else owned tensors.
 class Workspace {
  public:
   Workspace(Context& ctx, bool keep) : ctx_(ctx), keep_(keep) {}
   Tensor operator()(const Shape& shape, DType dtype = DType::kF32) const;
   Tensor zeros(const Shape& shape, DType dtype = DType::kF32) const;
+  // A copy of t from the same place.
+  Tensor copy(const Tensor& t) const;
 
  private:
   Context& ctx_;

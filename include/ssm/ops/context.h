@@ -59,12 +59,18 @@ class Context {
   int threads() const { return pool_->size(); }
   // Workspace on the backend's device, shared by every op and layer of a call.
   Arena& arena() { return *arena_; }
+  // Where a training forward puts what it keeps for the backward (see
+  // Workspace): a second arena, used only while a caller holds a Scope on
+  // it around a forward and its backward, so that the same bytes serve
+  // every step instead of fresh pages from the system each time.
+  Arena& kept_arena() { return *kept_arena_; }
   BackendResources* resources() { return resources_.get(); }
 
  private:
   const Backend* backend_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Arena> arena_;
+  std::unique_ptr<Arena> kept_arena_;
   std::unique_ptr<BackendResources> resources_;
 };
 

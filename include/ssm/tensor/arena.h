@@ -41,6 +41,7 @@ class Arena {
     size_t block_, offset_;
   };
 
+  bool in_scope() const { return depth_ > 0; }  // alloc() may be called
   size_t capacity() const;    // bytes held
   size_t high_water() const { return high_water_; }  // most bytes in use at once
 

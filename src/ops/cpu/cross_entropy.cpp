@@ -1,8 +1,9 @@
 // The fused head and cross-entropy in blocks of rows of about 4M logits
 // (16 MB), so that memory stays flat for large vocabularies: per block, the
 // logits by one product split over the pool, the loss and softmax gradient
-// row by row (in double), then df = g head (blocks of rows) and dhead += g^T f
+// row by row (sums in double), then df = g head (blocks of rows) and dhead += g^T f
 // (blocks of vocabulary rows, each summing the block's rows in one product).
+// The softmax's exponentials are float vector lanes, summed in double.
 // The splits are the old linear's and linear_backward's; as there, which
 // split the logits take depends on the thread count, so results may differ
 // in the last bits between thread counts.
@@ -12,6 +13,7 @@
 #include "ops/cpu/blas.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/transposed_products.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/cpu/x86_kernels.h"
 #include "ops/tensor_data.h"
 
@@ -52,15 +54,14 @@ void rows_loss(ThreadPool& pool, float* logits, int64_t n, int64_t V, const int6
         if (grad_scale != 0) std::fill(l, l + V, 0.f);
         continue;
       }
-      float mx = l[0];
-      for (int64_t v = 1; v < V; ++v) mx = std::max(mx, l[v]);
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(l[v]) - mx);
-      const double lse = mx + std::log(sum);
-      loss[r] = lse - l[target];
+      // The exponentials in float lanes (each <= 1), their sum in double;
+      // the softmax is then each one over the sum.
+      const float mx = max_of(l, V), at_target = l[target];
+      const double sum = exp_shifted_sum(l, V, mx);
+      loss[r] = mx + std::log(sum) - at_target;
       if (grad_scale == 0) continue;
-      for (int64_t v = 0; v < V; ++v)
-        l[v] = static_cast<float>(grad_scale * std::exp(static_cast<double>(l[v]) - lse));
+      const auto k = static_cast<float>(grad_scale / sum);
+      for (int64_t v = 0; v < V; ++v) l[v] *= k;
       l[target] -= static_cast<float>(grad_scale);
     }
   });

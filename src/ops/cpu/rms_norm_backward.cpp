@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "ops/cpu/rms_norm.h"
+#include "ops/cpu/vec_backward.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/cpu/worker_slots.h"
 #include "ops/tensor_data.h"
 #include "ops/scalar_math.h"
@@ -94,22 +96,16 @@ void gated_rms_norm_backward(Context& ctx, const ops::GatedRmsNormBackwardArgs& 
         float* dz = elements<float>(a.dz) + r * lddz;
         double* dwp = partial.defined() ? elements<double>(partial) + b * dim : nullptr;
         if (!w) {  // out = y * silu(z)
-          for (int64_t i = 0; i < dim; ++i) {
-            dy[i] = dout[i] * ops::silu(z[i]);
-            dz[i] = dout[i] * y[i] * ops::silu_grad(z[i]);
-          }
+          silu_gate_backward(y, z, dout, dy, dz, dim);
           continue;
         }
         if (!a.norm_before_gate) {
           // v = y * silu(z); out = norm(v) * w
-          for (int64_t i = 0; i < dim; ++i) v[i] = y[i] * ops::silu(z[i]);
+          mul_silu(y, z, v, dim);
           for (int64_t g0 = 0; g0 < dim; g0 += group)
             norm_group_backward(v + g0, w + g0, dout + g0, group, a.eps, dv + g0, false,
                                 dwp ? dwp + g0 : nullptr);
-          for (int64_t i = 0; i < dim; ++i) {
-            dy[i] = dv[i] * ops::silu(z[i]);
-            dz[i] = dv[i] * y[i] * ops::silu_grad(z[i]);
-          }
+          silu_gate_backward(y, z, dv, dy, dz, dim);
           continue;
         }
         // out = norm(y) * w * silu(z)

@@ -18,6 +18,7 @@
 
 #include "ops/cpu/blas.h"
 #include "ops/cpu/ssd.h"
+#include "ops/cpu/ssd_pair_terms.h"
 #include "ops/cpu/worker_slots.h"
 #include "ops/tensor_data.h"
 
@@ -53,21 +54,24 @@ struct SsdBackwardView {
 
 // One worker's scratch, carved from a slot of floats and one of doubles.
 struct SsdBackwardScratch {
-  float *scores, *dCB, *states, *S, *dS, *dS_new, *M, *dM, *G1, *G2, *Cs, *G3, *Xw;
+  float *scores, *dCB, *states, *S, *dS, *dS_new, *M, *dM, *G1, *G2, *Cs, *G3, *Xw, *csf, *dtc;
   double *cs, *dcs, *ddt;
 
   // Floats of: scores, dCB, states (one per chunk), S, dS, dS_new, M, dM,
-  // G1, G2, Cs, G3, Xw; in the order of the members above.
-  static std::array<int64_t, 13> sizes(const SsdBackwardView& v) {
+  // G1, G2, Cs, G3, Xw, csf (cs as floats), dtc (the chunk's dt contiguous);
+  // in the order of the members above.
+  static std::array<int64_t, 15> sizes(const SsdBackwardView& v) {
     const int64_t QQ = v.Q * v.Q, PN = v.P * v.N, nc = v.n_chunks(), QN = v.Q * v.N;
-    return {nc * QQ, nc * QQ, nc * PN, PN, PN, PN, QQ, QQ, QN, QN, QN, v.Q * v.P, v.Q * v.P};
+    return {nc * QQ, nc * QQ, nc * PN, PN, PN, PN, QQ, QQ, QN, QN, QN, v.Q * v.P, v.Q * v.P,
+            v.Q, v.Q};
   }
   static int64_t floats(const SsdBackwardView& v) {
     const auto s = sizes(v);
     return std::accumulate(s.begin(), s.end(), int64_t{0});
   }
   SsdBackwardScratch(const SsdBackwardView& v, float* f, double* d) {
-    float** parts[] = {&scores, &dCB, &states, &S, &dS, &dS_new, &M, &dM, &G1, &G2, &Cs, &G3, &Xw};
+    float** parts[] = {&scores, &dCB, &states, &S,  &dS, &dS_new, &M,  &dM,
+                       &G1,     &G2,  &Cs,     &G3, &Xw, &csf,    &dtc};
     const auto s = sizes(v);
     for (size_t i = 0; i < s.size(); ++i) {
       *parts[i] = f;
@@ -142,26 +146,18 @@ void backward_chunk(const SsdBackwardView& v, SsdBackwardScratch& w, int64_t b, 
       dX[t * v.lddx + p] = Dh * dY[t * v.lddy + p];
     }
 
-  // Intra-chunk: M_ts = sc_ts exp(cs_t - cs_s) dt_s for s <= t.
+  // Intra-chunk: M_ts = sc_ts exp(cs_t - cs_s) dt_s for s <= t, and the
+  // gradient through it (ssd_pair_terms.h).
   float* M = w.M;
   float* dM = w.dM;
   for (int64_t t = 0; t < q; ++t) {
-    for (int64_t s = 0; s <= t; ++s)
-      M[t * q + s] = sc[t * Q + s] * std::exp(static_cast<float>(cs[t] - cs[s])) * dt[s * v.ldt];
-    for (int64_t s = t + 1; s < q; ++s) M[t * q + s] = 0.f;
+    w.csf[t] = static_cast<float>(cs[t]);  // exact: a float sum
+    w.dtc[t] = dt[t * v.ldt];
   }
+  ssd_decay_scores(sc, Q, w.csf, w.dtc, q, M, q);
   gemm(true, false, q, P, q, 1.f, M, q, dY, v.lddy, 1.f, dX, v.lddx);
   gemm(false, true, q, q, P, 1.f, dY, v.lddy, X, v.ldx, 0.f, dM, q);
-  for (int64_t t = 0; t < q; ++t)
-    for (int64_t s = 0; s <= t; ++s) {
-      const double dm = dM[t * q + s];
-      const double e = std::exp(cs[t] - cs[s]);
-      const double val = dm * M[t * q + s];
-      dcs[t] += val;
-      dcs[s] -= val;
-      ddt[s] += dm * sc[t * Q + s] * e;
-      dcb[t * Q + s] += static_cast<float>(dm * e * dt[s * v.ldt]);
-    }
+  ssd_decay_scores_backward(dM, M, q, sc, Q, cs, w.dtc, q, dcs, ddt, dcb, Q);
 
   // Carried state: y_t += exp(cs_t) S_prev C_t.
   gemm(false, false, q, N, P, 1.f, dY, v.lddy, Sprev, N, 0.f, w.G1, N);

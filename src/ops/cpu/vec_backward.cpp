@@ -41,6 +41,32 @@ void MulSiluGrad(const float* pre, float* g, int64_t n) {
   }
 }
 
+void SiluGateBackward(const float* y, const float* z, const float* g, float* dy, float* dz,
+                      int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const auto one = hn::Set(d, 1.f);
+  auto step = [&](const float* vy, const float* vz, const float* vg, float* ody, float* odz) {
+    const auto x = hn::LoadU(d, vz), grad_out = hn::LoadU(d, vg);
+    const auto s = hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(x))));
+    hn::StoreU(hn::Mul(grad_out, hn::Mul(x, s)), d, ody);
+    const auto silu_grad = hn::Mul(s, hn::MulAdd(x, hn::Sub(one, s), one));
+    hn::StoreU(hn::Mul(hn::Mul(grad_out, hn::LoadU(d, vy)), silu_grad), d, odz);
+  };
+  int64_t i = 0;
+  for (; i + L <= n; i += L) step(y + i, z + i, g + i, dy + i, dz + i);
+  if (i < n) {  // the tail through one full vector
+    HWY_ALIGN float b[5][HWY_MAX_BYTES / sizeof(float)] = {};
+    const size_t bytes = static_cast<size_t>(n - i) * sizeof(float);
+    std::memcpy(b[0], y + i, bytes);
+    std::memcpy(b[1], z + i, bytes);
+    std::memcpy(b[2], g + i, bytes);
+    step(b[0], b[1], b[2], b[3], b[4]);
+    std::memcpy(dy + i, b[3], bytes);
+    std::memcpy(dz + i, b[4], bytes);
+  }
+}
+
 // The scalar form, for the tail and for targets without double lanes.
 inline void adamw_scalar(const AdamwConstants& k, float& p, float g, float& m, float& v) {
   m = static_cast<float>(k.b1 * m + (1.0 - k.b1) * g);
@@ -82,6 +108,7 @@ HWY_AFTER_NAMESPACE();
 namespace ssm::cpu {
 
 HWY_EXPORT(MulSiluGrad);
+HWY_EXPORT(SiluGateBackward);
 HWY_EXPORT(AdamwUpdate);
 
 void adamw_update(const AdamwConstants& k, float* p, const float* g, float* m, float* v,
@@ -91,6 +118,11 @@ void adamw_update(const AdamwConstants& k, float* p, const float* g, float* m, f
 
 void mul_silu_grad(const float* pre, float* g, int64_t n) {
   HWY_DYNAMIC_DISPATCH(MulSiluGrad)(pre, g, n);
+}
+
+void silu_gate_backward(const float* y, const float* z, const float* g, float* dy, float* dz,
+                        int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SiluGateBackward)(y, z, g, dy, dz, n);
 }
 
 }  // namespace ssm::cpu

@@ -11,6 +11,11 @@ namespace ssm::cpu {
 // g[i] *= SiLU'(pre[i]), SiLU'(x) = s (1 + x (1 - s)) with s = sigmoid(x).
 void mul_silu_grad(const float* pre, float* g, int64_t n);
 
+// The backward of out = y SiLU(z) given g = dout: dy[i] = g[i] SiLU(z[i]),
+// dz[i] = g[i] y[i] SiLU'(z[i]) (one exponential per element for both).
+void silu_gate_backward(const float* y, const float* z, const float* g, float* dy, float* dz,
+                        int64_t n);
+
 // One AdamW step over n elements, in double as PyTorch's formula (the
 // scalar loop's operations, one per lane, no fused multiply-adds):
 //   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g g   (stored as float)

@@ -11,6 +11,8 @@
 
 #include "ops/cpu/vec_math.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 HWY_BEFORE_NAMESPACE();
@@ -89,6 +91,40 @@ double SumSquares(const float* x, int64_t n) {
 #endif
 }
 
+float MaxOf(const float* x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  float mx = x[0];
+  int64_t i = 0;
+  if (n >= L) {
+    auto m = hn::LoadU(d, x);
+    for (i = L; i + L <= n; i += L) m = hn::Max(m, hn::LoadU(d, x + i));
+    mx = hn::GetLane(hn::MaxOfLanes(d, m));
+  }
+  for (; i < n; ++i) mx = std::max(mx, x[i]);  // the maximum whatever the order
+  return mx;
+}
+
+double ExpShiftedSum(float* x, int64_t n, float shift) {
+#if !HWY_HAVE_FLOAT64  // WebAssembly's SIMD128 target has no double lanes
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] = std::exp(x[i] - shift);
+  return sum;
+#else
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;  // as many float lanes
+  const auto vshift = hn::Set(df, shift);
+  auto sum = hn::Zero(dd);
+  for_vectors(df, n, [&](int64_t i, int64_t count) {
+    const auto e = hn::Exp(df, hn::Sub(load_part(df, x, i, count), vshift));
+    store_part(df, e, x, i, count);
+    // Lanes past count (zeros loaded, exp(-shift) computed) add nothing.
+    sum = hn::Add(sum, hn::PromoteTo(dd, hn::IfThenElseZero(hn::FirstN(df, static_cast<size_t>(count)), e)));
+  });
+  return hn::GetLane(hn::SumOfLanes(dd, sum));
+#endif
+}
+
 }  // namespace ssm::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -98,6 +134,8 @@ namespace ssm::cpu {
 HWY_EXPORT(DecayProducts);
 HWY_EXPORT(MulSilu);
 HWY_EXPORT(SumSquares);
+HWY_EXPORT(MaxOf);
+HWY_EXPORT(ExpShiftedSum);
 
 void decay_products(float top, const float* cs, const float* a, const float* b, float* out,
                     int64_t n) {
@@ -107,6 +145,10 @@ void mul_silu(const float* y, const float* z, float* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(MulSilu)(y, z, out, n);
 }
 double sum_squares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumSquares)(x, n); }
+float max_of(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(MaxOf)(x, n); }
+double exp_shifted_sum(float* x, int64_t n, float shift) {
+  return HWY_DYNAMIC_DISPATCH(ExpShiftedSum)(x, n, shift);
+}
 
 }  // namespace ssm::cpu
 #endif  // HWY_ONCE

@@ -22,4 +22,11 @@ void mul_silu(const float* y, const float* z, float* out, int64_t n);
 // The sum of x[i]^2 in double (vector lanes added at the end).
 double sum_squares(const float* x, int64_t n);
 
+// The largest of x[0, n), n >= 1.
+float max_of(const float* x, int64_t n);
+
+// x[i] = exp(x[i] - shift) for i < n, in place (float lanes); returns the
+// sum of the new x[i] in double. The softmax of the head's loss.
+double exp_shifted_sum(float* x, int64_t n, float shift);
+
 }  // namespace ssm::cpu
