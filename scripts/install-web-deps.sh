@@ -18,7 +18,11 @@ if ! grep -rqs '^Types:.*deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sour
   fi
 fi
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends emscripten node-acorn nodejs npm chromium dpkg-dev \
+# Node and npm from Debian only where there are none: NodeSource's nodejs
+# package ships npm and conflicts with Debian's, and apt refuses both.
+node_pkgs=""
+command -v npm >/dev/null || node_pkgs="nodejs npm"
+apt-get install -y -qq --no-install-recommends emscripten node-acorn $node_pkgs chromium dpkg-dev \
   libhwy-dev nlohmann-json3-dev >/dev/null
 (cd web && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
-echo "install-web-deps: done (emcc $(emcc --version | head -n1 | awk '{print $NF}'), chromium at $(command -v chromium))" >&2
+echo "install-web-deps: done (emcc $(emcc --version | awk 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i ~ /^[0-9]+[.][0-9]+[.][0-9]+$/) print $i }'), chromium at $(command -v chromium))" >&2

@@ -1,10 +1,15 @@
 // WebAssembly speed against the native build, in one run on one machine:
-// prefill and decode tokens/s of greedy generation on a model (default: the
-// built-in one), single-threaded, in Node (this thread) and in headless
-// Chromium (the page's Worker), each as a ratio to the native program
-// (`ssm generate -t 1 --json`) timed between them. Medians of --reps runs.
-// Also decode's CPU seconds per token of each, which a machine
-// shared with other work distorts far less than wall-clock rates.
+// prefill and decode of greedy generation on a model (default: the built-in
+// one), single-threaded, in Node (this thread) and in headless Chromium (the
+// page's Worker), each as a ratio to the native program (`ssm generate -t 1
+// --json`) run between them. Medians of --reps rounds.
+//
+// The figure that means something on a shared machine is CPU time per
+// token: the on-CPU time (Linux's schedstat, nanoseconds) of the thread that
+// runs the module (Node's main thread; Chromium's DedicatedWorker thread in
+// the renderer), against the native process's (bash's `times`). Wall-clock
+// rates (the engines' own timers) depend on the share of the CPU each
+// process gets from the other work on the machine and are printed too.
 //
 //   node --no-experimental-fetch [--no-liftoff] scripts/wasm-speed.mjs [--model DIR] [--prompt 256]
 //        [--tokens 128] [--reps 3] [--warmup 1] [--no-chromium] [--cli build/ssm]
@@ -58,13 +63,19 @@ function rates(r) {
   return { prefill: r.stats.prefillTokens / r.stats.prefillSeconds, decode: r.ids.length / r.stats.decodeSeconds };
 }
 
-// CPU seconds this process spends (every thread: V8's compiler and GC too).
-const cpuNow = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
+// CPU seconds of one thread, from Linux's schedstat (nanoseconds: the
+// time it ran on a CPU, whatever else ran beside it).
+function threadCpu(pid, tid) {
+  return Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]) / 1e9;
+}
+// Node: the thread that runs the module (this one: {worker: false}); V8's
+// background compilers and GC helpers are not counted.
+const cpuNow = () => threadCpu(process.pid, process.pid);
 
-async function wasmNode(maxTokens = tokens) {
+async function wasmNode(maxTokens = tokens, prompt = ids) {
   await m.reset();
   const cpu0 = cpuNow();
-  const g = m.generate(ids, { ...request, maxTokens });
+  const g = m.generate(prompt, { ...request, maxTokens });
   for await (const _ of g);
   const r = await g.result;
   return { ...rates(r), cpu: cpuNow() - cpu0 };
@@ -72,9 +83,9 @@ async function wasmNode(maxTokens = tokens) {
 
 // The native program under bash, whose `times` gives the CPU seconds of its
 // children: the program's own, load included (cancelled below by the
-// difference with a run that decodes nothing).
-function native(maxTokens = tokens) {
-  const out = execFileSync('bash', ['-c', '"$@"; times', 'ssm', cli, 'generate', model, '--prompt-ids', ids.join(','),
+// difference with a run that decodes nothing, and one with a 1-token prompt).
+function native(maxTokens = tokens, prompt = ids) {
+  const out = execFileSync('bash', ['-c', '"$@"; times', 'ssm', cli, 'generate', model, '--prompt-ids', prompt.join(','),
     '-n', String(maxTokens), '--temperature', '0', '--ignore-eos', '--json', '-t', '1'], { encoding: 'utf8' });
   const lines = out.trim().split('\n');
   const [user, sys] = lines.at(-1).trim().split(/\s+/).map((t) => {
@@ -108,71 +119,102 @@ async function startChromium() {
   }, rel + '/');
 }
 
-// CPU seconds of Chromium's processes (the browser's process and all its
-// descendants, every thread), from /proc: the page's Worker runs the
-// module; the other processes are idle meanwhile but counted too.
-function chromiumCpu() {
-  const parent = new Map(), ticks = new Map();
+// Chromium's processes: the browser's and its descendants (/proc).
+function chromiumPids() {
+  const parent = new Map();
   for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
-    let stat;
     try {
-      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      parent.set(Number(pid), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
     } catch {
-      continue;  // ended meanwhile
+      // ended meanwhile
     }
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');  // fields from the state on
-    parent.set(Number(pid), Number(f[1]));
-    ticks.set(Number(pid), Number(f[11]) + Number(f[12]));  // utime + stime
   }
   const top = browser.process().pid;
-  let sum = 0;
-  for (const [pid, t] of ticks) {
-    for (let p = pid; p > 1; p = parent.get(p) ?? 0) {
-      if (p === top) {
-        sum += t;
-        break;
+  return [...parent.keys()].filter((pid) => {
+    for (let p = pid; p > 1; p = parent.get(p) ?? 0) if (p === top) return true;
+    return false;
+  });
+}
+
+// CPU seconds of the threads of Chromium's processes: {worker} those of the
+// dedicated Worker that runs the module (the renderer's thread named
+// "DedicatedWorker thread", comm "DedicatedWorker"), which is what compares
+// with the native program's one thread; {all} every thread of every
+// process (compositor, IPC, V8's compilers and GC, the browser and GPU
+// processes), an upper bound.
+function chromiumCpu() {
+  let worker = 0, all = 0, workers = 0;
+  for (const pid of chromiumPids()) {
+    let tids;
+    try {
+      tids = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      continue;
+    }
+    for (const tid of tids) {
+      try {
+        const t = threadCpu(pid, tid);
+        all += t;
+        if (readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').startsWith('DedicatedWorker')) {
+          worker += t;
+          ++workers;
+        }
+      } catch {
+        // ended meanwhile
       }
     }
   }
-  return sum / 100;  // USER_HZ
+  if (workers !== 1) throw new Error(`expected one DedicatedWorker thread in Chromium's processes, found ${workers}`);
+  return { worker, all };
 }
 
-async function wasmChromium(maxTokens = tokens) {
+async function wasmChromium(maxTokens = tokens, prompt = ids) {
+  await page.evaluate(() => globalThis.speedModel.reset());
   const cpu0 = chromiumCpu();
   const r = await page.evaluate(async (ids, request) => {
-    const m = globalThis.speedModel;
-    await m.reset();
-    const g = m.generate(ids, request);
+    const g = globalThis.speedModel.generate(ids, request);
     for await (const _ of g);
     const r = await g.result;
     return { prefill: r.stats.prefillTokens / r.stats.prefillSeconds, decode: r.ids.length / r.stats.decodeSeconds };
-  }, ids, { ...request, maxTokens });
-  return { ...r, cpu: chromiumCpu() - cpu0 };
+  }, prompt, { ...request, maxTokens });
+  const cpu1 = chromiumCpu();
+  return { ...r, cpu: cpu1.worker - cpu0.worker, cpuAll: cpu1.all - cpu0.all };
 }
 
-const runs = { native: [], node: [], chromium: [] };
-// Decode's CPU seconds per new token, native, Node and Chromium (Linux's
-// /proc): each build's CPU time
-// for the prompt and `tokens` new ones less that for the prompt alone. On a
-// machine shared with other work the wall-clock rates above depend on the
-// share of the CPU each process gets; CPU time does much less.
-const cpu = { native: [], node: [], chromium: [] };
+// Each round runs every build three times, interleaved so that a change in
+// the machine's load touches all of them: the prompt and `tokens` new ones,
+// the prompt alone, and a 1-token prompt alone. Their CPU times' differences
+// are decode's CPU seconds per step (tokens - 1 steps: the last token is
+// not fed) and prefill's per prompt token, with loading, start-up and
+// per-call costs cancelled. Wall-clock rates are the engines' own timers of
+// the first run.
+const builds = { native, node: wasmNode };
+if (withChromium) builds.chromium = wasmChromium;
+const runs = {}, cpu = {};
+for (const name of Object.keys(builds)) {
+  runs[name] = [];
+  cpu[name] = { decode: [], prefill: [], decodeAll: [], prefillAll: [] };
+}
+const one = ids.slice(0, 1);
 if (withChromium) await startChromium();
 try {
-  for (let i = 0; i < warmup; ++i) {
-    native();
-    await wasmNode();
-    if (withChromium) await wasmChromium();
-  }
+  for (let i = 0; i < warmup; ++i) for (const run of Object.values(builds)) await run();
   for (let i = 0; i < reps; ++i) {
-    // Interleaved, so that a change in the machine's load touches all three.
-    runs.native.push(native());
-    runs.node.push(await wasmNode());
-    if (withChromium) runs.chromium.push(await wasmChromium());
-    runs.native.push(native());
-    cpu.native.push((runs.native.at(-1).cpu - native(0).cpu) / tokens);
-    cpu.node.push((runs.node.at(-1).cpu - (await wasmNode(0)).cpu) / tokens);
-    if (withChromium) cpu.chromium.push((runs.chromium.at(-1).cpu - (await wasmChromium(0)).cpu) / tokens);
+    const full = {}, prompt = {}, base = {};
+    for (const [name, run] of Object.entries(builds)) full[name] = await run();
+    for (const [name, run] of Object.entries(builds)) prompt[name] = await run(0);
+    for (const [name, run] of Object.entries(builds)) base[name] = await run(0, one);
+    for (const name of Object.keys(builds)) {
+      runs[name].push(full[name]);
+      const c = cpu[name];
+      c.decode.push((full[name].cpu - prompt[name].cpu) / (tokens - 1));
+      c.prefill.push((prompt[name].cpu - base[name].cpu) / (ids.length - 1));
+      if (full[name].cpuAll !== undefined) {
+        c.decodeAll.push((full[name].cpuAll - prompt[name].cpuAll) / (tokens - 1));
+        c.prefillAll.push((prompt[name].cpuAll - base[name].cpuAll) / (ids.length - 1));
+      }
+    }
   }
 } finally {
   m.close();
@@ -183,22 +225,27 @@ try {
 
 const summary = {};
 for (const [name, rs] of Object.entries(runs)) {
-  if (!rs.length) continue;
-  summary[name] = { prefill: median(rs.map((r) => r.prefill)), decode: median(rs.map((r) => r.decode)) };
+  const c = cpu[name];
+  summary[name] = {
+    prefill: median(rs.map((r) => r.prefill)), decode: median(rs.map((r) => r.decode)),
+    cpuDecodeMs: median(c.decode) * 1e3, cpuPrefillMs: median(c.prefill) * 1e3,
+  };
+  if (c.decodeAll.length) {
+    summary[name].cpuAllDecodeMs = median(c.decodeAll) * 1e3;
+    summary[name].cpuAllPrefillMs = median(c.prefillAll) * 1e3;
+  }
 }
-console.log(`model ${model}, prompt ${ids.length} tokens, ${tokens} new tokens, single-threaded, median of ${reps} after ${warmup} untimed` +
-  ` (native twice per round); node ${process.version} ${process.execArgv.join(' ')}`);
-console.log('| build | prefill tokens/s | decode tokens/s | prefill vs native | decode vs native |');
-console.log('| --- | --- | --- | --- | --- |');
+const n = summary.native;
+console.log(`model ${model}, prompt ${ids.length} tokens, ${tokens} new tokens, single-threaded, median of ${reps} after ${warmup} untimed;` +
+  ` node ${process.version} ${process.execArgv.join(' ')}`);
+console.log('| build | decode CPU ms/token | vs native | prefill CPU ms/token | vs native | wall decode tok/s | vs native | wall prefill tok/s | vs native |');
+console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+const row = (label, d, p, s) => console.log(`| ${label} | ${d.toFixed(4)} | ${(n.cpuDecodeMs / d).toFixed(2)} | ${p.toFixed(4)} | ` +
+  `${(n.cpuPrefillMs / p).toFixed(2)} | ${s ? `${s.decode.toFixed(0)} | ${(s.decode / n.decode).toFixed(2)} | ` +
+  `${s.prefill.toFixed(0)} | ${(s.prefill / n.prefill).toFixed(2)}` : ' | | | '} |`);
 for (const [name, s] of Object.entries(summary)) {
-  const n = summary.native;
-  console.log(`| ${name} | ${s.prefill.toFixed(1)} | ${s.decode.toFixed(1)} | ${(s.prefill / n.prefill).toFixed(2)} | ` +
-    `${(s.decode / n.decode).toFixed(2)} |`);
+  const label = { native: 'native `-t 1`', node: 'Node (its main thread)', chromium: 'Chromium (the Worker thread)' }[name];
+  row(label, s.cpuDecodeMs, s.cpuPrefillMs, s);
+  if (s.cpuAllDecodeMs !== undefined) row('Chromium (all its processes)', s.cpuAllDecodeMs, s.cpuAllPrefillMs, null);
 }
-const perToken = {};
-for (const [name, xs] of Object.entries(cpu)) if (xs.length) perToken[name] = median(xs);
-console.log('| decode CPU time per token (median) | ms | vs native |');
-console.log('| --- | --- | --- |');
-for (const [name, t] of Object.entries(perToken))
-  console.log(`| ${name} | ${(t * 1e3).toFixed(3)} | ${(perToken.native / t).toFixed(2)} |`);
-console.log(JSON.stringify({ ...summary, cpuPerToken: perToken }));
+console.log(JSON.stringify(summary));

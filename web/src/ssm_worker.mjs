@@ -22,7 +22,22 @@ const ops = {
   load: ({ files, backend }) => engine.load(files, backend),
   info: () => engine.info(),
   reset: () => engine.reset(),
-  generate: ({ request }, emit) => engine.generate(request, (piece) => emit(piece)),
+  generate: async ({ request }, emit) => {
+    // The pieces made within a frame (16 ms) go in one message: a message
+    // per token (a structured clone, a task for the page's thread) cost
+    // more than the text is worth at hundreds of tokens a second.
+    let text = '', posted = -Infinity;
+    const result = await engine.generate(request, (piece) => {
+      text += piece;
+      const now = performance.now();
+      if (now - posted < 16) return;
+      emit(text);
+      text = '';
+      posted = now;
+    });
+    if (text) emit(text);
+    return result;
+  },
   state: () => engine.state(),
   restore: ({ bytes }) => engine.restore(bytes),
   score: ({ request }) => engine.score(request),
