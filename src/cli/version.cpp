@@ -22,14 +22,23 @@ std::string compiler() {
 #endif
 }
 
-// The kernels are built for Highway's static target (the compiler flags'
-// best); what the CPU could run is listed beside it, best first.
+// Names of the targets in a Highway target bit set, best first.
+std::string target_names(int64_t targets) {
+  std::string names;
+  for (int64_t bits = targets; bits != 0; bits &= bits - 1)
+    names += cat(names.empty() ? "" : " ", hwy::TargetName(bits & -bits));
+  return names.empty() ? "none" : names;
+}
+
+// The vectorised kernels are compiled for every target in HWY_TARGETS and
+// pick the best this CPU supports when first called (Highway's dynamic
+// dispatch); the type conversions use the static target, the compiler
+// flags' baseline.
 std::string cpu_targets() {
-  std::string supported;
-  for (int64_t bits = hwy::SupportedTargets(); bits != 0; bits &= bits - 1)
-    supported += cat(supported.empty() ? "" : " ", hwy::TargetName(bits & -bits));
-  return cat(hwy::TargetName(HWY_STATIC_TARGET), " in use (Highway ", HWY_MAJOR, ".", HWY_MINOR, ".", HWY_PATCH,
-             ", static dispatch); this CPU supports ", supported.empty() ? "none" : supported);
+  const int64_t usable = hwy::SupportedTargets() & HWY_TARGETS;
+  return cat(usable ? hwy::TargetName(usable & -usable) : "none", " in use (Highway ", HWY_MAJOR, ".", HWY_MINOR,
+             ".", HWY_PATCH, ", dispatched at run time among ", target_names(HWY_TARGETS), "; baseline ",
+             hwy::TargetName(HWY_STATIC_TARGET), "); this CPU supports ", target_names(hwy::SupportedTargets()));
 }
 
 }  // namespace
