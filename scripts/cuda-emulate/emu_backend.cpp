@@ -30,27 +30,9 @@ void launch_column_sums(ConstRows src, float* dst, cudaStream_t) {
 // The host side of mamba3_ops.cpp's mamba3_prepare (that file also holds
 // the tensor-core scans, which the emulator cannot run).
 void emu_mamba3_prepare(Context& ctx, const ops::Mamba3PrepareArgs& a) {
-  Mamba3PrepareLaunch l;
-  static_cast<Mamba3PrepareInputs&>(l) = mamba3_prepare_inputs(a);
-  if (l.B * l.L == 0) return;
-  l.B_bias = a.B_bias.data<float>();
-  l.C_bias = a.C_bias.data<float>();
-  l.phase = ptr_or_null(a.phase);
-  l.B_normed = ops::elements<float>(a.B_normed);
-  l.C_normed = ops::elements<float>(a.C_normed);
-  l.ang_rate = ptr_or_null(a.ang_rate);
-  l.dt = ops::elements<float>(a.dt);
-  l.A = ops::elements<float>(a.A);
-  l.lam = ops::elements<float>(a.lam);
-  l.q = ops::elements<float>(a.q);
-  l.k = ops::elements<float>(a.k);
-  l.v = ops::elements<float>(a.v);
+  if (a.x.dim(0) * a.x.dim(1) == 0) return;
   Arena::Scope scope(ctx.arena());
-  if (l.S > 0)
-    l.phases = a.phases.defined()
-                   ? ops::elements<float>(a.phases)
-                   : ops::elements<float>(ctx.arena().alloc(DType::kF32, {l.B, l.H, l.L, l.S}));
-  launch_mamba3_prepare(l, stream(ctx));
+  launch_mamba3_prepare(mamba3_prepare_launch(ctx, a), stream(ctx));
 }
 }  // namespace cuda
 namespace {

@@ -6,6 +6,7 @@
 
 #include "ops/cuda/launch_mamba3.h"
 #include "ops/cuda/views.h"
+#include "ssm/ops/context.h"
 #include "ssm/ops/mamba3.h"
 
 namespace ssm::cuda {
@@ -38,6 +39,32 @@ inline Mamba3PrepareInputs mamba3_prepare_inputs(const ops::Mamba3PrepareArgs& a
   l.B_norm = a.B_norm.data<float>();
   l.C_norm = a.C_norm.data<float>();
   l.mimo_x = const_or_null(a.mimo_x);
+  return l;
+}
+
+// The whole launch of mamba3_prepare: inputs, outputs, and the phases (the
+// op's tensor when it is kept, else scratch from ctx's arena: the caller
+// holds an Arena::Scope open until the launch has been queued; the scratch
+// is the same size on every decode step, so a recorded step finds the
+// arena grown by the first).
+inline Mamba3PrepareLaunch mamba3_prepare_launch(Context& ctx, const ops::Mamba3PrepareArgs& a) {
+  Mamba3PrepareLaunch l;
+  static_cast<Mamba3PrepareInputs&>(l) = mamba3_prepare_inputs(a);
+  l.B_bias = a.B_bias.data<float>();
+  l.C_bias = a.C_bias.data<float>();
+  l.phase = ptr_or_null(a.phase);
+  l.B_normed = ops::elements<float>(a.B_normed);
+  l.C_normed = ops::elements<float>(a.C_normed);
+  l.ang_rate = ptr_or_null(a.ang_rate);
+  l.dt = ops::elements<float>(a.dt);
+  l.A = ops::elements<float>(a.A);
+  l.lam = ops::elements<float>(a.lam);
+  l.q = ops::elements<float>(a.q);
+  l.k = ops::elements<float>(a.k);
+  l.v = ops::elements<float>(a.v);
+  if (l.S > 0 && l.B * l.L > 0)
+    l.phases = a.phases.defined() ? ops::elements<float>(a.phases)
+                                  : ops::elements<float>(ctx.arena().alloc(DType::kF32, {l.B, l.H, l.L, l.S}));
   return l;
 }
 

@@ -12,30 +12,11 @@ namespace ssm::cuda {
 namespace {
 
 void mamba3_prepare(Context& ctx, const ops::Mamba3PrepareArgs& a) {
-  Mamba3PrepareLaunch l;
-  static_cast<Mamba3PrepareInputs&>(l) = mamba3_prepare_inputs(a);
-  if (l.S > 1024)
-    throw Error(cat("op 'mamba3_prepare': backend 'cuda' takes at most 1024 rotary angles, not ", l.S));
-  if (l.B * l.L == 0) return;
-  l.B_bias = a.B_bias.data<float>();
-  l.C_bias = a.C_bias.data<float>();
-  l.phase = ptr_or_null(a.phase);
-  l.B_normed = ops::elements<float>(a.B_normed);
-  l.C_normed = ops::elements<float>(a.C_normed);
-  l.ang_rate = ptr_or_null(a.ang_rate);
-  l.dt = ops::elements<float>(a.dt);
-  l.A = ops::elements<float>(a.A);
-  l.lam = ops::elements<float>(a.lam);
-  l.q = ops::elements<float>(a.q);
-  l.k = ops::elements<float>(a.k);
-  l.v = ops::elements<float>(a.v);
-  // The heads kernel reads every step's phase: the op's tensor when it is
-  // kept, else scratch (the same size on every decode step, so a recorded
-  // step finds the arena grown by the first).
+  if (a.ang.cols() > 1024)
+    throw Error(cat("op 'mamba3_prepare': backend 'cuda' takes at most 1024 rotary angles, not ", a.ang.cols()));
+  if (a.x.dim(0) * a.x.dim(1) == 0) return;
   Arena::Scope scope(ctx.arena());
-  if (l.S > 0)
-    l.phases = a.phases.defined() ? ops::elements<float>(a.phases)
-                                  : ops::elements<float>(ctx.arena().alloc(DType::kF32, {l.B, l.H, l.L, l.S}));
+  const Mamba3PrepareLaunch l = mamba3_prepare_launch(ctx, a);
   launch_mamba3_prepare(l, stream(ctx));
   check_launch("mamba3_prepare");
 }
