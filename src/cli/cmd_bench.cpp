@@ -148,7 +148,7 @@ void setup_bench(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "bench", "prefill and decode tokens/s against bounds measured in the same run");
   static BenchArgs a;
-  add_model_argument(*cmd, a.model, "model directory", /*required=*/true);
+  add_model_argument(*cmd, a.model, "model directory", WithoutModel::builtin);
   cmd->add_option("-p,--prompt", a.prompt, "prompt tokens per sequence prefilled (0: no prefill test)")
       ->type_name("N")->capture_default_str()->check(whole_number(0, 1 << 20));
   cmd->add_option("-n,--decode", a.decode, "tokens decoded per sequence (0: no decode test)")

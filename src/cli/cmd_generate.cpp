@@ -14,7 +14,6 @@
 #include "cli/commands.h"
 #include "cli/generate_report.h"
 #include "cli/id_list.h"
-#include "cli/install_paths.h"
 #include "cli/interrupt.h"
 #include "cli/text_out.h"
 #include "cli/text_source.h"
@@ -145,11 +144,6 @@ std::vector<int64_t> prompt_ids(const GenerateArgs& a, const std::string& prompt
 }
 
 int run_generate(GenerateArgs& a) {
-  if (a.model.empty()) {
-    a.model = default_model_dir().string();
-    if (!std::filesystem::is_regular_file(std::filesystem::path(a.model) / "config.json"))
-      throw Error(cat("no MODEL given and the built-in model is not installed at ", a.model));
-  }
   Context ctx = make_context(a.compute);
   LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
   model.to_device(ctx.device());  // weights uploaded once (a no-op on the host)
@@ -226,7 +220,7 @@ int run_generate(GenerateArgs& a) {
 void setup_generate(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt, streamed as it is produced");
   static GenerateArgs a;
-  add_model_argument(*cmd, a.model, "model directory", /*required=*/false, model_directory(), "the built-in model");
+  add_model_argument(*cmd, a.model, "model directory", WithoutModel::builtin);
   add_text_source(*cmd, a.prompt, "-p,--prompt", "prompt text", "prompt", /*required=*/false);
   cmd->add_option("--prompt-ids", a.prompt_ids, "the prompt as comma-separated token ids, e.g. 3,17,42")
                   ->type_name("IDS")->default_str("none")

@@ -188,7 +188,7 @@ int run_info(const InfoArgs& a) {
 void setup_info(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("info", "print a model's architecture, parameters, memory and stored dtypes");
   static InfoArgs a;
-  add_model_argument(*cmd, a.model, "model directory (config.json + weights)", /*required=*/true);
+  add_model_argument(*cmd, a.model, "model directory (config.json + weights)", WithoutModel::builtin);
   cmd->add_flag("--json", a.json, "print one JSON document (every tensor included)");
   cmd->add_flag("--tensors", a.tensors, "list every stored tensor: name, dtype, shape, bytes");
   add_max_memory_option(*cmd, a.compute);

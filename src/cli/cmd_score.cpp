@@ -89,7 +89,7 @@ int run_score(const ScoreArgs& a) {
 void setup_score(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("score", "held-out loss, perplexity and bits per byte");
   static ScoreArgs a;
-  add_model_argument(*cmd, a.model, "model directory", /*required=*/true);
+  add_model_argument(*cmd, a.model, "model directory", WithoutModel::builtin);
   cmd->add_option("--data", a.data, "text file (its held-out split is scored) (required, or --input)")
       ->type_name("FILE")->check(input_file());
   cmd->add_option("--input", a.input, "safetensors file holding input_ids (batch, length) (required, or --data)")

@@ -16,7 +16,6 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "cli/install_paths.h"
 #include "cli/serve_replicas.h"
 #include "cli/usage_error.h"
 #include "ssm/model/memory_budget.h"
@@ -102,11 +101,6 @@ Replicas build_replicas(const std::vector<ReplicaSpec>& specs, const ServeArgs& 
 }
 
 int run_serve(ServeArgs& a) {
-  if (a.model.empty()) {
-    a.model = default_model_dir().string();
-    if (!std::filesystem::is_regular_file(std::filesystem::path(a.model) / "config.json"))
-      throw Error(cat("no MODEL given and the built-in model is not installed at ", a.model));
-  }
   if (a.default_max_tokens > a.max_tokens_limit)
     throw UsageError(cat("--default-max-tokens ", a.default_max_tokens, " is above --max-tokens-limit ",
                          a.max_tokens_limit));
@@ -176,7 +170,7 @@ int run_serve(ServeArgs& a) {
 void setup_serve(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("serve", "an OpenAI-compatible HTTP server whose sessions are saved SSM states");
   static ServeArgs a;
-  add_model_argument(*cmd, a.model, "model directory", /*required=*/false, model_directory(), "the built-in model");
+  add_model_argument(*cmd, a.model, "model directory", WithoutModel::builtin);
   cmd->add_option("--host", a.host, "address to listen on (loopback by default; 0.0.0.0: every interface)")
       ->type_name("ADDR")->capture_default_str()
       ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("the address is empty") : ""; }, ""));

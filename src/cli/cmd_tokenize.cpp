@@ -50,7 +50,7 @@ void setup_tokenize(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("tokenize", "encode text to token ids, or decode ids to text");
   static TokenizeArgs a;
   add_model_argument(*cmd, a.path, "model directory (its tokenizer.json, or raw bytes for a byte-level model) "
-                     "or a tokenizer.json file", /*required=*/true, model_or_tokenizer());
+                     "or a tokenizer.json file", WithoutModel::builtin, model_or_tokenizer());
   add_text_source(*cmd, a.text, "--text", "text to encode (with --decode: comma-separated ids)", "text or ids", /*required=*/true);
   auto* decode = cmd->add_flag("--decode", a.decode, "decode ids to text instead");
   cmd->add_flag("--no-special", a.no_special,

@@ -224,7 +224,7 @@ void setup_train(CLI::App& app, Action& action) {
   a.cmd = cmd;
   TrainOptions& o = a.opt;
   const auto count = [](int64_t min, int64_t max = int64_t{1} << 40) { return whole_number(min, max); };
-  add_model_argument(*cmd, a.model, "model directory (config.json, weights, tokenizer.json)", /*required=*/true);
+  add_model_argument(*cmd, a.model, "model directory (config.json, weights, tokenizer.json)", WithoutModel::refuse);
   cmd->add_option("--data", a.data, "text file to train on")->type_name("FILE")->required()->check(input_file());
   auto* out = cmd->add_option("--out", a.out, "directory for the trained weights and checkpoints, created if "
                               "missing (required unless --in-place)")

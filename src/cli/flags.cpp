@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <map>
 
+#include "cli/install_paths.h"
 #include "cli/usage_error.h"
+#include "ssm/core/error.h"
 #include "ssm/io/atomic_file.h"
 #include "ssm/model/memory_budget.h"
 
@@ -189,18 +191,26 @@ void add_parse_check(CLI::App& cmd, std::function<void()> check) {
   list.push_back(std::move(check));
 }
 
-void add_model_argument(CLI::App& cmd, std::string& model, const std::string& description, bool required,
-                        const CLI::Validator& check, const std::string& default_text) {
+void add_model_argument(CLI::App& cmd, std::string& model, const std::string& description, WithoutModel without,
+                        const CLI::Validator& check) {
+  const bool builtin = without == WithoutModel::builtin;
   CLI::Option* positional =
       cmd.add_option("MODEL", model, description + "; also as -m DIR")->type_name("DIR")->check(check);
-  if (!default_text.empty()) positional->default_str(default_text);
   CLI::Option* option = cmd.add_option("-m,--model", model, "the same as MODEL")->type_name("DIR")->check(check);
-  if (!default_text.empty()) option->default_str(default_text);
-  else option->description("the same as MODEL (required, or MODEL)");
-  add_parse_check(cmd, [positional, option, required, &model] {
+  if (builtin) {
+    positional->default_str("the built-in model");
+    option->default_str("the built-in model");
+  } else {
+    option->description("the same as MODEL (required, or MODEL)");
+  }
+  add_parse_check(cmd, [positional, option, builtin, &model] {
     if (positional->count() > 0 && option->count() > 0)
       throw UsageError("MODEL given twice: as MODEL and as -m/--model; give it once");
-    if (required && model.empty()) throw UsageError("MODEL is required: a model directory (or -m DIR)");
+    if (!model.empty()) return;
+    if (!builtin) throw UsageError("MODEL is required: a model directory (or -m DIR)");
+    model = default_model_dir().string();
+    if (!std::filesystem::is_regular_file(std::filesystem::path(model) / "config.json"))
+      throw Error(cat("no MODEL given and the built-in model is not installed at ", model));
   });
 }
 

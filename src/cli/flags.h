@@ -38,10 +38,14 @@ CLI::Validator output_directory();
 // used; a command may have several (CLI11 keeps one callback).
 void add_parse_check(CLI::App& cmd, std::function<void()> check);
 
-// The model directory as MODEL or -m/--model DIR (llama.cpp's spelling);
-// when not required, default_text says what is used instead.
+// Whether a command without MODEL is refused or runs the built-in model
+// (what a new user's first `ssm generate` ran, so `ssm info` describes it).
+enum class WithoutModel { refuse, builtin };
+
+// The model directory as MODEL or -m/--model DIR (llama.cpp's spelling).
+// With WithoutModel::builtin, an empty model becomes the installed built-in
+// model's directory once the command line is parsed.
 void add_model_argument(CLI::App& cmd, std::string& model, const std::string& description,
-                        bool required, const CLI::Validator& check = model_directory(),
-                        const std::string& default_text = "");
+                        WithoutModel without, const CLI::Validator& check = model_directory());
 
 }  // namespace ssm::cli

@@ -16,7 +16,7 @@ Tensor read_input_ids(const std::string& path) {
 }
 
 void add_ids_to_file_options(CLI::App& cmd, IdsToFileArgs& args, const std::string& output_what, WeightUse use) {
-  add_model_argument(cmd, args.model, "model directory", /*required=*/true);
+  add_model_argument(cmd, args.model, "model directory", WithoutModel::builtin);
   cmd.add_option("--input", args.input, "safetensors file holding input_ids (batch, length)")
       ->type_name("FILE")->required()->check(input_file());
   cmd.add_option("--output", args.output, "safetensors file to write " + output_what + " to")

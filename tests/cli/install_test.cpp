@@ -3,6 +3,8 @@
 // and whatever the current directory; the build tree follows the same rule.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "support/cli.h"
 #include "support/compare.h"
 
@@ -58,6 +60,33 @@ TEST(Install, BuildTreeProgramFollowsTheSameRule) {
   ASSERT_EQ(built.code, 0) << built.err;
   EXPECT_EQ(built.out, expected.out);
   EXPECT_TRUE(fs::is_regular_file(fs::path(SSM_CLI_PATH).parent_path() / "../share/ssm/models/default/config.json"));
+}
+
+// The commands that read a model run the built-in one when MODEL is left
+// out, as generate does; where it is not installed they say so.
+TEST(Install, CommandsWithoutModelReadTheBuiltInModel) {
+  testing::TempDir tmp;
+  const fs::path data = tmp / "data.txt";
+  std::ofstream(data) << "In the beginning God created the heaven and the earth.\n";
+  const std::vector<std::vector<std::string>> commands = {
+      {"tokenize", "--text", "And God said"}, {"score", "--data", data.string(), "--all", "-t", "1"}};
+  for (const std::vector<std::string>& args : commands) {
+    std::vector<std::string> explicit_args = args;
+    explicit_args.insert(explicit_args.begin() + 1, kSourceModel.string());
+    const testing::CliRun expected = run_ssm(explicit_args);
+    ASSERT_EQ(expected.code, 0) << expected.err;
+    const testing::CliRun implicit = testing::CliProcess(args, "", SSM_CLI_PATH, "/").wait();
+    EXPECT_EQ(implicit.code, 0) << args[0] << ": " << implicit.err;
+    EXPECT_EQ(implicit.out, expected.out) << args[0];
+  }
+
+  const std::string install = std::string("'") + SSM_CMAKE_COMMAND + "' --install '" + SSM_BUILD_DIR +
+                              "' --prefix '" + (tmp / "prefix").string() + "' >/dev/null";
+  ASSERT_EQ(std::system(install.c_str()), 0) << install;
+  fs::remove_all(tmp / "prefix/share/ssm/models/default");
+  const testing::CliRun missing = testing::CliProcess({"info"}, "", (tmp / "prefix/bin/ssm").string(), "/").wait();
+  EXPECT_EQ(missing.code, 1) << missing.err;
+  EXPECT_TRUE(testing::contains(missing.err, "the built-in model is not installed at")) << missing.err;
 }
 
 }  // namespace

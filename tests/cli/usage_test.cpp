@@ -38,7 +38,7 @@ TEST(CliUsage, Cli11ErrorsReadWellAndExitTwo) {
   expect_usage_error({"generate", m, "-p"}, "--prompt needs a value");
   expect_usage_error({"generate", m, "-p", "hi", "--prompt-ids", "1"}, "--prompt and --prompt-ids");
   expect_usage_error({"train", m, "--out", "/tmp/x"}, "--data is required");
-  expect_usage_error({"info"}, "MODEL is required");
+  expect_usage_error({"train", "--data", m + "/config.json", "--out", "/tmp/x"}, "MODEL is required");
   expect_usage_error({"info", "--jsn"}, "unknown option '--jsn'");  // the cause, not what follows from it
   expect_usage_error({"help", "bogus"}, "'bogus' is not a command");
   // No message may carry CLI11's numeric ranges or its own wording.
