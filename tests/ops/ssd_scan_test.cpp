@@ -178,6 +178,29 @@ TEST_P(SsdScanTest, EqualsTheQuadraticForm) {
   }
 }
 
+// A context that rounds its products (training with --bf16, or cuda's
+// SSM_CUDA_ROUND_ACTIVATIONS=1) may run the chunked scan's products as one
+// TF32 product each: near ref at TF32's precision, and not the exact path's
+// bits (so the mode is seen to take effect). Host backends have no such mode.
+TEST_P(SsdScanTest, RoundedProductsStayNearRef) {
+  Context ctx(GetParam(), 1), exact(GetParam(), 1), ref("ref", 1);
+  if (!(ctx.resources() && ctx.resources()->set_bf16_compute(true)))
+    GTEST_SKIP() << GetParam() << " has no rounded products";
+  const SsdProblem p = SsdProblem::random(2, 300, 8, 64, 128, 1, 77);
+  auto run = [&](Context& c) {
+    Tensor y_rows;
+    const ops::SsdScanArgs a = testing::ssd_args_on(c, p, SsdLayout::kLayerRows, 256, &y_rows);
+    ops::ssd_scan(c, a);
+    return testing::outputs({{"y", y_rows}, {"state", a.state}});
+  };
+  const testing::Outputs rounded = run(ctx), precise = run(exact), want = run(ref);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(testing::close(rounded[i].second, want[i].second, {3e-3, 1e-4})) << want[i].first;
+    EXPECT_TRUE(testing::close(precise[i].second, want[i].second, kScanTol)) << want[i].first;
+  }
+  EXPECT_FALSE(testing::bitwise_equal(rounded[0].second, precise[0].second));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, SsdScanTest, ::testing::ValuesIn(testing::all_backends()),
                          testing::backend_param_name);
 

@@ -9,7 +9,10 @@
 //      (+ D v), as one product with K = 64 + N.
 // The products run as mma.sync m16n8k8 in TF32 with the 3xTF32 split
 // (x = hi + lo, hi lo' + lo hi' + hi hi' accumulated in F32), so the result
-// matches the F32 recurrence to about 1e-6 relative. Operands sit in shared
+// matches the F32 recurrence to about 1e-6 relative; or, when the context
+// rounds its products (ChunkScanLaunch::split false: the reference's bf16
+// products, or training with --bf16), as one TF32 product each, a third of
+// the matrix instructions and half the conversions. Operands sit in shared
 // memory, rows padded so that the fragment loads of a warp hit 32 banks.
 #include <algorithm>
 #include <cstdint>
@@ -55,27 +58,46 @@ struct Smem {
   __device__ float operator()(int r, int c) const { return p[r * rs + c * cs]; }
 };
 
+__device__ inline uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
 // acc[j] (the 16 x 8 tile at rows m0, columns n0 + 8 j) += A[m0.., 0..K) B[0..K), n0..),
-// for the tiles j with n0 + 8 j < ncols. K a multiple of 8.
+// for the tiles j with n0 + 8 j < ncols. K a multiple of 8. kSplit: 3xTF32
+// (F32-exact); else one TF32 product.
+template <bool kSplit>
 __device__ void warp_mma(float (&acc)[kTileCols / 8][4], Smem A, Smem Bm, int K, int m0, int n0,
                          int ncols) {
   const int lane = threadIdx.x % 32, g = lane / 4, tg = lane % 4;
   for (int k = 0; k < K; k += 8) {
     uint32_t ah[4], al[4];
-    split_tf32(A(m0 + g, k + tg), ah[0], al[0]);
-    split_tf32(A(m0 + g + 8, k + tg), ah[1], al[1]);
-    split_tf32(A(m0 + g, k + tg + 4), ah[2], al[2]);
-    split_tf32(A(m0 + g + 8, k + tg + 4), ah[3], al[3]);
+    if constexpr (kSplit) {
+      split_tf32(A(m0 + g, k + tg), ah[0], al[0]);
+      split_tf32(A(m0 + g + 8, k + tg), ah[1], al[1]);
+      split_tf32(A(m0 + g, k + tg + 4), ah[2], al[2]);
+      split_tf32(A(m0 + g + 8, k + tg + 4), ah[3], al[3]);
+    } else {
+      ah[0] = to_tf32(A(m0 + g, k + tg));
+      ah[1] = to_tf32(A(m0 + g + 8, k + tg));
+      ah[2] = to_tf32(A(m0 + g, k + tg + 4));
+      ah[3] = to_tf32(A(m0 + g + 8, k + tg + 4));
+    }
 #pragma unroll
     for (int j = 0; j < kTileCols / 8; ++j) {
       const int n = n0 + 8 * j;
       if (n < ncols) {
-        uint32_t bh0, bl0, bh1, bl1;
-        split_tf32(Bm(k + tg, n + g), bh0, bl0);
-        split_tf32(Bm(k + tg + 4, n + g), bh1, bl1);
-        mma_tf32(acc[j], al, bh0, bh1);
-        mma_tf32(acc[j], ah, bl0, bl1);
-        mma_tf32(acc[j], ah, bh0, bh1);
+        if constexpr (kSplit) {
+          uint32_t bh0, bl0, bh1, bl1;
+          split_tf32(Bm(k + tg, n + g), bh0, bl0);
+          split_tf32(Bm(k + tg + 4, n + g), bh1, bl1);
+          mma_tf32(acc[j], al, bh0, bh1);
+          mma_tf32(acc[j], ah, bl0, bl1);
+          mma_tf32(acc[j], ah, bh0, bh1);
+        } else {
+          mma_tf32(acc[j], ah, to_tf32(Bm(k + tg, n + g)), to_tf32(Bm(k + tg + 4, n + g)));
+        }
       }
     }
   }
@@ -180,6 +202,7 @@ struct StateSmem {
   }
 };
 
+template <bool kSplit>
 __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a, Geometry geo) {
   extern __shared__ float smem[];
   const StateSmem lay = StateSmem::of(geo.Np, geo.Pp);
@@ -217,7 +240,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a
     const int m0 = (item % mt) * 16, n0 = (item / mt) * kTileCols;
     float acc[kTileCols / 8][4];
     zero(acc);
-    warp_mma(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, kRows, m0, n0, geo.Np);
+    warp_mma<kSplit>(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, kRows, m0, n0, geo.Np);
     for_each_acc(acc, m0, n0, geo.Np, [&](int p, int n, float x) {
       if (p < geo.P && n < geo.N) out[int64_t{p} * geo.N + n] = x;
     });
@@ -270,6 +293,7 @@ struct OutSmem {
   }
 };
 
+template <bool kSplit>
 __global__ void __launch_bounds__(kThreads) chunk_output_kernel(ChunkScanLaunch a, Geometry geo) {
   extern __shared__ float smem[];
   const OutSmem lay = OutSmem::of(geo.Np, geo.Pp);
@@ -321,7 +345,7 @@ __global__ void __launch_bounds__(kThreads) chunk_output_kernel(ChunkScanLaunch 
     const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
     float acc[kTileCols / 8][4];
     zero(acc);
-    warp_mma(acc, Smem{sQ, lay.ldq, 1}, Smem{sK, 1, lay.ldk}, geo.Np, m0, n0, kRows);
+    warp_mma<kSplit>(acc, Smem{sQ, lay.ldq, 1}, Smem{sK, 1, lay.ldk}, geo.Np, m0, n0, kRows);
     for_each_acc(acc, m0, n0, kRows, [&](int i, int j, float x) {
       const int ti = i / R, sj = j / R;
       float wgt = 0.f;
@@ -347,8 +371,8 @@ __global__ void __launch_bounds__(kThreads) chunk_output_kernel(ChunkScanLaunch 
     const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
     float acc[kTileCols / 8][4];
     zero(acc);
-    warp_mma(acc, Smem{sG, lay.ldg, 1}, Smem{sV, lay.ldv, 1}, kRows, m0, n0, geo.Pp);
-    warp_mma(acc, Smem{sQ, lay.ldq, 1}, Smem{sS, 1, lay.lds}, geo.Np, m0, n0, geo.Pp);
+    warp_mma<kSplit>(acc, Smem{sG, lay.ldg, 1}, Smem{sV, lay.ldv, 1}, kRows, m0, n0, geo.Pp);
+    warp_mma<kSplit>(acc, Smem{sQ, lay.ldq, 1}, Smem{sS, 1, lay.lds}, geo.Np, m0, n0, geo.Pp);
     for_each_acc(acc, m0, n0, geo.Pp, [&](int i, int p, float x) {
       if (i < rows && p < geo.P) {
         const int64_t t = t0 + i / R, r = i % R;
@@ -440,19 +464,27 @@ void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
   const size_t state_smem = StateSmem::of(geo.Np, geo.Pp).bytes();
   const size_t out_smem = OutSmem::of(geo.Np, geo.Pp).bytes(geo.Pp);
   // Above 48 KiB a kernel's dynamic shared memory must be allowed first
-  // (once per process; a device's settings outlive the call).
+  // (once per process and kernel; a device's settings outlive the call).
   static const bool allowed = [] {
-    cudaFuncSetAttribute(chunk_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         int{kMaxSmem});
-    cudaFuncSetAttribute(chunk_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         int{kMaxSmem});
+    for (const void* f : {reinterpret_cast<const void*>(chunk_state_kernel<true>),
+                          reinterpret_cast<const void*>(chunk_state_kernel<false>),
+                          reinterpret_cast<const void*>(chunk_output_kernel<true>),
+                          reinterpret_cast<const void*>(chunk_output_kernel<false>)})
+      cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
     return true;
   }();
   (void)allowed;
-  chunk_state_kernel<<<static_cast<unsigned>(blocks), kThreads, state_smem, s>>>(a, geo);
+  const unsigned grid = static_cast<unsigned>(blocks);
+  if (a.split)
+    chunk_state_kernel<true><<<grid, kThreads, state_smem, s>>>(a, geo);
+  else
+    chunk_state_kernel<false><<<grid, kThreads, state_smem, s>>>(a, geo);
   const int64_t PN = a.P * a.N;
   state_pass_kernel<<<static_cast<unsigned>(a.B * a.H * ((PN + 255) / 256)), 256, 0, s>>>(a, geo);
-  chunk_output_kernel<<<static_cast<unsigned>(blocks), kThreads, out_smem, s>>>(a, geo);
+  if (a.split)
+    chunk_output_kernel<true><<<grid, kThreads, out_smem, s>>>(a, geo);
+  else
+    chunk_output_kernel<false><<<grid, kThreads, out_smem, s>>>(a, geo);
 }
 
 }  // namespace ssm::cuda

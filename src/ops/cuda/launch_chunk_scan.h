@@ -37,6 +37,10 @@ struct ChunkScanLaunch {
   const float *pend = nullptr, *k_prev = nullptr, *v_prev = nullptr;
   // Scratch: (B, H, chunks, P, N) chunk states and (B, H, chunks) chunk decays.
   float *chunk_states = nullptr, *chunk_decay = nullptr;
+  // Products as 3xTF32 (the F32 recurrence to ~1e-6); false: one TF32
+  // product each, for a context that rounds its products
+  // (CudaResources::rounds_products).
+  bool split = true;
 };
 
 // Time steps per chunk (64 rows of (time, rank)) and the number of chunks.

@@ -99,6 +99,7 @@ void ssd_scan(Context& ctx, const ops::SsdScanArgs& a) {
   c.chunk_states = scratch({l.B, l.H, chunks, l.P, l.N});
   c.chunk_decay = scratch({l.B, l.H, chunks});
   launch_chunk_prepare_ssd(l.dt, l.A, l.B, l.L, la, w, wd, stream(ctx));
+  c.split = !resources(ctx).rounds_products();
   launch_chunk_scan(c, stream(ctx));
   check_launch("ssd_scan");
 }

@@ -53,6 +53,8 @@ class CudaResources : public BackendResources {
   // exact pieces: set by SSM_CUDA_ROUND_ACTIVATIONS=1 (cuda_bench does).
   bool round_activations = false;
   bool bf16_compute = false;  // F32 products on bf16 tensor cores (gemm_f32.h)
+  // Either of the two: the scans' products may round too (chunk_scan.cu).
+  bool rounds_products() const { return round_activations || bf16_compute; }
 
  private:
   void* blas_workspace_ = nullptr;  // fixed, so that recorded GEMMs allocate nothing
