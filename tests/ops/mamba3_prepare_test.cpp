@@ -29,6 +29,7 @@ const PrepCase kCases[] = {
     {2, 9, 4, 3, 8, 2, 2, 2, true},    // MIMO R = 2, 2 groups
     {1, 4, 2, 4, 16, 1, 4, 8, true},   // MIMO R = 4, every pair rotated
     {3, 3, 6, 2, 4, 3, 2, 1, true},    // 3 groups, batch 3
+    {2, 5, 5, 3, 256, 1, 2, 4, true},  // 512 entries a head: cuda's blocks take runs of 2 heads
 };
 
 constexpr Tolerance kTol{1e-5, 1e-6};

@@ -4,8 +4,8 @@
 //          the heads);
 //   phase  a block per (b, h): the phase walk through time, a prefix sum
 //          over runs of steps (a thread per (run, angle));
-//   heads  a block per (b, h, t): dt, A, lam, and q, k (normed, biased,
-//          rotated by the step's phase) and v = x mimo_x.
+//   heads  a block per (b, t) and run of heads: dt, A, lam, and q, k
+//          (normed, biased, rotated by the step's phase) and v = x mimo_x.
 // The same float arithmetic as the cpu backend (src/ops/cpu/mamba3_prepare.cpp),
 // except the phase's sums over more than 16 steps (added in runs).
 #include <algorithm>
@@ -78,26 +78,34 @@ __global__ void phase_kernel(Mamba3PrepareLaunch a) {
   if (g == K - 1) a.phase[bh * S + j] = phase;
 }
 
-// Block per step (b, h, t): thread per entry of q and k (rank r, entry n),
-// each reading the pair its entry belongs to; then v.
+// Block per (b, t) and run of heads (heads_per_block below): thread per
+// entry of q and k (head, rank r, entry n), each reading the pair its entry
+// belongs to; then v. A block per (b, h, t) of 128 threads was bound by the
+// blocks' start-up and one round of loads each (393,216 blocks at 8 x 2048).
 __global__ void heads_kernel(Mamba3PrepareLaunch a) {
-  const int64_t step = blockIdx.x, L = a.L, H = a.H, N = a.N, R = a.R, P = a.P, S = a.S;
-  const int64_t bh = step / L, t = step % L, b = bh / H, h = bh % H, g = h / (H / a.G);
-  const int64_t row = b * L + t;
-  if (threadIdx.x == 0) {
+  const int64_t L = a.L, H = a.H, R = a.R, P = a.P, S = a.S;
+  const int N = static_cast<int>(a.N), RN = static_cast<int>(R) * N, RP = static_cast<int>(R * P);
+  const int64_t runs = gridDim.x / (a.B * L), run = blockIdx.x % runs, row = blockIdx.x / runs;
+  const int64_t b = row / L, t = row % L;
+  const int64_t per_run = (H + runs - 1) / runs, h0 = run * per_run, h1 = min(H, h0 + per_run);
+  const int heads = static_cast<int>(h1 - h0);
+  if (heads <= 0) return;
+  const int64_t heads_per_group = H / a.G;
+  for (int i = threadIdx.x; i < heads; i += blockDim.x) {
+    const int64_t h = h0 + i, step = (b * H + h) * L + t;
     a.dt[step] = step_dt(a, row, h);
     a.A[step] = fminf(-heavy_tail_f(a.ddA.p[row * a.ddA.stride + h]), -a.A_floor);
     a.lam[step] = sigmoid_f(a.trap.p[row * a.trap.stride + h]);
   }
-  const float* phase = a.phases ? a.phases + step * S : nullptr;
-  for (int64_t e = threadIdx.x; e < R * N; e += blockDim.x) {
-    const int64_t r = e / N, n = e % N;
+  for (int i = threadIdx.x; i < heads * RN; i += blockDim.x) {
+    const int64_t h = h0 + i / RN, step = (b * H + h) * L + t, g = h / heads_per_group;
+    const int e = i % RN, r = e / N, n = e % N;
     const int64_t src = (row * R * a.G + r * a.G + g) * N, bias = (h * R + r) * N;
     const float* cn = a.C_normed + src;
     const float* bn = a.B_normed + src;
     const float* cb = a.C_bias + bias;
     const float* bb = a.B_bias + bias;
-    int64_t j, i0, i1;
+    int j, i0, i1;
     if (a.halves) {
       j = n < N / 2 ? n : n - N / 2;
       i0 = j;
@@ -109,6 +117,7 @@ __global__ void heads_kernel(Mamba3PrepareLaunch a) {
     }
     float qv, kv;
     if (j < S) {  // (a, b) -> (a c - b s, a s + b c)
+      const float* phase = a.phases + step * S;
       const float c = cosf(phase[j]), s = sinf(phase[j]);
       const float qa = cn[i0] + cb[i0], qb = cn[i1] + cb[i1];
       const float ka = bn[i0] + bb[i0], kb = bn[i1] + bb[i1];
@@ -118,13 +127,14 @@ __global__ void heads_kernel(Mamba3PrepareLaunch a) {
       qv = cn[n] + cb[n];
       kv = bn[n] + bb[n];
     }
-    a.q[step * R * N + e] = qv;
-    a.k[step * R * N + e] = kv;
+    a.q[step * RN + e] = qv;
+    a.k[step * RN + e] = kv;
   }
-  const float* xh = a.x.p + row * a.x.stride + h * P;
-  for (int64_t e = threadIdx.x; e < R * P; e += blockDim.x) {
-    const int64_t r = e / P, p = e % P;
-    a.v[step * R * P + e] = a.mimo_x ? xh[p] * a.mimo_x[(h * R + r) * P + p] : xh[p];
+  for (int i = threadIdx.x; i < heads * RP; i += blockDim.x) {
+    const int64_t h = h0 + i / RP, step = (b * H + h) * L + t;
+    const int e = i % RP, r = e / static_cast<int>(P), p = e % static_cast<int>(P);
+    const float* xh = a.x.p + row * a.x.stride + h * P;
+    a.v[step * RP + e] = a.mimo_x ? xh[p] * a.mimo_x[(h * R + r) * P + p] : xh[p];
   }
 }
 
@@ -142,7 +152,10 @@ void launch_mamba3_prepare(const Mamba3PrepareLaunch& a, cudaStream_t s) {
     phase_kernel<<<static_cast<unsigned>(a.B * a.H), static_cast<unsigned>(runs * a.S), smem, s>>>(
         a);
   }
-  heads_kernel<<<static_cast<unsigned>(a.B * a.H * a.L), 128, 0, s>>>(a);
+  // About 1024 entries of q and k a block: runs of heads_per_block heads.
+  const int64_t heads_per_block = std::clamp<int64_t>(1024 / std::max<int64_t>(1, a.R * a.N), 1, a.H);
+  const int64_t runs = (a.H + heads_per_block - 1) / heads_per_block;
+  heads_kernel<<<static_cast<unsigned>(a.B * a.L * runs), kThreads, 0, s>>>(a);
 }
 
 }  // namespace ssm::cuda
