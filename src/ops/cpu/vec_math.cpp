@@ -58,6 +58,19 @@ void DecayProducts(float top, const float* cs, const float* a, const float* b, f
   });
 }
 
+void ScaleRows(const float* x, int64_t ldx, const float* scale, int64_t rows, int64_t n,
+               float* out, int64_t ldo) {
+  const hn::ScalableTag<float> d;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto s = hn::Set(d, scale[r]);
+    const float* xr = x + r * ldx;
+    float* o = out + r * ldo;
+    for_vectors(d, n, [&](int64_t i, int64_t count) {
+      store_part(d, hn::Mul(load_part(d, xr, i, count), s), o, i, count);
+    });
+  }
+}
+
 void MulSilu(const float* y, const float* z, float* out, int64_t n) {
   const hn::ScalableTag<float> d;
   const auto one = hn::Set(d, 1.f);
@@ -133,6 +146,7 @@ namespace ssm::cpu {
 
 HWY_EXPORT(DecayProducts);
 HWY_EXPORT(MulSilu);
+HWY_EXPORT(ScaleRows);
 HWY_EXPORT(SumSquares);
 HWY_EXPORT(MaxOf);
 HWY_EXPORT(ExpShiftedSum);
@@ -140,6 +154,10 @@ HWY_EXPORT(ExpShiftedSum);
 void decay_products(float top, const float* cs, const float* a, const float* b, float* out,
                     int64_t n) {
   HWY_DYNAMIC_DISPATCH(DecayProducts)(top, cs, a, b, out, n);
+}
+void scale_rows(const float* x, int64_t ldx, const float* scale, int64_t rows, int64_t n,
+                float* out, int64_t ldo) {
+  HWY_DYNAMIC_DISPATCH(ScaleRows)(x, ldx, scale, rows, n, out, ldo);
 }
 void mul_silu(const float* y, const float* z, float* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(MulSilu)(y, z, out, n);

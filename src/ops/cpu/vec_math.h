@@ -15,6 +15,11 @@ namespace ssm::cpu {
 void decay_products(float top, const float* cs, const float* a, const float* b, float* out,
                     int64_t n);
 
+// out[r ldo + i] = x[r ldx + i] * scale[r] for r < rows, i < n: the scans'
+// rows of inputs times their step's decay. out may be x (ldo = ldx).
+void scale_rows(const float* x, int64_t ldx, const float* scale, int64_t rows, int64_t n,
+                float* out, int64_t ldo);
+
 // out[i] = y[i] * SiLU(z[i]), SiLU(x) = x / (1 + exp(-x)); out may alias y
 // or z.
 void mul_silu(const float* y, const float* z, float* out, int64_t n);
