@@ -17,6 +17,9 @@ namespace ssm::cpu {
 namespace m3 {
 namespace {
 
+constexpr int64_t kPrefetchSteps = 8;
+constexpr int64_t kLineFloats = 16;  // a 64-byte cache line
+
 // out = RMSNorm(in) * w over n entries.
 inline void normalize(const float* in, const float* w, int64_t n, float eps, float* out) {
   const float s = static_cast<float>(inv_rms(in, n, eps));
@@ -82,7 +85,14 @@ void PrepareHeads::vectors(int64_t i, int64_t t, float* q, float* k, float* v) c
   biased_turn({C_normed_ + at, G * N, C_bias_ + h * R * N, q},
               {B_normed_ + at, G * N, B_bias_ + h * R * N, k}, R, N, phase, S,
               a_.pairs == ops::RotaryPairs::kAdjacent);
-  const float* xh = &in_block(a_.x)(row, h * P);
+  const auto x = in_block(a_.x);
+  const float* xh = &x(row, h * P);
+  // A head's x is P floats of a projection row some 10 KB long, and a head
+  // walks its steps one row at a time: the loads of the rows missed the
+  // caches and were most of this function's time (perf), so the row
+  // kPrefetchSteps steps ahead is fetched now.
+  if (t + kPrefetchSteps < d_.L)
+    for (int64_t p = 0; p < P; p += kLineFloats) __builtin_prefetch(&x(row + kPrefetchSteps, h * P + p));
   for (int64_t r = 0; r < R; ++r) {
     const float* mx = mimo_x_ ? mimo_x_ + (h * R + r) * P : nullptr;
     for (int64_t p = 0; p < P; ++p) v[r * P + p] = mx ? xh[p] * mx[p] : xh[p];
