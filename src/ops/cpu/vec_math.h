@@ -27,6 +27,13 @@ void mul_silu(const float* y, const float* z, float* out, int64_t n);
 // The sum of x[i]^2 in double (vector lanes added at the end).
 double sum_squares(const float* x, int64_t n);
 
+// out[i] = scale * tanh(x[i]) for i < n (Mamba-3's angle rates).
+void scaled_tanh(const float* x, float scale, float* out, int64_t n);
+
+// 1 / sqrt(sum_squares(x, n) / n + eps): the scale of an RMS norm, with the
+// vectorised sum (the same to rounding as m3::inv_rms's sequential one).
+double inv_rms_vec(const float* x, int64_t n, float eps);
+
 // The largest of x[0, n), n >= 1.
 float max_of(const float* x, int64_t n);
 
