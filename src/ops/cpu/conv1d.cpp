@@ -1,5 +1,5 @@
-// The causal depthwise convolution: prefill over channel blocks of each
-// batch row, and the decode step (L = 1 with a state) that shifts the state
+// The causal depthwise convolution: prefill a row of all channels at a
+// time, and the decode step (L = 1 with a state) that shifts the state
 // in place. Both use the taps in the same order, oldest input first, and the
 // same vectorised SiLU (silu_rows.h), so a sequence decoded step by step
 // equals its prefill to the last bit. The
@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "ops/cpu/conv_taps.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/parallel.h"
 #include "ops/cpu/silu_rows.h"
@@ -20,71 +21,86 @@ namespace {
 using ops::elements;
 using ops::elements_or_null;
 
-// The vectorised prefill loop takes kernels of fewer than kMaxTaps taps
-// (its buffer holds the taps and one row of sums).
+// The vectorised loops take kernels of at most kMaxTaps taps (the prefill's
+// row pointers and the step's buffer of taps have that many slots).
 constexpr int64_t kMaxTaps = 8;
 
+// The input of channel c at time t of batch row b (t < 0: the carried state).
+float conv_input(const float* in, int64_t ld_in, const float* st, int64_t K, int64_t C, int64_t t,
+                 int64_t c) {
+  if (t >= 0) return in[t * ld_in + c];
+  return st ? st[(t + K - 1) * C + c] : 0.f;
+}
+
+// Kernels longer than the vectorised loop takes: one channel at a time.
+void conv1d_prefill_scalar(Context& ctx, const ops::Conv1dArgs& a) {
+  const int64_t B = a.in.dim(0), L = a.in.dim(1), C = a.in.dim(2), K = a.weight.dim(2);
+  const int64_t ld_in = a.in.row_stride(), ld_out = a.out.row_stride();
+  const float* weight = a.weight.data<float>();
+  const float* bias = elements_or_null<float>(a.bias);
+  const float* state = elements_or_null<float>(a.state);
+  ctx.pool().parallel_for(B * L, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / L, t = r % L;
+      const float* in = a.in.data<float>() + b * L * ld_in;
+      const float* st = state ? state + b * (K - 1) * C : nullptr;
+      float* o = elements<float>(a.out) + r * ld_out;
+      for (int64_t c = 0; c < C; ++c) {
+        const float* wc = weight + c * K;
+        float acc = bias ? bias[c] : 0.f;
+        for (int64_t k = 0; k < K; ++k)
+          acc += wc[k] * conv_input(in, ld_in, st, K, C, t - K + 1 + k, c);
+        o[c] = acc;
+      }
+      if (a.silu) silu_in_place(o, C);
+    }
+  });
+}
+
+// Prefill: each output row from the K input rows it reads (the carried
+// state's, or zeros, before the sequence), over all channels at once with
+// the taps transposed, so that every load is contiguous; rows are split
+// between the threads. The taps are added in the same order (oldest input
+// first) and with the same roundings as in the step (conv_taps.h).
 void conv1d_prefill(Context& ctx, const ops::Conv1dArgs& a) {
   const int64_t B = a.in.dim(0), L = a.in.dim(1), C = a.in.dim(2), K = a.weight.dim(2);
   const int64_t ld_in = a.in.row_stride(), ld_out = a.out.row_stride();
   const float* weight = a.weight.data<float>();
   const float* bias = elements_or_null<float>(a.bias);
   float* state = elements_or_null<float>(a.state);
-  const float* in_all = a.in.data<float>();
-  float* out = elements<float>(a.out);
-  // Per batch row: channels in blocks, each computing all time steps.
-  constexpr int64_t kBlock = 64;
-  const int64_t nblocks = (C + kBlock - 1) / kBlock;
-  ctx.pool().parallel_for(B * nblocks, [&](int64_t w0, int64_t w1) {
-    for (int64_t w = w0; w < w1; ++w) {
-      const int64_t b = w / nblocks;
-      const int64_t c0 = (w % nblocks) * kBlock, c1 = std::min(C, c0 + kBlock);
-      const float* in = in_all + b * L * ld_in;
-      float* st = state ? state + b * (K - 1) * C : nullptr;
-      // The input at time t (t < 0: the carried state).
-      auto input = [&](int64_t t, int64_t c) -> float {
-        if (t >= 0) return in[t * ld_in + c];
-        return st ? st[(t + K - 1) * C + c] : 0.f;
-      };
-      // The first K - 1 steps read the carried state: one channel at a time
-      // (all steps for kernels longer than the vectorised loop takes).
-      const int64_t head = K < kMaxTaps ? std::min(L, K - 1) : L;
-      for (int64_t t = 0; t < head; ++t) {
-        float* o = out + (b * L + t) * ld_out;
-        for (int64_t c = c0; c < c1; ++c) {
-          const float* wc = weight + c * K;
-          float acc = bias ? bias[c] : 0.f;
-          for (int64_t k = 0; k < K; ++k) acc += wc[k] * input(t - K + 1 + k, c);
-          o[c] = acc;
-        }
-        if (a.silu) silu_in_place(o + c0, c1 - c0);
-      }
-      // The rest read the input only: the taps transposed once per block so
-      // that the loop over channels is contiguous and vectorises. The taps
-      // are added in the same order (oldest first) as above and in the step.
-      const int64_t nc = c1 - c0;
-      float taps[kMaxTaps * kBlock];
-      float* acc = taps + K * kBlock;  // kBlock sums after the K tap rows
-      for (int64_t k = 0; k < K; ++k)
-        for (int64_t c = 0; c < nc; ++c) taps[k * kBlock + c] = weight[(c0 + c) * K + k];
-      for (int64_t t = head; t < L; ++t) {
-        for (int64_t c = 0; c < nc; ++c) acc[c] = bias ? bias[c0 + c] : 0.f;
+  if (K > kMaxTaps) {
+    conv1d_prefill_scalar(ctx, a);
+  } else {
+    Arena& arena = ctx.arena();
+    float* taps = elements<float>(arena.alloc(DType::kF32, {K, C}));
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t k = 0; k < K; ++k) taps[k * C + c] = weight[c * K + k];
+    const float* zeros = state ? nullptr : elements<float>(arena.zeros(DType::kF32, {C}));
+    ctx.pool().parallel_for(B * L, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / L, t = r % L;
+        const float* in = a.in.data<float>() + b * L * ld_in;
+        const float* rows[kMaxTaps];
         for (int64_t k = 0; k < K; ++k) {
-          const float* x = in + (t - K + 1 + k) * ld_in + c0;
-          const float* w = taps + k * kBlock;
-          for (int64_t c = 0; c < nc; ++c) acc[c] += w[c] * x[c];
+          const int64_t u = t - K + 1 + k;
+          rows[k] = u >= 0 ? in + u * ld_in : state ? state + (b * (K - 1) + u + K - 1) * C : zeros;
         }
-        float* o = out + (b * L + t) * ld_out + c0;
-        for (int64_t c = 0; c < nc; ++c) o[c] = acc[c];
-        if (a.silu) silu_in_place(o, nc);
+        float* o = elements<float>(a.out) + r * ld_out;
+        conv_taps_row(rows, taps, bias, K, C, o);
+        if (a.silu) silu_in_place(o, C);
       }
-      if (!st) continue;
-      // New state = the last K-1 inputs of (old state, then this sequence).
-      // In place: entry s reads old entry s + L > s, not yet overwritten.
-      for (int64_t s = 0; s < K - 1; ++s)
-        for (int64_t c = c0; c < c1; ++c) st[s * C + c] = input(L - (K - 1) + s, c);
-    }
-  });
+    });
+  }
+  if (!state) return;
+  // New state = the last K-1 inputs of (old state, then this sequence), once
+  // every row has read the old one. In place: entry s reads old entry
+  // s + L > s, not yet overwritten.
+  for (int64_t b = 0; b < B; ++b) {
+    const float* in = a.in.data<float>() + b * L * ld_in;
+    float* st = state + b * (K - 1) * C;
+    for (int64_t s = 0; s < K - 1; ++s)
+      for (int64_t c = 0; c < C; ++c) st[s * C + c] = conv_input(in, ld_in, st, K, C, L - (K - 1) + s, c);
+  }
 }
 
 // One time step for decoding: no workspace, the state shifted in place.

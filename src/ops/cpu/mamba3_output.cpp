@@ -72,18 +72,28 @@ void mamba3_output(Context& ctx, const ops::Mamba3OutputArgs& args) {
         for (int64_t r = 0; r < R; ++r) {
           const float* o = a.o + a.o_at(row, h, r);
           const int64_t hr = (h * R + r) * P;
-          const float s = a.norm ? static_cast<float>(inv_rms(o, P, a.eps)) : 1.f;
-          // The gate o SiLU(z) a block at a time through the vectorised SiLU.
+          const float s = a.norm ? static_cast<float>(inv_rms_vec(o, P, a.eps)) : 1.f;
+          // The gate o SiLU(z) a block at a time through the vectorised SiLU;
+          // each optional factor in a loop of its own, so that they vectorise.
           for (int64_t p0 = 0; p0 < P; p0 += kGateBlock) {
             const int64_t n = std::min(kGateBlock, P - p0);
             float gated[kGateBlock];
-            for (int64_t j = 0; j < n; ++j)
-              gated[j] = a.mimo_z ? z[p0 + j] * a.mimo_z[hr + p0 + j] : z[p0 + j];
-            mul_silu(o + p0, gated, gated, n);
-            for (int64_t p = p0; p < p0 + n; ++p) {
-              float val = gated[p - p0];
-              if (a.norm) val *= s * a.norm[h * P + p];
-              y[p] += a.mimo_o ? val * a.mimo_o[hr + p] : val;
+            if (a.mimo_z) {
+              for (int64_t j = 0; j < n; ++j) gated[j] = z[p0 + j] * a.mimo_z[hr + p0 + j];
+              mul_silu(o + p0, gated, gated, n);
+            } else {
+              mul_silu(o + p0, z + p0, gated, n);
+            }
+            if (a.norm) {
+              const float* w = a.norm + h * P + p0;
+              for (int64_t j = 0; j < n; ++j) gated[j] *= s * w[j];
+            }
+            float* yb = y + p0;
+            if (a.mimo_o) {
+              const float* mo = a.mimo_o + hr + p0;
+              for (int64_t j = 0; j < n; ++j) yb[j] += gated[j] * mo[j];
+            } else {
+              for (int64_t j = 0; j < n; ++j) yb[j] += gated[j];
             }
           }
         }

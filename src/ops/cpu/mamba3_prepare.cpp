@@ -8,18 +8,22 @@
 
 #include "ops/cpu/mamba3_kernels.h"
 #include "ops/cpu/mamba3_prepare_steps.h"
+#include "ops/cpu/mamba3_step_scalars.h"
 #include "ops/cpu/mamba3_workspace.h"
 #include "ops/cpu/rotary.h"
-#include "ops/scalar_math.h"
+#include "ops/cpu/vec_math.h"
 
 namespace ssm::cpu {
 
 namespace m3 {
 namespace {
 
+constexpr int64_t kPrefetchSteps = 8;
+constexpr int64_t kLineFloats = 16;  // a 64-byte cache line
+
 // out = RMSNorm(in) * w over n entries.
 inline void normalize(const float* in, const float* w, int64_t n, float eps, float* out) {
-  const float s = static_cast<float>(inv_rms(in, n, eps));
+  const float s = static_cast<float>(inv_rms_vec(in, n, eps));
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] * s * w[i];
 }
 
@@ -38,7 +42,7 @@ void prepare_rows(Context& ctx, const ops::Mamba3PrepareArgs& a, const PrepareDi
         normalize(&Cm(row, i * N), a.C_norm.data<float>(), N, a.norm_eps,
                   C_normed + (row * RG + i) * N);
       }
-      for (int64_t j = 0; j < S; ++j) ang_rate[row * S + j] = kPi * std::tanh(ang(row, j));
+      scaled_tanh(&ang(row, 0), kPi, ang_rate + row * S, S);
     }
   });
 }
@@ -59,12 +63,16 @@ PrepareHeads::PrepareHeads(const ops::Mamba3PrepareArgs& a)
       A_out_(out(a.A)),
       lam_out_(out(a.lam)) {}
 
-void PrepareHeads::scalars(int64_t i, int64_t t) const {
-  const int64_t b = i / d_.H, h = i % d_.H, row = b * d_.L + t, step = i * d_.L + t;
+void PrepareHeads::scalars(int64_t i) const {
+  const int64_t b = i / d_.H, h = i % d_.H, L = d_.L, at = i * L;
   const auto ddt = in_block(a_.ddt), ddA = in_block(a_.ddA), trap = in_block(a_.trap);
-  dt_out_[step] = ops::softplus(ddt(row, h) + dt_bias_[h]);
-  A_out_[step] = std::min(-heavy_tail(ddA(row, h)), -a_.A_floor);
-  lam_out_[step] = ops::sigmoid(trap(row, h));
+  // The head's columns gathered into the outputs, then mapped in place.
+  for (int64_t t = 0; t < L; ++t) {
+    dt_out_[at + t] = ddt(b * L + t, h);
+    A_out_[at + t] = ddA(b * L + t, h);
+    lam_out_[at + t] = trap(b * L + t, h);
+  }
+  mamba3_step_scalars(dt_out_ + at, A_out_ + at, lam_out_ + at, L, dt_bias_[h], a_.A_floor);
 }
 
 void PrepareHeads::vectors(int64_t i, int64_t t, float* q, float* k, float* v) const {
@@ -82,7 +90,14 @@ void PrepareHeads::vectors(int64_t i, int64_t t, float* q, float* k, float* v) c
   biased_turn({C_normed_ + at, G * N, C_bias_ + h * R * N, q},
               {B_normed_ + at, G * N, B_bias_ + h * R * N, k}, R, N, phase, S,
               a_.pairs == ops::RotaryPairs::kAdjacent);
-  const float* xh = &in_block(a_.x)(row, h * P);
+  const auto x = in_block(a_.x);
+  const float* xh = &x(row, h * P);
+  // A head's x is P floats of a projection row some 10 KB long, and a head
+  // walks its steps one row at a time: the loads of the rows missed the
+  // caches and were most of this function's time (perf), so the row
+  // kPrefetchSteps steps ahead is fetched now.
+  if (t + kPrefetchSteps < d_.L)
+    for (int64_t p = 0; p < P; p += kLineFloats) __builtin_prefetch(&x(row + kPrefetchSteps, h * P + p));
   for (int64_t r = 0; r < R; ++r) {
     const float* mx = mimo_x_ ? mimo_x_ + (h * R + r) * P : nullptr;
     for (int64_t p = 0; p < P; ++p) v[r * P + p] = mx ? xh[p] * mx[p] : xh[p];
@@ -98,12 +113,13 @@ void mamba3_prepare(Context& ctx, const ops::Mamba3PrepareArgs& a) {
   // Per (b, h): the step scalars, the phase walk, q, k and v.
   float *q = m3::out(a.q), *k = m3::out(a.k), *v = m3::out(a.v);
   ctx.pool().parallel_for(d.B * d.H, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
+    for (int64_t i = i0; i < i1; ++i) {
+      heads.scalars(i);
       for (int64_t t = 0; t < d.L; ++t) {
         const int64_t step = i * d.L + t;
-        heads.scalars(i, t);
         heads.vectors(i, t, q + step * d.R * d.N, k + step * d.R * d.N, v + step * d.R * d.P);
       }
+    }
   });
 }
 

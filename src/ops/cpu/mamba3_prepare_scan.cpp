@@ -55,7 +55,7 @@ void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& args) {
     const FusedWorkspace ws = slots[part];
     for (int64_t i = i0; i < i1; ++i) {
       // All steps' scalars first: a chunk's weights read the next step's.
-      for (int64_t t = 0; t < L; ++t) heads.scalars(i, t);
+      heads.scalars(i);
       scan_head_begin(a, i, ws.scan);
       int64_t last = 0;  // the last chunk's step count
       for (int64_t t0 = 0; t0 < L; t0 += Q) {

@@ -20,8 +20,9 @@ class PrepareHeads {
  public:
   explicit PrepareHeads(const ops::Mamba3PrepareArgs& a);
 
-  // dt, A and lam of step t of (batch row, head) i, written to the outputs.
-  void scalars(int64_t i, int64_t t) const;
+  // dt, A and lam of every step of (batch row, head) i, written to the
+  // outputs (mamba3_step_scalars.h).
+  void scalars(int64_t i) const;
   // Step t of i (its scalars written): advances the phase of i by the step
   // and writes q and k (R x N) and v (R x P) at the given addresses, and the
   // phase to the kept phases if any.

@@ -63,6 +63,9 @@ void scan_chunk(const ScanView& a, int64_t i, int64_t t0, const float* Qc, const
     cs_rows[j] = cs[j / R];
     w_rows[j] = w[t0 + j / R];
   }
+  // The skip term D v_t,r joins the sum as D on the diagonal of the scores
+  // (row (t, r), column (t, r)) rather than in a pass of its own.
+  const float D = a.D ? a.D[i % a.H] : 0.f;
   gemm_causal_scores(m, N, R, Qc, N, Kc, N, scores, m);
   for (int64_t t = 0; t < q; ++t) {
     decay_products(cs[t], cs_rows, nullptr, w_rows, decay, t * R);
@@ -70,30 +73,23 @@ void scan_chunk(const ScanView& a, int64_t i, int64_t t0, const float* Qc, const
     for (int64_t ro = 0; ro < R; ++ro) {
       float* sc = scores + (t * R + ro) * m;
       for (int64_t j = 0; j < (t + 1) * R; ++j) sc[j] *= decay[j];
+      if (a.D) sc[t * R + ro] += D;
       std::fill(sc + (t + 1) * R, sc + causal_columns(t * R + ro, m, R), 0.f);
     }
   }
   gemm_causal(m, P, R, scores, m, Vc, P, Y, P);
 
   // Carried state: o_t += exp(cs_t) S' q_t.
-  for (int64_t t = 0; t < q; ++t) {
-    const float e = decay_weight(cs[t]);
-    for (int64_t j = t * R * N; j < (t + 1) * R * N; ++j) qs[j] = Qc[j] * e;
-  }
+  float* e = decay;  // used up: decay_weight(cs_t), then decay_weight(end - cs_s) w_s
+  for (int64_t t = 0; t < q; ++t) e[t] = decay_weight(cs[t]);
+  scale_rows(Qc, R * N, e, q, R * N, qs, R * N);
   gemm(false, true, m, P, N, 1.f, qs, N, S, N, 1.f, Y, P);
 
   // S' <- exp(cs_end) S' + sum_s exp(cs_end - cs_s) w_s u_s.
   const float end = cs[q - 1];
-  float* we = decay;  // used up: decay_weight(end - cs_s) w_s
-  decay_products(end, cs, nullptr, w + t0, we, q);
-  for (int64_t s = 0; s < q; ++s)
-    for (int64_t j = s * R * P; j < (s + 1) * R * P; ++j) vw[j] = Vc[j] * we[s];
+  decay_products(end, cs, nullptr, w + t0, e, q);
+  scale_rows(Vc, R * P, e, q, R * P, vw, R * P);
   gemm(true, false, P, N, m, 1.f, vw, P, Kc, N, decay_weight(end), S, N);
-
-  if (a.D) {
-    const float D = a.D[i % a.H];
-    for (int64_t j = 0; j < m * P; ++j) Y[j] += D * Vc[j];
-  }
 }
 
 void scan_head_end(const ScanView& a, int64_t i, const float* k_last, const float* v_last) {

@@ -120,8 +120,11 @@ void TurnHalves(const TurnRows& q, const TurnRows& k, int64_t rows, int64_t N, c
   }
 }
 
-// Pairs (2 j, 2 j + 1): a vector holds half as many angles as entries, each
-// angle in two neighbouring lanes (its cosine and sine computed in both).
+// Pairs (2 j, 2 j + 1): a vector of entries holds half as many angles, each
+// angle in two neighbouring lanes. The cosines and sines of a vector of
+// angles are computed once and spread over the two vectors of entries they
+// turn (a lane lookup), so each angle's are computed once, not twice; each
+// lane's arithmetic is the same whichever lane the angle sits in.
 void TurnAdjacent(const TurnRows& q, const TurnRows& k, int64_t rows, int64_t N, const float* phase,
                   int64_t S) {
   const hn::ScalableTag<float> d;
@@ -140,20 +143,33 @@ void TurnAdjacent(const TurnRows& q, const TurnRows& k, int64_t rows, int64_t N,
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
   HWY_ALIGN float sign[kMax];  // -1 in the lanes of e0, +1 in those of e1
-  for (size_t i = 0; i < kMax; ++i) sign[i] = i % 2 ? 1.f : -1.f;
+  // Lane i of the first (second) vector of entries takes angle i / 2 (L / 2
+  // + i / 2) of the vector of angles.
+  HWY_ALIGN int32_t spread[2][kMax];
+  for (size_t i = 0; i < kMax; ++i) {
+    sign[i] = i % 2 ? 1.f : -1.f;
+    spread[0][i] = static_cast<int32_t>(i / 2);
+    spread[1][i] = static_cast<int32_t>(static_cast<size_t>(L) / 2 + i / 2);
+  }
   const auto vsign = hn::Load(d, sign);
-  for (int64_t e = 0; e < 2 * S; e += L) {
-    const int64_t count = std::min(L, 2 * S - e);
-    HWY_ALIGN float twice[kMax] = {};
-    for (int64_t i = 0; i < count; ++i) twice[i] = phase[(e + i) / 2];
-    hn::Vec<decltype(d)> c, s;
-    cos_sin(d, hn::Load(d, twice), c, s);
-    s = hn::Mul(s, vsign);
-    for (int64_t r = 0; r < 2 * rows; ++r) {
-      const Row w = row_of(q, k, rows, N, r);
-      const auto v = hn::Add(load_part(d, w.x + e, count), load_part(d, w.bias + e, count));
-      // (a, b) -> (a c - b s, b c + a s): v c plus the swapped pair times the signed s.
-      store_part(d, hn::MulAdd(v, c, hn::Mul(hn::Reverse2(d, v), s)), w.out + e, count);
+  const auto first = hn::SetTableIndices(d, spread[0]);
+  const auto second = hn::SetTableIndices(d, spread[1]);
+  for (int64_t j = 0; j < S; j += L) {
+    hn::Vec<decltype(d)> c_angles, s_angles;
+    cos_sin(d, load_part(d, phase + j, std::min(L, S - j)), c_angles, s_angles);
+    for (int half = 0; half < 2; ++half) {
+      const int64_t e = 2 * j + half * L;
+      if (e >= 2 * S) break;
+      const int64_t count = std::min(L, 2 * S - e);
+      const auto& at = half == 0 ? first : second;
+      const auto c = hn::TableLookupLanes(c_angles, at);
+      const auto s = hn::Mul(hn::TableLookupLanes(s_angles, at), vsign);
+      for (int64_t r = 0; r < 2 * rows; ++r) {
+        const Row w = row_of(q, k, rows, N, r);
+        const auto v = hn::Add(load_part(d, w.x + e, count), load_part(d, w.bias + e, count));
+        // (a, b) -> (a c - b s, b c + a s): v c plus the swapped pair times the signed s.
+        store_part(d, hn::MulAdd(v, c, hn::Mul(hn::Reverse2(d, v), s)), w.out + e, count);
+      }
     }
   }
 #endif

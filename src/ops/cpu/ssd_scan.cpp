@@ -89,32 +89,27 @@ void ssd_scan_chunked(Context& ctx, const ops::SsdScanArgs& a) {
           cs[t] = run += dts[t] * A[h];
         }
 
-        // M[t][s] = sc[t][s] decay(cs_t - cs_s) dt_s for s <= t, else 0 (as
-        // far as gemm_causal reads).
+        // M[t][s] = sc[t][s] decay(cs_t - cs_s) dt_s for s < t, that plus D
+        // on the diagonal (the skip term D x_t, summed with the rest rather
+        // than in a pass of its own), 0 past it (as far as gemm_causal reads).
         const float* sc = sc_all + ((b * G + g) * n_chunks + c) * Q * Q;
         for (int64_t t = 0; t < q; ++t) {
           decay_products(cs[t], cs, sc + t * Q, dts, M + t * q, t + 1);
+          if (D) M[t * q + t] += D[h];
           std::fill(M + t * q + t + 1, M + t * q + causal_columns(t, q, 1), 0.f);
         }
         gemm_causal(q, P, 1, M, q, X, ldx, Y, ldy);
 
         // Carried state: y_t += exp(cs_t) S C_t.
-        for (int64_t t = 0; t < q; ++t) {
-          const float e = decay(cs[t]);
-          for (int64_t n = 0; n < N; ++n) Cs[t * N + n] = Cc[t * ldc + n] * e;
-        }
+        for (int64_t t = 0; t < q; ++t) ws[t] = decay(cs[t]);
+        scale_rows(Cc, ldc, ws, q, N, Cs, N);
         gemm(false, true, q, P, N, 1.f, Cs, N, S, N, 1.f, Y, ldy);
 
         // S <- exp(cs_end) S + sum_s exp(cs_end - cs_s) dt_s x_s B_s^T.
         const float end = cs[q - 1];
         decay_products(end, cs, nullptr, dts, ws, q);
-        for (int64_t s = 0; s < q; ++s)
-          for (int64_t p = 0; p < P; ++p) Xw[s * P + p] = X[s * ldx + p] * ws[s];
+        scale_rows(X, ldx, ws, q, P, Xw, P);
         gemm(true, false, P, N, q, 1.f, Xw, P, Bc, ldb, decay(end), S, N);
-
-        if (D)
-          for (int64_t t = 0; t < q; ++t)
-            for (int64_t p = 0; p < P; ++p) Y[t * ldy + p] += D[h] * X[t * ldx + p];
       }
     }
   });

@@ -58,6 +58,27 @@ void DecayProducts(float top, const float* cs, const float* a, const float* b, f
   });
 }
 
+void ScaleRows(const float* x, int64_t ldx, const float* scale, int64_t rows, int64_t n,
+               float* out, int64_t ldo) {
+  const hn::ScalableTag<float> d;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto s = hn::Set(d, scale[r]);
+    const float* xr = x + r * ldx;
+    float* o = out + r * ldo;
+    for_vectors(d, n, [&](int64_t i, int64_t count) {
+      store_part(d, hn::Mul(load_part(d, xr, i, count), s), o, i, count);
+    });
+  }
+}
+
+void ScaledTanh(const float* x, float scale, float* out, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto s = hn::Set(d, scale);
+  for_vectors(d, n, [&](int64_t i, int64_t count) {
+    store_part(d, hn::Mul(s, hn::Tanh(d, load_part(d, x, i, count))), out, i, count);
+  });
+}
+
 void MulSilu(const float* y, const float* z, float* out, int64_t n) {
   const hn::ScalableTag<float> d;
   const auto one = hn::Set(d, 1.f);
@@ -133,6 +154,8 @@ namespace ssm::cpu {
 
 HWY_EXPORT(DecayProducts);
 HWY_EXPORT(MulSilu);
+HWY_EXPORT(ScaleRows);
+HWY_EXPORT(ScaledTanh);
 HWY_EXPORT(SumSquares);
 HWY_EXPORT(MaxOf);
 HWY_EXPORT(ExpShiftedSum);
@@ -141,10 +164,20 @@ void decay_products(float top, const float* cs, const float* a, const float* b, 
                     int64_t n) {
   HWY_DYNAMIC_DISPATCH(DecayProducts)(top, cs, a, b, out, n);
 }
+void scale_rows(const float* x, int64_t ldx, const float* scale, int64_t rows, int64_t n,
+                float* out, int64_t ldo) {
+  HWY_DYNAMIC_DISPATCH(ScaleRows)(x, ldx, scale, rows, n, out, ldo);
+}
+void scaled_tanh(const float* x, float scale, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(ScaledTanh)(x, scale, out, n);
+}
 void mul_silu(const float* y, const float* z, float* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(MulSilu)(y, z, out, n);
 }
 double sum_squares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumSquares)(x, n); }
+double inv_rms_vec(const float* x, int64_t n, float eps) {
+  return 1.0 / std::sqrt(sum_squares(x, n) / static_cast<double>(n) + eps);
+}
 float max_of(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(MaxOf)(x, n); }
 double exp_shifted_sum(float* x, int64_t n, float shift) {
   return HWY_DYNAMIC_DISPATCH(ExpShiftedSum)(x, n, shift);

@@ -15,12 +15,24 @@ namespace ssm::cpu {
 void decay_products(float top, const float* cs, const float* a, const float* b, float* out,
                     int64_t n);
 
+// out[r ldo + i] = x[r ldx + i] * scale[r] for r < rows, i < n: the scans'
+// rows of inputs times their step's decay. out may be x (ldo = ldx).
+void scale_rows(const float* x, int64_t ldx, const float* scale, int64_t rows, int64_t n,
+                float* out, int64_t ldo);
+
 // out[i] = y[i] * SiLU(z[i]), SiLU(x) = x / (1 + exp(-x)); out may alias y
 // or z.
 void mul_silu(const float* y, const float* z, float* out, int64_t n);
 
 // The sum of x[i]^2 in double (vector lanes added at the end).
 double sum_squares(const float* x, int64_t n);
+
+// out[i] = scale * tanh(x[i]) for i < n (Mamba-3's angle rates).
+void scaled_tanh(const float* x, float scale, float* out, int64_t n);
+
+// 1 / sqrt(sum_squares(x, n) / n + eps): the scale of an RMS norm, with the
+// vectorised sum (the same to rounding as m3::inv_rms's sequential one).
+double inv_rms_vec(const float* x, int64_t n, float eps);
 
 // The largest of x[0, n), n >= 1.
 float max_of(const float* x, int64_t n);
