@@ -64,9 +64,9 @@ namespace {
 
 #define SSM_ALWAYS_INLINE inline __attribute__((always_inline))
 
-// Activation rows per pass over a weight row: G x 2 registers of sums (int32
-// block sums and F32 totals) plus the weight and activation vectors fit the
-// 32 vector registers.
+// Activation rows per pass over a weight row: G x 3 registers of sums (two
+// int32 block sums and an F32 total each) plus the weight and activation
+// vectors fit the 32 vector registers.
 constexpr int64_t kQ8MaxRows = 8;
 
 // t[g] += the products of 64 weights (from column k) with activation row
@@ -83,10 +83,11 @@ SSM_TARGET_VNNI SSM_ALWAYS_INLINE void q8_add(const Q8Activations& xq, int64_t m
 // one after another, in address order: one sequential stream that the
 // hardware prefetchers follow on their own. Reading four rows side by side
 // (four short streams, software-prefetched one group ahead) reached
-// 65-75% of a streaming read of the same bytes on one Zen 5 core against
-// 83-90% this way (batch 1), and at 8 activation rows it also reloaded and
-// flipped each weight vector once per pair of activation rows: half the
-// rate of this form. Every sum is formed as before (int32 block sums, exact,
+// 64-76% of a streaming read of the same bytes on one Zen 5 core against
+// 82-84% this way (batch 1), and at 8 activation rows it also reloaded and
+// flipped each weight vector once per pair of activation rows: 32-44%
+// against 57-58% (docs/CPU.md, "Decode matrix-vector kernels against a
+// streaming read"). Every sum is formed as before (int32 block sums, exact,
 // scaled per block in block order), so the results are the same bits.
 template <int G>
 SSM_TARGET_VNNI SSM_ALWAYS_INLINE void q8_row(const Q8Activations& xq, int64_t m0,
