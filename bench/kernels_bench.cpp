@@ -5,7 +5,9 @@
 //     and 512 (prefill GEMM), with GB/s of weights read and GFLOP/s; the
 //     head (50288 x 768) at M = 1 and 8, too large for the caches;
 //   rms_norm and the causal conv1d over a 512-token prompt and one decode step;
-//   one parallel_for round trip of the thread pool (what every op pays).
+//   one parallel_for round trip of the thread pool (what every op pays);
+//   linear per dtype on one thread over weights twice the L3, against a
+//   streaming read of the same bytes (CPU time).
 // The scans (SSD, Mamba-3) run inside prefill_bench and decode_bench, whose
 // model-level cases exercise them with their real layouts.
 // The bounds, measured in the same run so that a loaded machine shows in
@@ -23,6 +25,8 @@
 #include <random>
 #include <vector>
 
+#include "ops/cpu/x86_intrinsics.h"
+#include "ops/cpu/x86_kernels.h"
 #include "ssm/core/thread_pool.h"
 #include "ssm/ops/conv1d.h"
 #include "ssm/ops/linear.h"
@@ -119,6 +123,73 @@ void BM_BoundRead(benchmark::State& state) {
       benchmark::Counter(4.0 * n, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_BoundRead)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One thread, CPU time (so that a loaded machine's time-slicing does not
+// count): linear at M = 1 and 8 over 64 MiB of weights per dtype (twice
+// the L3 of the Zen 5 machines: every byte from memory), and a plain
+// streaming read of 64 MiB, side by side: each kernel's "weight bytes/s"
+// over BM_StreamRead1's "bytes/s" is its streaming efficiency
+// (docs/CPU.md, "Decode matrix-vector kernels against a streaming read").
+//   build/bench/kernels_bench --benchmark_filter='FromMemory|StreamRead1'
+constexpr int64_t kFromMemoryBytes = int64_t{64} << 20;
+
+// Args: dtype index, M.
+void BM_LinearFromMemory(benchmark::State& state) {
+  const DType dtype = kDtypes[state.range(0)];
+  const int64_t M = state.range(1), K = 768;
+  const int64_t N = kFromMemoryBytes / (K * static_cast<int64_t>(dtype_size(dtype)));
+  const Tensor W = random_f32({N, K}, 11).to_dtype(dtype);
+  const Tensor x = random_f32({M, K}, 12, 1.f), y = Tensor::empty(DType::kF32, {M, N});
+  Context ctx("cpu", 1);
+  for (auto _ : state) {
+    ops::linear(ctx, {.x = x, .W = W, .y = y});
+    benchmark::DoNotOptimize(y.raw());
+  }
+  state.counters["weight bytes/s"] = benchmark::Counter(
+      static_cast<double>(W.nbytes()), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(dtype_name(dtype)));
+}
+BENCHMARK(BM_LinearFromMemory)
+    ->ArgNames({"dtype", "M"})
+    ->ArgsProduct({{0, 1, 3}, {1, 8}})
+    ->Unit(benchmark::kMillisecond);
+
+// A sum of n floats, bound by the loads: with AVX-512 (where the CPU has
+// it) four independent 64-byte loads a step, the width the kernels read at;
+// otherwise 16 sums the compiler vectorises for the baseline.
+#if defined(__x86_64__)
+SSM_TARGET_AVX512 float stream_sum_avx512(const float* a, int64_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t k = 0; k + 64 <= n; k += 64) {
+    s0 = _mm512_add_ps(s0, _mm512_loadu_ps(a + k));
+    s1 = _mm512_add_ps(s1, _mm512_loadu_ps(a + k + 16));
+    s2 = _mm512_add_ps(s2, _mm512_loadu_ps(a + k + 32));
+    s3 = _mm512_add_ps(s3, _mm512_loadu_ps(a + k + 48));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+#endif
+
+float stream_sum(const float* a, int64_t n) {
+#if defined(__x86_64__)
+  if (cpu::cpu_has_avx512()) return stream_sum_avx512(a, n);
+#endif
+  float s[16] = {};
+  for (int64_t k = 0; k + 16 <= n; k += 16)
+    for (int j = 0; j < 16; ++j) s[j] += a[k + j];
+  float t = 0;
+  for (float v : s) t += v;
+  return t;
+}
+
+void BM_StreamRead1(benchmark::State& state) {
+  const int64_t n = kFromMemoryBytes / 4;
+  std::vector<float> a(static_cast<size_t>(n), 1.f);
+  for (auto _ : state) benchmark::DoNotOptimize(stream_sum(a.data(), n));
+  state.counters["bytes/s"] = benchmark::Counter(4.0 * static_cast<double>(n),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_StreamRead1)->Unit(benchmark::kMillisecond);
 
 // Args: rows.
 void BM_RmsNorm(benchmark::State& state) {

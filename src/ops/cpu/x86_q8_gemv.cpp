@@ -62,76 +62,110 @@ bool cpu_has_avx512_vnni() {
 
 namespace {
 
-// R weight rows (from j0) against G activation rows (from m0): R x G F32
-// accumulators, R x G int32 block sums, R weight vectors: at most 22 of the
-// 32 vector registers for R = 4, G = 2.
-template <int R, int G>
-SSM_TARGET_VNNI void q8_tile(const Q8Activations& xq, int64_t m0, const Q8GemvJob& job,
-                             int64_t j0) {
+#define SSM_ALWAYS_INLINE inline __attribute__((always_inline))
+
+// Activation rows per pass over a weight row: G x 3 registers of sums (two
+// int32 block sums and an F32 total each) plus the weight and activation
+// vectors fit the 32 vector registers.
+constexpr int64_t kQ8MaxRows = 8;
+
+// t[g] += the products of 64 weights (from column k) with activation row
+// m0 + g. vpdpbusd takes unsigned weights: w + 128, an xor of the sign bit.
+template <int G>
+SSM_TARGET_VNNI SSM_ALWAYS_INLINE void q8_add(const Q8Activations& xq, int64_t m0, int64_t k,
+                                              __m512i wv, __m512i (&t)[G]) {
+  wv = _mm512_xor_si512(wv, _mm512_set1_epi8(static_cast<char>(0x80)));
+  for (int g = 0; g < G; ++g)
+    t[g] = _mm512_dpbusd_epi32(t[g], wv, _mm512_loadu_si512(xq.q + (m0 + g) * xq.Kp + k));
+}
+
+// Weight row j against G activation rows (from m0). The weight rows are read
+// one after another, in address order: one sequential stream that the
+// hardware prefetchers follow on their own. Reading four rows side by side
+// (four short streams, software-prefetched one group ahead) reached
+// 64-76% of a streaming read of the same bytes on one Zen 5 core against
+// 82-84% this way (batch 1), and at 8 activation rows it also reloaded and
+// flipped each weight vector once per pair of activation rows: 32-44%
+// against 57-58% (docs/CPU.md, "Decode matrix-vector kernels against a
+// streaming read"). Every sum is formed as before (int32 block sums, exact,
+// scaled per block in block order), so the results are the same bits.
+template <int G>
+SSM_TARGET_VNNI SSM_ALWAYS_INLINE void q8_row(const Q8Activations& xq, int64_t m0,
+                                              const Q8GemvJob& job, int64_t j) {
   const int64_t K = job.K;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const int8_t* w[R];
-  for (int r = 0; r < R; ++r) w[r] = job.W + (j0 + r) * K;
-  __m512 acc[R][G];
-  for (int r = 0; r < R; ++r)
-    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  const int8_t* w = job.W + j * K;
+  __m512 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
   for (int64_t b = 0; b < xq.blocks; ++b) {
-    __m512i t[R][G];
-    for (int r = 0; r < R; ++r)
-      for (int g = 0; g < G; ++g) t[r][g] = _mm512_setzero_si512();
-    const int64_t k_end = std::min(K, (b + 1) * kQ8ActBlock);
-    for (int64_t k = b * kQ8ActBlock; k < k_end; k += 64) {
-      __m512i wv[R];
-      // The next rows' line at this column (see lowp_linear.cpp's
-      // prefetch_ahead: rows read side by side are short streams).
-      for (int r = 0; r < R; ++r)
-        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(w[r]) + (R * K + k)),
-                     _MM_HINT_T0);
-      if (k + 64 <= K) {
-        for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_si512(w[r] + k);
-      } else {
-        // The row's last bytes: the rest read as 0 (then 128), against
-        // activations padded with zeros.
-        const __mmask64 mask = (uint64_t{1} << (K - k)) - 1;
-        for (int r = 0; r < R; ++r) wv[r] = _mm512_maskz_loadu_epi8(mask, w[r] + k);
-      }
-      for (int r = 0; r < R; ++r) wv[r] = _mm512_xor_si512(wv[r], flip);
-      for (int g = 0; g < G; ++g) {
-        const __m512i xv = _mm512_loadu_si512(xq.q + (m0 + g) * xq.Kp + k);
-        for (int r = 0; r < R; ++r) t[r][g] = _mm512_dpbusd_epi32(t[r][g], wv[r], xv);
-      }
+    __m512i t[G];
+    for (int g = 0; g < G; ++g) t[g] = _mm512_setzero_si512();
+    int64_t k = b * kQ8ActBlock;
+    static_assert(kQ8ActBlock == 128);
+    if (k + 128 <= K) {  // a whole block: two vectors, the loop unrolled
+      // (the halves summed apart: two independent chains; int32, exact)
+      __m512i u[G];
+      for (int g = 0; g < G; ++g) u[g] = _mm512_setzero_si512();
+      q8_add<G>(xq, m0, k, _mm512_loadu_si512(w + k), t);
+      q8_add<G>(xq, m0, k + 64, _mm512_loadu_si512(w + k + 64), u);
+      for (int g = 0; g < G; ++g) t[g] = _mm512_add_epi32(t[g], u[g]);
+    } else {
+      for (; k + 64 <= K; k += 64) q8_add<G>(xq, m0, k, _mm512_loadu_si512(w + k), t);
+      // The row's last bytes: the rest read as 0 (then 128), against
+      // activations padded with zeros.
+      if (k < K)
+        q8_add<G>(xq, m0, k, _mm512_maskz_loadu_epi8((uint64_t{1} << (K - k)) - 1, w + k), t);
     }
-    for (int g = 0; g < G; ++g) {
-      const __m512 s = _mm512_set1_ps(xq.scales[(m0 + g) * xq.blocks + b]);
-      for (int r = 0; r < R; ++r)
-        acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[r][g]), s, acc[r][g]);
-    }
+    for (int g = 0; g < G; ++g)
+      acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[g]),
+                               _mm512_set1_ps(xq.scales[(m0 + g) * xq.blocks + b]), acc[g]);
   }
-  for (int r = 0; r < R; ++r) {
-    const int64_t j = j0 + r;
-    const float ws = job.wscale[j * job.wscale_stride];
-    const float bias = job.bias ? job.bias[j] : 0.f;
-    for (int g = 0; g < G; ++g) {
-      float& out = job.y[(m0 + g) * job.ldy + j];
-      const float v = ws * (_mm512_reduce_add_ps(acc[r][g]) - xq.bias128[m0 + g]) + bias;
-      out = job.accumulate ? out + v : v;
-    }
+  const float ws = job.wscale[j * job.wscale_stride];
+  const float bias = job.bias ? job.bias[j] : 0.f;
+  for (int g = 0; g < G; ++g) {
+    float& out = job.y[(m0 + g) * job.ldy + j];
+    const float v = ws * (_mm512_reduce_add_ps(acc[g]) - xq.bias128[m0 + g]) + bias;
+    out = job.accumulate ? out + v : v;
   }
 }
 
-template <int R>
-SSM_TARGET_VNNI void q8_rows(const Q8Activations& xq, const Q8GemvJob& job, int64_t j0) {
-  int64_t m = 0;
-  for (; m + 2 <= xq.M; m += 2) q8_tile<R, 2>(xq, m, job, j0);
-  if (m < xq.M) q8_tile<R, 1>(xq, m, job, j0);
+template <int G>
+SSM_TARGET_VNNI void q8_all_rows(const Q8Activations& xq, int64_t m0, const Q8GemvJob& job) {
+  for (int64_t j = 0; j < job.n; ++j) q8_row<G>(xq, m0, job, j);
 }
 
 }  // namespace
 
 SSM_TARGET_VNNI void q8_gemv_vnni(const Q8Activations& xq, const Q8GemvJob& job) {
-  int64_t j = 0;
-  for (; j + 4 <= job.n; j += 4) q8_rows<4>(xq, job, j);
-  for (; j < job.n; ++j) q8_rows<1>(xq, job, j);
+  // Batches past kQ8MaxRows rows pass over the weights once per group of
+  // rows (linear() sends at most 8 here).
+  for (int64_t m0 = 0; m0 < xq.M; m0 += kQ8MaxRows) {
+    switch (std::min(kQ8MaxRows, xq.M - m0)) {
+      case 1:
+        q8_all_rows<1>(xq, m0, job);
+        break;
+      case 2:
+        q8_all_rows<2>(xq, m0, job);
+        break;
+      case 3:
+        q8_all_rows<3>(xq, m0, job);
+        break;
+      case 4:
+        q8_all_rows<4>(xq, m0, job);
+        break;
+      case 5:
+        q8_all_rows<5>(xq, m0, job);
+        break;
+      case 6:
+        q8_all_rows<6>(xq, m0, job);
+        break;
+      case 7:
+        q8_all_rows<7>(xq, m0, job);
+        break;
+      default:
+        q8_all_rows<8>(xq, m0, job);
+        break;
+    }
+  }
 }
 #else
 bool cpu_has_avx512_vnni() { return false; }
