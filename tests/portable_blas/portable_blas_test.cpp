@@ -92,7 +92,7 @@ void check_gemm(const Case& c, std::mt19937& rng) {
 TEST(PortableBlas, GemmMatchesTripleLoopAtEdgeShapes) {
   std::mt19937 rng(1234);
   // Sizes around the tile edges of 4-lane (WebAssembly SIMD128), 8-lane
-  // (AVX2) and 16-lane vectors: 4 rows per tile, 4 vectors per tile.
+  // (AVX2) and 16-lane vectors: 2 rows per tile, 4 vectors per tile.
   const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 33, 65};
   const float scales[][2] = {{1.f, 0.f}, {0.5f, 1.f}, {-2.f, 0.25f}};
   int run = 0;
@@ -126,7 +126,7 @@ TEST(PortableBlas, GemmWithNothingToSum) {
 TEST(PortableBlas, RowsDoNotDependOnTheBlocking) {
   // The non-transposed-B product computed for M rows at once and row by
   // row: bit for bit the same (each element sums its products in
-  // ascending k, in tiles of 4 rows or of 1).
+  // ascending k, in tiles of 2 rows or of 1).
   std::mt19937 rng(99);
   for (const bool ta : {false, true})
     for (const int64_t N : {int64_t{5}, int64_t{64}, int64_t{70}}) {

@@ -203,63 +203,81 @@ void gemv1_typed(const LowpGemvJob& job) {
 }
 
 #if HWY_TARGET == HWY_WASM
-// WebAssembly's SIMD128 has no fused multiply-add, so each sum of
-// gemv1_typed is a chain of dependent adds, one per 4 products: the adds'
-// latency, not the loads, bounds it. Here every weight row keeps two sums
-// (even and odd vectors of K), added before the reduction: twice the
-// independent chains. Rows of x go one at a time (the WebAssembly build
-// decodes one sequence), so a row's result still does not depend on the
-// batch it is in.
-template <DType kType>
-void gemv1_split_typed(const LowpGemvJob& job) {
-  const DF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df)), K = job.W.K;
-  const int64_t K_vec = K - K % L, K_pair = K - K % (2 * L);
-  const float* x = job.x;
-  int64_t j = 0;
-  for (; j + 4 <= job.n; j += 4) {
-    const void* rows[4];
-    for (int r = 0; r < 4; ++r) rows[r] = row_at<kType>(job.W, j + r);
-    hn::Vec<DF> even[4], odd[4];
-    for (int r = 0; r < 4; ++r) even[r] = odd[r] = hn::Zero(df);
-    int64_t k = 0;
-    for (; k < K_pair; k += 2 * L) {
-      const auto x0 = hn::LoadU(df, x + k), x1 = hn::LoadU(df, x + k + L);
-      for (int r = 0; r < 4; ++r) {
-        even[r] = hn::MulAdd(load_widened<kType>(df, rows[r], k), x0, even[r]);
-        odd[r] = hn::MulAdd(load_widened<kType>(df, rows[r], k + L), x1, odd[r]);
-      }
-    }
-    if (k < K_vec) {
-      const auto x0 = hn::LoadU(df, x + k);
-      for (int r = 0; r < 4; ++r)
-        even[r] = hn::MulAdd(load_widened<kType>(df, rows[r], k), x0, even[r]);
-    }
-    for (int r = 0; r < 4; ++r) {
-      float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(even[r], odd[r])));
-      for (int64_t t = K_vec; t < K; ++t) sum += scalar_widened<kType>(rows[r], t) * x[t];
-      store_output(job, 0, j + r, row_scale<kType>(job.W, j + r), sum);
+// R weight rows against one row of x. WebAssembly has no prefetch
+// instruction and no fused multiply-add, which shape this kernel:
+// - The R rows are far apart (gemv_typed takes rows j, j + n/4, j + n/2,
+//   j + 3n/4), so that the hardware prefetchers see R streams in distinct
+//   pages. Four neighbouring rows (four streams 1 to 2 KB apart, what the
+//   native kernels read and prefetch by hand) ran at half the speed in V8
+//   once the weights no longer fit in the caches, as the built-in model's
+//   7 MB do not: every decode step streams them. One row at a time (one
+//   stream, x loaded once per row) ran at 0.7.
+// - Each vector of x is loaded once for the R rows; per row and per two
+//   vectors of K one add into the row's sum (of the two products), so the
+//   chain of dependent adds (one per product without FMA) is half as long.
+// - Pointers stepped once per two vectors, so that each load's address is a
+//   constant offset that V8 folds into the instruction.
+// Every row's sum is formed the same way whatever R and whichever rows are
+// computed with it, so a row's result depends neither on n (the rows a
+// thread is given) nor on the batch.
+template <DType kType, int R>
+HWY_INLINE void dot_rows(DF df, const void* const (&rows)[R], const float* x, int64_t K,
+                         float (&sums)[R]) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t K_pair = K - K % (2 * L), K_vec = K - K % L;
+  constexpr size_t kBytes = kType == DType::kQ8 ? 1 : kType == DType::kF32 ? 4 : 2;
+  const char* w[R];
+  hn::Vec<DF> acc[R];
+  for (int r = 0; r < R; ++r) {
+    w[r] = static_cast<const char*>(rows[r]);
+    acc[r] = hn::Zero(df);
+  }
+  const float* xp = x;
+  const float* const x_pair_end = x + K_pair;
+  // Unrolled further, the sums and loads outgrow x86's 16 vector registers
+  // in V8's code (it spills).
+#pragma clang loop unroll(disable)
+  for (; xp != x_pair_end; xp += 2 * L) {
+    const auto x0 = hn::LoadU(df, xp), x1 = hn::LoadU(df, xp + L);
+    for (int r = 0; r < R; ++r) {
+      const auto p0 = hn::Mul(load_widened<kType>(df, w[r], 0), x0);
+      const auto p1 = hn::Mul(load_widened<kType>(df, w[r], L), x1);
+      acc[r] = hn::Add(acc[r], hn::Add(p0, p1));
+      w[r] += static_cast<size_t>(2 * L) * kBytes;
     }
   }
-  if (j < job.n) {
-    LowpGemvJob rest = job;
-    rest.W.data = row_at<kType>(job.W, j);
-    rest.n = job.n - j;
-    rest.y = job.y + j;
-    rest.bias = job.bias ? job.bias + j : nullptr;
-    if (kType == DType::kQ8) rest.W.scales = job.W.scales + j * job.W.scale_stride;
-    gemv1_typed<kType>(rest);  // fewer than 4 rows
+  if (K_pair < K_vec) {
+    const auto x0 = hn::LoadU(df, x + K_pair);
+    for (int r = 0; r < R; ++r)
+      acc[r] = hn::Add(acc[r], hn::Mul(load_widened<kType>(df, rows[r], K_pair), x0));
+  }
+  for (int r = 0; r < R; ++r) {
+    sums[r] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+    for (int64_t k = K_vec; k < K; ++k) sums[r] += scalar_widened<kType>(rows[r], k) * x[k];
   }
 }
 
 template <DType kType>
 void gemv_typed(const LowpGemvJob& job) {
+  const DF df;
+  const int64_t q = job.n / 4;
   for (int64_t m = 0; m < job.M; ++m) {
-    LowpGemvJob row = job;
-    row.M = 1;
-    row.x = job.x + m * job.ldx;
-    row.y = job.y + m * job.ldy;
-    gemv1_split_typed<kType>(row);
+    const float* x = job.x + m * job.ldx;
+    for (int64_t j = 0; j < q; ++j) {
+      const int64_t js[4] = {j, j + q, j + 2 * q, j + 3 * q};
+      const void* const rows[4] = {row_at<kType>(job.W, js[0]), row_at<kType>(job.W, js[1]),
+                                   row_at<kType>(job.W, js[2]), row_at<kType>(job.W, js[3])};
+      float sums[4];
+      dot_rows<kType, 4>(df, rows, x, job.W.K, sums);
+      for (int r = 0; r < 4; ++r)
+        store_output(job, m, js[r], row_scale<kType>(job.W, js[r]), sums[r]);
+    }
+    for (int64_t j = 4 * q; j < job.n; ++j) {
+      const void* const rows[1] = {row_at<kType>(job.W, j)};
+      float sums[1];
+      dot_rows<kType, 1>(df, rows, x, job.W.K, sums);
+      store_output(job, m, j, row_scale<kType>(job.W, j), sums[0]);
+    }
   }
 }
 #else

@@ -117,9 +117,67 @@ HWY_INLINE void mamba3_step_any(const Mamba3StepHead& h) {
   }
 }
 
+#if HWY_TARGET == HWY_WASM
+// Rank 1 on WebAssembly (SISO decoding), where mamba3_step_fixed<1>'s loop
+// reloads the head's pointers from h and recomputes 64-bit indices for every
+// vector, and its one sum per row is a chain of dependent adds (no fused
+// multiply-add). Here: two rows of the state per pass, sharing the loads of
+// k_prev, k and q; two sums per row (even and odd vectors of N); pointers in
+// locals, stepped once per two vectors, so that V8 folds the offsets into
+// the loads. Whole vectors only (N a multiple of 2 x lanes, as every
+// Mamba-3's d_state); mamba3_step_fixed<1> takes the rest.
+HWY_INLINE void rank1_rows(const Mamba3StepHead& h, int64_t p, int64_t rows) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d)), N = h.N;
+  const VF alpha = hn::Set(d, h.alpha);
+  float* s0 = h.S + p * N;
+  float* s1 = s0 + (rows > 1 ? N : 0);  // rows == 1: the same row twice
+  const VF b0 = hn::Set(d, h.beta * h.v_prev[p]), g0 = hn::Set(d, h.gamma * h.v[p]);
+  const VF b1 = hn::Set(d, h.beta * h.v_prev[p + rows - 1]);
+  const VF g1 = hn::Set(d, h.gamma * h.v[p + rows - 1]);
+  const float* kp = h.k_prev;
+  const float* k = h.k;
+  const float* q = h.q;
+  const float* const q_end = h.q + N;
+  VF e0 = hn::Zero(d), o0 = hn::Zero(d), e1 = hn::Zero(d), o1 = hn::Zero(d);
+  for (; q != q_end; q += 2 * L, k += 2 * L, kp += 2 * L, s0 += 2 * L, s1 += 2 * L) {
+    const VF kp0 = hn::LoadU(d, kp), kp1 = hn::LoadU(d, kp + L);
+    const VF k0 = hn::LoadU(d, k), k1 = hn::LoadU(d, k + L);
+    const VF q0 = hn::LoadU(d, q), q1 = hn::LoadU(d, q + L);
+    VF a = hn::MulAdd(g0, k0, hn::MulAdd(b0, kp0, hn::Mul(alpha, hn::LoadU(d, s0))));
+    VF b = hn::MulAdd(g0, k1, hn::MulAdd(b0, kp1, hn::Mul(alpha, hn::LoadU(d, s0 + L))));
+    hn::StoreU(a, d, s0);
+    hn::StoreU(b, d, s0 + L);
+    e0 = hn::MulAdd(a, q0, e0);
+    o0 = hn::MulAdd(b, q1, o0);
+    if (rows > 1) {
+      a = hn::MulAdd(g1, k0, hn::MulAdd(b1, kp0, hn::Mul(alpha, hn::LoadU(d, s1))));
+      b = hn::MulAdd(g1, k1, hn::MulAdd(b1, kp1, hn::Mul(alpha, hn::LoadU(d, s1 + L))));
+      hn::StoreU(a, d, s1);
+      hn::StoreU(b, d, s1 + L);
+      e1 = hn::MulAdd(a, q0, e1);
+      o1 = hn::MulAdd(b, q1, o1);
+    }
+  }
+  h.o[p] = hn::GetLane(hn::SumOfLanes(d, hn::Add(e0, o0))) + h.D * h.v[p];
+  if (rows > 1) h.o[p + 1] = hn::GetLane(hn::SumOfLanes(d, hn::Add(e1, o1))) + h.D * h.v[p + 1];
+}
+
+HWY_INLINE bool mamba3_step_rank1_wasm(const Mamba3StepHead& h) {
+  if (h.N == 0 || h.N % (2 * static_cast<int64_t>(hn::Lanes(DF()))) != 0) return false;
+  int64_t p = 0;
+  for (; p + 2 <= h.P; p += 2) rank1_rows(h, p, 2);
+  if (p < h.P) rank1_rows(h, p, 1);
+  return true;
+}
+#endif
+
 void Mamba3StepHeadImpl(const Mamba3StepHead& h) {
   switch (h.R) {
     case 1:
+#if HWY_TARGET == HWY_WASM
+      if (mamba3_step_rank1_wasm(h)) return;
+#endif
       return mamba3_step_fixed<1>(h);
     case 2:
       return mamba3_step_fixed<2>(h);
