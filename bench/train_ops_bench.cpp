@@ -91,14 +91,14 @@ void BM_HeadLoss130m(benchmark::State& state) {
   const Tensor df = Tensor::empty(DType::kF32, {R, D}), dhead = Tensor::zeros(DType::kF32, {V, D});
   Context ctx("cpu", bench_threads());
   run_fma(state, 3.0 * static_cast<double>(R * V * D), [&] {
-    benchmark::DoNotOptimize(ops::head_cross_entropy(
-        ctx, {.vocab = V,
-              .f = f,
-              .head = head,
-              .targets = targets,
-              .grad_scale = 1.0 / static_cast<double>(R),
-              .df = df,
-              .dhead = dhead}));
+    benchmark::DoNotOptimize(
+        ops::head_cross_entropy(ctx, {.vocab = V,
+                                      .f = f,
+                                      .head = head,
+                                      .targets = targets,
+                                      .grad_scale = 1.0 / static_cast<double>(R),
+                                      .df = df,
+                                      .dhead = dhead}));
   });
 }
 BENCHMARK(BM_HeadLoss130m)->Iterations(2)->Unit(benchmark::kMillisecond)->UseRealTime();
