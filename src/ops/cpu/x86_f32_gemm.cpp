@@ -25,16 +25,12 @@ F32PackedRows pack_f32_rows(const float* x, int64_t ldx, int64_t M, int64_t K, v
                             int64_t b0, int64_t b1) {
   auto* out = static_cast<float*>(workspace);
   for (int64_t b = b0; b < b1; ++b) {
+    // The block is the transpose of its 16 rows (K rows of 16).
     float* block = out + b * K * 16;
-    for (int64_t l = 0; l < 16; ++l) {
-      const int64_t m = b * 16 + l;
-      if (m >= M) {
-        for (int64_t k = 0; k < K; ++k) block[k * 16 + l] = 0.f;
-        continue;
-      }
-      const float* row = x + m * ldx;
-      for (int64_t k = 0; k < K; ++k) block[k * 16 + l] = row[k];
-    }
+    const int64_t rows = std::min<int64_t>(16, M - b * 16);
+    transpose_f32_avx512(x + b * 16 * ldx, ldx, rows, K, block, 16);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t l = rows; l < 16; ++l) block[k * 16 + l] = 0.f;
   }
   return {.data = out, .M = M, .K = K};
 }
