@@ -1,6 +1,16 @@
 // Backward of the causal depthwise convolution for sequences that start
 // fresh, recomputing the pre-activation where SiLU needs it. Split by
-// channel blocks, so sums over batch and time run in a fixed order.
+// blocks of channels, so sums over batch and time run in a fixed order
+// whatever the threads.
+//
+// Each worker sweeps the rows of its channels in time order, all of its
+// channels of a row at once: the pre-activation and its gradient of row t,
+// then din of row t - K + 1, whose K output rows are all known by then (a
+// ring of the last K rows' gradients). Every row is then read as one
+// contiguous run; a block of 16 channels at a time, as before, read one
+// cache line per row of a 13 KB stride (the in_proj output's rows) and spent
+// most of its time waiting for memory. Per channel the operations and their
+// order are those of the block loop, so results are unchanged.
 #include <algorithm>
 
 #include "ops/cpu/conv1d.h"
@@ -18,74 +28,72 @@ void conv1d_backward(Context& ctx, const ops::Conv1dBackwardArgs& a) {
   const float* bias = ops::elements_or_null<float>(a.bias);
   float* dweight = ops::elements_or_null<float>(a.dweight);
   float* dbias = ops::elements_or_null<float>(a.dbias);
-  // One block of channels is one vector of 16 floats: every loop below runs
-  // over the block's channels innermost (contiguous in memory, so the
-  // compiler vectorises it), and SiLU's gradient is a vectorised pass.
+  // Channels are split in blocks of 16 floats (a cache line of a row), so
+  // that two workers never write one line of din.
   constexpr int64_t kBlock = 16;
   const int64_t nblocks = (C + kBlock - 1) / kBlock;
-  // Per worker: the pre-activation and its gradient for one channel block,
-  // and two arrays of K vectors (wk, seq_w below).
-  const int64_t per_slot = (2 * L + 2 * K) * kBlock;
+  // Per worker, for up to C channels: the weights tap-major and the bias,
+  // the ring of K rows of the pre-activation's gradient, one row of the
+  // pre-activation, and one sequence's sums for dweight (tap-major) and dbias.
+  const int64_t per_slot = (3 * K + 3) * C;
   const Tensor scratch =
       ctx.arena().alloc(DType::kF32, {worker_slots(ctx.pool(), nblocks), per_slot});
   parallel_for_slots(ctx.pool(), nblocks, [&](int64_t slot, int64_t w0, int64_t w1) {
-    float* dpre = ops::elements<float>(scratch) + slot * per_slot;
-    float* pre = dpre + L * kBlock;
-    // wk[k][c]: the block's weights, tap-major; seq_w: dweight's sums over
-    // one sequence.
-    const auto wk = reinterpret_cast<float(*)[kBlock]>(pre + L * kBlock);
-    const auto seq_w = wk + K;
-    for (int64_t w = w0; w < w1; ++w) {
-      const int64_t c0 = w * kBlock, c1 = std::min(C, c0 + kBlock), nc = c1 - c0;
-      std::fill(wk[0], wk[0] + K * kBlock, 0.f);
-      float b0[kBlock] = {};
-      for (int64_t c = 0; c < nc; ++c) {
-        for (int64_t k = 0; k < K; ++k) wk[k][c] = weight[(c0 + c) * K + k];
-        b0[c] = bias ? bias[c0 + c] : 0.f;
-      }
-      // The lanes past the last channel stay zero throughout.
-      if (nc < kBlock) std::fill(dpre, dpre + 2 * L * kBlock, 0.f);
-      for (int64_t b = 0; b < B; ++b) {
-        const float* in = a.in.data<float>() + b * L * ld_in + c0;
-        const float* dout = a.dout.data<float>() + b * L * ld_dout + c0;
-        float* din = ops::elements<float>(a.din) + b * L * ld_din + c0;
-        for (int64_t t = 0; t < L; ++t) {
-          float* d = dpre + t * kBlock;
-          for (int64_t c = 0; c < nc; ++c) d[c] = dout[t * ld_dout + c];
-          if (!a.silu) continue;
-          float* p = pre + t * kBlock;
-          for (int64_t c = 0; c < nc; ++c) p[c] = b0[c];
-          for (int64_t k = std::max<int64_t>(0, K - 1 - t); k < K; ++k) {
-            const float* x = in + (t - K + 1 + k) * ld_in;
-            for (int64_t c = 0; c < nc; ++c) p[c] += wk[k][c] * x[c];
-          }
+    const int64_t c0 = w0 * kBlock, n = std::min(C, w1 * kBlock) - c0;
+    float* wk = ops::elements<float>(scratch) + slot * per_slot;  // wk[k n + c]
+    float* b0 = wk + K * n;
+    float* ring = b0 + n;  // row t at ring[(t % K) n]
+    float* pre = ring + K * n;
+    float* seq_w = pre + n;  // seq_w[k n + c]
+    float* seq_b = seq_w + K * n;
+    for (int64_t c = 0; c < n; ++c) {
+      for (int64_t k = 0; k < K; ++k) wk[k * n + c] = weight[(c0 + c) * K + k];
+      b0[c] = bias ? bias[c0 + c] : 0.f;
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      const float* in = a.in.data<float>() + b * L * ld_in + c0;
+      const float* dout = a.dout.data<float>() + b * L * ld_dout + c0;
+      float* din = ops::elements<float>(a.din) + b * L * ld_din + c0;
+      // din[s] = sum over k of w[k] dpre[s + K - 1 - k], the rows past L
+      // left out; from zero, k ascending.
+      auto din_row = [&](int64_t s) {
+        float* out = din + s * ld_din;
+        std::fill(out, out + n, 0.f);
+        for (int64_t k = std::max<int64_t>(0, s + K - L); k < K; ++k) {
+          const float* d = ring + (s + K - 1 - k) % K * n;
+          const float* w = wk + k * n;
+          for (int64_t c = 0; c < n; ++c) out[c] += w[c] * d[c];
         }
-        if (a.silu) mul_silu_grad(pre, dpre, L * kBlock);
-        // out[t] uses in[t-K+1+k] with weight k: scatter back.
-        for (int64_t s = 0; s < L; ++s) {
-          float acc[kBlock] = {};
-          for (int64_t k = std::max<int64_t>(0, s + K - L); k < K; ++k) {
-            const float* d = dpre + (s + K - 1 - k) * kBlock;
-            for (int64_t c = 0; c < kBlock; ++c) acc[c] += wk[k][c] * d[c];
+      };
+      std::fill(seq_w, seq_w + (K + 1) * n, 0.f);  // seq_w and seq_b
+      for (int64_t t = 0; t < L; ++t) {
+        float* d = ring + t % K * n;
+        const float* g = dout + t * ld_dout;
+        std::copy(g, g + n, d);
+        const int64_t k0 = std::max<int64_t>(0, K - 1 - t);
+        if (a.silu) {
+          std::copy(b0, b0 + n, pre);
+          for (int64_t k = k0; k < K; ++k) {
+            const float* x = in + (t - K + 1 + k) * ld_in;
+            const float* w = wk + k * n;
+            for (int64_t c = 0; c < n; ++c) pre[c] += w[c] * x[c];
           }
-          for (int64_t c = 0; c < nc; ++c) din[s * ld_din + c] = acc[c];
+          mul_silu_grad(pre, d, n);
         }
         // The sums over time of this sequence, each from zero in time order.
-        float seq_b[kBlock] = {};
-        std::fill(seq_w[0], seq_w[0] + K * kBlock, 0.f);
-        for (int64_t t = 0; t < L; ++t) {
-          const float* d = dpre + t * kBlock;
-          for (int64_t c = 0; c < kBlock; ++c) seq_b[c] += d[c];
-          for (int64_t k = std::max<int64_t>(0, K - 1 - t); k < K; ++k) {
-            const float* x = in + (t - K + 1 + k) * ld_in;
-            for (int64_t c = 0; c < nc; ++c) seq_w[k][c] += d[c] * x[c];
-          }
+        for (int64_t c = 0; c < n; ++c) seq_b[c] += d[c];
+        for (int64_t k = k0; k < K; ++k) {
+          const float* x = in + (t - K + 1 + k) * ld_in;
+          float* sw = seq_w + k * n;
+          for (int64_t c = 0; c < n; ++c) sw[c] += d[c] * x[c];
         }
-        for (int64_t c = 0; c < nc; ++c) {
-          if (dbias) dbias[c0 + c] += seq_b[c];
-          if (dweight)
-            for (int64_t k = 0; k < K; ++k) dweight[(c0 + c) * K + k] += seq_w[k][c];
-        }
+        if (t >= K - 1) din_row(t - K + 1);
+      }
+      for (int64_t s = std::max<int64_t>(0, L - K + 1); s < L; ++s) din_row(s);
+      for (int64_t c = 0; c < n; ++c) {
+        if (dbias) dbias[c0 + c] += seq_b[c];
+        if (dweight)
+          for (int64_t k = 0; k < K; ++k) dweight[(c0 + c) * K + k] += seq_w[k * n + c];
       }
     }
   });

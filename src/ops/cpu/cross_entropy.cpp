@@ -109,9 +109,7 @@ double head_cross_entropy_avx512(Context& ctx, const ops::HeadLossArgs& a) {
     pool.parallel_for(chunks, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t v0 = c * kHeadChunk, vc = chunk_size(c);
-        float* out = head_t + v0 * D;
-        for (int64_t d = 0; d < D; ++d)
-          for (int64_t v = 0; v < vc; ++v) out[d * vc + v] = head[(v0 + v) * D + d];
+        transpose_f32_avx512(head + v0 * D, D, vc, D, head_t + v0 * D, vc);
       }
     });
   // g (the logits' gradient) packed per chunk of columns, chunk c at

@@ -10,7 +10,7 @@ namespace {
 // Weight rows per task of packed_product: a multiple of the tile's 6 rows
 // and of 16 floats (two threads never write one cache line of y).
 constexpr int64_t kProductRows = 96;
-// Square blocks of the transpose: 16 x 16 floats, a cache line per row.
+// Columns per task of the transpose: 16, the kernel's square blocks.
 constexpr int64_t kTransposeBlock = 16;
 
 }  // namespace
@@ -53,11 +53,7 @@ void transpose_f32(ThreadPool& pool, const float* a, int64_t lda, int64_t rows, 
   const int64_t blocks = (cols + kTransposeBlock - 1) / kTransposeBlock;
   pool.parallel_for(blocks, [&](int64_t b0, int64_t b1) {
     const int64_t c0 = b0 * kTransposeBlock, c1 = std::min(cols, b1 * kTransposeBlock);
-    for (int64_t r0 = 0; r0 < rows; r0 += kTransposeBlock) {
-      const int64_t r1 = std::min(rows, r0 + kTransposeBlock);
-      for (int64_t c = c0; c < c1; ++c)
-        for (int64_t r = r0; r < r1; ++r) out[c * rows + r] = a[r * lda + c];
-    }
+    transpose_f32_avx512(a + c0, lda, rows, c1 - c0, out + c0 * rows, rows);
   });
 }
 

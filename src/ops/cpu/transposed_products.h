@@ -29,7 +29,8 @@ F32PackedRows pack_f32_columns_parallel(ThreadPool& pool, const float* a, int64_
                                         int64_t cols, void* workspace);
 
 // out (cols rows of `rows`, dense) = a^T for a of `rows` rows of `cols`
-// (row stride lda), split over the pool by blocks of output rows.
+// (row stride lda), split over the pool by blocks of output rows. Requires
+// cpu_has_avx512().
 void transpose_f32(ThreadPool& pool, const float* a, int64_t lda, int64_t rows, int64_t cols,
                    float* out);
 

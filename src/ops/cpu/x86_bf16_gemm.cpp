@@ -106,6 +106,7 @@ void bf16_gemm_avx512(const Bf16PackedRows& x, const Bf16GemmJob& job) {
         for (int r = 0; r < rows; ++r)
           bf16_tile<1, decltype(v)::value>(xb, pairs, W + r * K, K, sums + r * 64);
     });
+    return false;
   });
 }
 #else

@@ -25,27 +25,22 @@ F32PackedRows pack_f32_rows(const float* x, int64_t ldx, int64_t M, int64_t K, v
                             int64_t b0, int64_t b1) {
   auto* out = static_cast<float*>(workspace);
   for (int64_t b = b0; b < b1; ++b) {
+    // The block is the transpose of its 16 rows (K rows of 16).
     float* block = out + b * K * 16;
-    for (int64_t l = 0; l < 16; ++l) {
-      const int64_t m = b * 16 + l;
-      if (m >= M) {
-        for (int64_t k = 0; k < K; ++k) block[k * 16 + l] = 0.f;
-        continue;
-      }
-      const float* row = x + m * ldx;
-      for (int64_t k = 0; k < K; ++k) block[k * 16 + l] = row[k];
-    }
+    const int64_t rows = std::min<int64_t>(16, M - b * 16);
+    transpose_f32_avx512(x + b * 16 * ldx, ldx, rows, K, block, 16);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t l = rows; l < 16; ++l) block[k * 16 + l] = 0.f;
   }
   return {.data = out, .M = M, .K = K};
 }
 
 namespace {
 
-// acc[r][v] = sum over k of W row r against activation block v, in order;
-// stored to tile[r * 64 + 16 v + lane].
+// acc[r][v] = sum over k of W row r against activation block v, in order.
 template <int NR, int V>
-SSM_TARGET_AVX512 void f32_tile(const float* xb, int64_t K, const float* W, float* tile) {
-  __m512 acc[NR][V];
+SSM_TARGET_AVX512 inline void f32_sums(const float* xb, int64_t K, const float* W,
+                                       __m512 (&acc)[NR][V]) {
   for (int r = 0; r < NR; ++r)
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
@@ -56,8 +51,63 @@ SSM_TARGET_AVX512 void f32_tile(const float* xb, int64_t K, const float* W, floa
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(wb, xv[v], acc[r][v]);
     }
   }
+}
+
+// The sums stored to tile[r * 64 + 16 v + lane], for the loop's writer.
+template <int NR, int V>
+SSM_TARGET_AVX512 void f32_tile(const float* xb, int64_t K, const float* W, float* tile) {
+  __m512 acc[NR][V];
+  f32_sums<NR, V>(xb, K, W, acc);
   for (int r = 0; r < NR; ++r)
     for (int v = 0; v < V; ++v) _mm512_storeu_ps(tile + r * 64 + v * 16, acc[r][v]);
+}
+
+// A whole tile (6 weight rows, 16 V activation rows) written into y by
+// vectors: y[m][0, 6) (+)= sums + bias, the operations of the loop's scalar
+// writer in its order. Each output row takes 6 contiguous floats, from a
+// transpose in registers (lane m of the 6 row vectors); the scalar writer,
+// 384 strided loads and stores a tile, was a fifth of the products whose
+// sums run over 256 values (the head's backward).
+template <int V>
+SSM_TARGET_AVX512 void f32_tile_to_y(const float* xb, int64_t K, const float* W, float* y,
+                                     int64_t ldy, const float* bias, bool accumulate) {
+  __m512 acc[kGemmTileRows][V];
+  f32_sums<kGemmTileRows, V>(xb, K, W, acc);
+  const __m128 zero = _mm_setzero_ps();
+  const __m128 b03 = bias ? _mm_loadu_ps(bias) : zero;
+  const __m128 b45 =
+      bias ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(bias + 4))) : zero;
+  for (int v = 0; v < V; ++v) {
+    // Lane q (4 floats) of t[0..3]: rows 0-3 of activation row 4 q + i;
+    // of t[4] and t[5]: rows 4-5 of activation rows 4 q, 4 q + 1 and
+    // 4 q + 2, 4 q + 3.
+    const __m512 p0 = _mm512_unpacklo_ps(acc[0][v], acc[1][v]);
+    const __m512 p1 = _mm512_unpackhi_ps(acc[0][v], acc[1][v]);
+    const __m512 p2 = _mm512_unpacklo_ps(acc[2][v], acc[3][v]);
+    const __m512 p3 = _mm512_unpackhi_ps(acc[2][v], acc[3][v]);
+    alignas(64) float t[6][16];
+    _mm512_store_ps(t[0], _mm512_shuffle_ps(p0, p2, _MM_SHUFFLE(1, 0, 1, 0)));
+    _mm512_store_ps(t[1], _mm512_shuffle_ps(p0, p2, _MM_SHUFFLE(3, 2, 3, 2)));
+    _mm512_store_ps(t[2], _mm512_shuffle_ps(p1, p3, _MM_SHUFFLE(1, 0, 1, 0)));
+    _mm512_store_ps(t[3], _mm512_shuffle_ps(p1, p3, _MM_SHUFFLE(3, 2, 3, 2)));
+    _mm512_store_ps(t[4], _mm512_unpacklo_ps(acc[4][v], acc[5][v]));
+    _mm512_store_ps(t[5], _mm512_unpackhi_ps(acc[4][v], acc[5][v]));
+    for (int q = 0; q < 4; ++q)
+      for (int i = 0; i < 4; ++i) {
+        float* row = y + (16 * v + 4 * q + i) * ldy;
+        __m128 r03 = _mm_add_ps(_mm_load_ps(&t[i][4 * q]), b03);
+        __m128 r45 = _mm_add_ps(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(
+                                    &t[4 + i / 2][4 * q + 2 * (i % 2)]))),
+                                b45);
+        if (accumulate) {
+          r03 = _mm_add_ps(_mm_loadu_ps(row), r03);
+          r45 =
+              _mm_add_ps(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(row + 4))), r45);
+        }
+        _mm_storeu_ps(row, r03);
+        _mm_store_sd(reinterpret_cast<double*>(row + 4), _mm_castps_pd(r45));
+      }
+  }
 }
 
 }  // namespace
@@ -69,13 +119,18 @@ void f32_gemm_avx512(const F32PackedRows& x, const F32GemmJob& job) {
   for_each_gemm_tile(x.M, out, [&](int vectors, int64_t b0, int64_t j0, int rows, float* sums) {
     const float* xb = x.data + b0 * K * 16;
     const float* W = job.W + j0 * K;
+    const bool whole = rows == kGemmTileRows && (b0 + vectors) * 16 <= x.M;
     with_tile_vectors(vectors, [&](auto v) {
-      if (rows == kGemmTileRows)
+      if (whole)
+        f32_tile_to_y<decltype(v)::value>(xb, K, W, job.y + b0 * 16 * job.ldy + j0, job.ldy,
+                                          job.bias ? job.bias + j0 : nullptr, job.accumulate);
+      else if (rows == kGemmTileRows)
         f32_tile<kGemmTileRows, decltype(v)::value>(xb, K, W, sums);
       else
         for (int r = 0; r < rows; ++r)
           f32_tile<1, decltype(v)::value>(xb, K, W + r * K, sums + r * 64);
     });
+    return whole;
   });
 }
 #else

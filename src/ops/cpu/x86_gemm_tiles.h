@@ -41,7 +41,9 @@ void with_tile_vectors(int vectors, F&& f) {
 
 // tile(vectors, block, j0, rows, sums) fills sums[r * 64 + 16 v + lane] with
 // the product of weight row j0 + r (r < rows) and activation row
-// 16 (block + v) + lane (v < vectors), for M packed activation rows.
+// 16 (block + v) + lane (v < vectors), for M packed activation rows, and
+// returns false; or returns true when it has written that tile into out
+// itself, as the loop below would have.
 template <typename Tile>
 void for_each_gemm_tile(int64_t M, const GemmTileOutput& out, Tile&& tile) {
   const int64_t blocks = (M + 15) / 16;
@@ -51,7 +53,7 @@ void for_each_gemm_tile(int64_t M, const GemmTileOutput& out, Tile&& tile) {
     const int64_t m0 = b0 * 16, m1 = std::min(M, m0 + 64);
     for (int64_t j0 = 0; j0 < out.n; j0 += kGemmTileRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kGemmTileRows, out.n - j0));
-      tile(vectors, b0, j0, rows, sums);
+      if (tile(vectors, b0, j0, rows, sums)) continue;
       for (int64_t m = m0; m < m1; ++m) {
         float* y = out.y + m * out.ldy + j0;
         for (int r = 0; r < rows; ++r) {

@@ -109,6 +109,12 @@ namespace ssm::cpu {
 // The CPU has AVX-512 F/BW/VL/DQ (and FMA).
 bool cpu_has_avx512();
 
+// out[c * ldo + r] = a[r * lda + c] for r < rows, c < cols (x86_transpose.cpp):
+// blocks of 16 x 16 in registers, the edges one value at a time. Requires
+// cpu_has_avx512().
+void transpose_f32_avx512(const float* a, int64_t lda, int64_t rows, int64_t cols, float* out,
+                          int64_t ldo);
+
 // Activations packed for f32_gemm_avx512: blocks of 16 rows; in a block,
 // for each column k the 16 rows' values, zeros past M.
 struct F32PackedRows {

@@ -130,55 +130,13 @@ SSM_TARGET_AVX512 void product(int64_t M, int64_t N, int64_t K, float alpha, con
   }
 }
 
-// bt[k][n] = B[n][k] for a block of 16 x 16: rows of B loaded whole, then
-// interleaved in registers (pairs of values, pairs of pairs, then 128-bit
-// lanes twice).
-SSM_TARGET_AVX512 void transpose16(const float* B, int64_t ldb, float* bt, int64_t ldt) {
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(B + i * ldb);
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // r[4 g + e], lane L: rows 4 g .. 4 g + 3, element 4 L + e.
-  for (int g = 0; g < 4; ++g) {
-    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 2]);
-    const __m512d c = _mm512_castps_pd(t[4 * g + 1]), d = _mm512_castps_pd(t[4 * g + 3]);
-    r[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-    r[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    r[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-    r[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-  }
-  for (int e = 0; e < 4; ++e) {
-    t[e] = _mm512_shuffle_f32x4(r[e], r[4 + e], 0x88);
-    t[4 + e] = _mm512_shuffle_f32x4(r[e], r[4 + e], 0xdd);
-    t[8 + e] = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0x88);
-    t[12 + e] = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0xdd);
-  }
-  for (int j = 0; j < 8; ++j) {
-    _mm512_storeu_ps(bt + j * ldt, _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88));
-    _mm512_storeu_ps(bt + (j + 8) * ldt, _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd));
-  }
-}
-
-// bt (K, N) = the transpose of B (N, K): blocks of 16 x 16 in registers,
-// the edges one value at a time.
-SSM_TARGET_AVX512 void transpose(const float* B, int64_t ldb, int64_t N, int64_t K, float* bt) {
-  const int64_t n16 = N / 16 * 16, k16 = K / 16 * 16;
-  for (int64_t n0 = 0; n0 < n16; n0 += 16)
-    for (int64_t k0 = 0; k0 < k16; k0 += 16)
-      transpose16(B + n0 * ldb + k0, ldb, bt + k0 * N + n0, N);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = n < n16 ? k16 : 0; k < K; ++k) bt[k * N + n] = B[n * ldb + k];
-}
-
 // gemm_causal_scores of blas.h: B transposed once for all row blocks, each
 // block over its columns only.
 SSM_TARGET_AVX512 void causal_scores_avx512(int64_t M, int64_t K, int64_t unit, const float* A,
                                             int64_t lda, const float* B, int64_t ldb, float* C,
                                             int64_t ldc) {
   alignas(64) float bt[kSmallGemmPack];
-  transpose(B, ldb, M, K, bt);
+  transpose_f32_avx512(B, ldb, M, K, bt, M);
   for (int64_t r0 = 0; r0 < M; r0 += kCausalRows) {
     const int64_t r1 = std::min(M, r0 + kCausalRows);
     product(r1 - r0, causal_columns(r0, M, unit), K, 1.f, A + r0 * lda, lda, 1, bt, M, 0.f,
@@ -196,7 +154,7 @@ SSM_TARGET_AVX512 void small_gemm_avx512(bool trans_a, bool trans_b, int64_t M, 
   if (!trans_b) return product(M, N, K, alpha, A, a_row, a_col, B, ldb, beta, C, ldc);
   // B is (N, K): its transpose, (K, N) rows, into a buffer (128 KiB at most).
   alignas(64) float bt[kSmallGemmPack];
-  transpose(B, ldb, N, K, bt);
+  transpose_f32_avx512(B, ldb, N, K, bt, N);
   product(M, N, K, alpha, A, a_row, a_col, bt, N, beta, C, ldc);
 }
 bool small_causal_scores(int64_t M, int64_t K, int64_t unit, const float* A, int64_t lda,
