@@ -65,7 +65,9 @@ TEST_P(SsdScanTest, SplittingASequenceCarriesTheState) {
   ops::ssd_scan(ctx, one);
   const Tensor y_whole = host(one.y);
   const Tensor state = on(ctx, Tensor::zeros(DType::kF32, {2, 4, 8, 16}));
-  for (auto [t0, t1] : {std::pair<int64_t, int64_t>{0, 37}, {37, 38}, {38, 90}}) {
+  for (const auto& range : {std::pair<int64_t, int64_t>{0, 37}, {37, 38}, {38, 90}}) {
+    // Not a structured binding: clang 14 cannot capture those in a lambda.
+    const int64_t t0 = range.first, t1 = range.second;
     // A time slice of several batch rows has no single row stride: copy it.
     auto part_of = [&](const Tensor& t) { return t.slice(1, t0, t1).clone(); };
     SsdProblem part = whole;
