@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "ssm/io/json.h"
+#include "config_130m.h"
 #include "ssm/model/language_model.h"
 
 namespace ssm {
@@ -34,22 +34,7 @@ int bench_threads() {
   return env ? std::atoi(env) : 2;
 }
 
-ModelConfig config_130m(const std::string& layer) {
-  const Json ssm_cfg = {{"layer", layer}, {"d_state", 128}, {"headdim", 64}, {"expand", 2}};
-  const Json j = {{"d_model", 768},
-                  {"n_layer", 24},
-                  {"vocab_size", 50277},
-                  {"pad_vocab_size_multiple", 16},
-                  {"d_intermediate", 0},
-                  {"ssm_cfg", ssm_cfg},
-                  {"attn_layer_idx", Json::array()},
-                  {"attn_cfg", Json::object()},
-                  {"rms_norm", true},
-                  {"residual_in_fp32", true},
-                  {"fused_add_norm", true},
-                  {"tie_embeddings", true}};
-  return parse_model_config(j, "decode_bench " + layer);
-}
+using bench::config_130m;
 
 // Small random weights; the vectors that set time scales, decays and norms
 // near their reference initialisation.

@@ -11,32 +11,13 @@
 #include <random>
 #include <string>
 
-#include "ssm/io/json.h"
+#include "config_130m.h"
 #include "ssm/model/language_model.h"
 
 namespace ssm {
 namespace {
 
-ModelConfig config_130m(const std::string& layer, bool mimo) {
-  Json ssm_cfg = {{"layer", layer}, {"d_state", 128}, {"headdim", 64}, {"expand", 2}};
-  if (mimo) {
-    ssm_cfg["is_mimo"] = true;
-    ssm_cfg["mimo_rank"] = 4;
-  }
-  const Json j = {{"d_model", 768},
-                  {"n_layer", 24},
-                  {"vocab_size", 50277},  // padded to 50288 like the published checkpoints
-                  {"pad_vocab_size_multiple", 16},
-                  {"d_intermediate", 0},
-                  {"ssm_cfg", ssm_cfg},
-                  {"attn_layer_idx", Json::array()},
-                  {"attn_cfg", Json::object()},
-                  {"rms_norm", true},
-                  {"residual_in_fp32", true},
-                  {"fused_add_norm", true},
-                  {"tie_embeddings", true}};
-  return parse_model_config(j, "prefill_bench " + layer);
-}
+using bench::config_130m;
 
 // Small random weights, with the vectors that set time scales, decays and
 // norms near their reference initialisation so the activations stay in a

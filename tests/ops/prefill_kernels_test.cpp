@@ -15,17 +15,10 @@
 #include "ops/cpu/conv_taps.h"
 #include "ops/cpu/mamba3_step_scalars.h"
 #include "ops/cpu/vec_math.h"
+#include "support/random.h"
 
 namespace ssm {
 namespace {
-
-std::vector<float> random_values(int64_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
@@ -38,11 +31,11 @@ TEST_P(PrefillKernels, ConvTapsRowEqualsTheScalarSums) {
   for (int64_t K : {1, 2, 4, 8})
     for (bool with_bias : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "K " << K << " bias " << with_bias);
-      const std::vector<float> taps = random_values(K * C, -1.f, 1.f, 1);
-      const std::vector<float> bias = random_values(C, -1.f, 1.f, 2);
+      const std::vector<float> taps = testing::random_vector(K * C, 1, -1.f, 1.f);
+      const std::vector<float> bias = testing::random_vector(C, 2, -1.f, 1.f);
       // The rows at a stride, as the projection's column block lies.
       const int64_t ld = C + 5;
-      const std::vector<float> in = random_values(K * ld, -3.f, 3.f, 3);
+      const std::vector<float> in = testing::random_vector(K * ld, 3, -3.f, 3.f);
       std::vector<const float*> rows(K);
       for (int64_t k = 0; k < K; ++k) rows[k] = in.data() + (K - 1 - k) * ld;  // any order
       std::vector<float> out(C);
@@ -61,8 +54,8 @@ TEST_P(PrefillKernels, ConvTapsRowEqualsTheScalarSums) {
 
 TEST_P(PrefillKernels, ScaleRowsMultipliesEachRowByItsScale) {
   const int64_t n = GetParam(), rows = 3, ldx = n + 3, ldo = n + 1;
-  const std::vector<float> x = random_values(rows * ldx, -2.f, 2.f, 4);
-  const std::vector<float> scale = random_values(rows, 0.f, 1.f, 5);
+  const std::vector<float> x = testing::random_vector(rows * ldx, 4, -2.f, 2.f);
+  const std::vector<float> scale = testing::random_vector(rows, 5, 0.f, 1.f);
   std::vector<float> out(rows * ldo, -7.f);
   cpu::scale_rows(x.data(), ldx, scale.data(), rows, n, out.data(), ldo);
   for (int64_t r = 0; r < rows; ++r) {
@@ -80,7 +73,7 @@ TEST_P(PrefillKernels, ScaleRowsMultipliesEachRowByItsScale) {
 
 TEST_P(PrefillKernels, ScaledTanhMatchesDouble) {
   const int64_t n = GetParam();
-  std::vector<float> x = random_values(n, -12.f, 12.f, 6);
+  std::vector<float> x = testing::random_vector(n, 6, -12.f, 12.f);
   x[0] = 0.f;
   std::vector<float> out(n);
   const float pi = 3.14159265f;
@@ -93,7 +86,7 @@ TEST_P(PrefillKernels, ScaledTanhMatchesDouble) {
 
 TEST_P(PrefillKernels, InvRmsMatchesDouble) {
   const int64_t n = GetParam();
-  const std::vector<float> x = random_values(n, -4.f, 4.f, 7);
+  const std::vector<float> x = testing::random_vector(n, 7, -4.f, 4.f);
   double s = 0;
   for (float v : x) s += static_cast<double>(v) * v;
   const double want = 1 / std::sqrt(s / static_cast<double>(n) + 1e-5);
@@ -105,8 +98,9 @@ TEST_P(PrefillKernels, InvRmsMatchesDouble) {
 // sigmoid's sign) and far out.
 TEST_P(PrefillKernels, Mamba3StepScalarsMatchDouble) {
   const int64_t n = GetParam();
-  std::vector<float> ddt = random_values(n, -30.f, 30.f, 8), ddA = random_values(n, -50.f, 50.f, 9),
-                     trap = random_values(n, -40.f, 40.f, 10);
+  std::vector<float> ddt = testing::random_vector(n, 8, -30.f, 30.f);
+  std::vector<float> ddA = testing::random_vector(n, 9, -50.f, 50.f);
+  std::vector<float> trap = testing::random_vector(n, 10, -40.f, 40.f);
   const float special[] = {0.f, -0.f, 20.f, -20.f, 19.99f, -19.99f, 100.f, -100.f, 1e-3f};
   for (int64_t i = 0; i < n && i < 9; ++i) ddt[i] = ddA[i] = trap[i] = special[i];
   const float dt_bias = 0.5f, A_floor = 1e-4f;

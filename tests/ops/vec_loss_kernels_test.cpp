@@ -10,23 +10,16 @@
 
 #include "ops/cpu/vec_backward.h"
 #include "ops/cpu/vec_math.h"
+#include "support/random.h"
 
 namespace ssm {
 namespace {
-
-std::vector<float> random_values(int64_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
 
 class VecLossKernels : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(VecLossKernels, MaxOfIsTheLargest) {
   const int64_t n = GetParam();
-  std::vector<float> x = random_values(n, -50.f, -1.f, 1);  // all negative: padding must not win
+  std::vector<float> x = testing::random_vector(n, 1, -50.f, -1.f);  // all negative: padding must not win
   for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
     std::vector<float> y = x;
     y[at] = -0.5f;
@@ -36,7 +29,7 @@ TEST_P(VecLossKernels, MaxOfIsTheLargest) {
 
 TEST_P(VecLossKernels, ExpShiftedSumMatchesDouble) {
   const int64_t n = GetParam();
-  const std::vector<float> x = random_values(n, -30.f, 5.f, 2);
+  const std::vector<float> x = testing::random_vector(n, 2, -30.f, 5.f);
   std::vector<float> y = x;
   const float shift = 5.f;
   const double sum = cpu::exp_shifted_sum(y.data(), n, shift);
@@ -53,8 +46,9 @@ TEST_P(VecLossKernels, ExpShiftedSumMatchesDouble) {
 
 TEST_P(VecLossKernels, SiluGateBackwardMatchesDouble) {
   const int64_t n = GetParam();
-  const std::vector<float> y = random_values(n, -3.f, 3.f, 3), z = random_values(n, -20.f, 20.f, 4),
-                           g = random_values(n, -1.f, 1.f, 5);
+  const std::vector<float> y = testing::random_vector(n, 3, -3.f, 3.f);
+  const std::vector<float> z = testing::random_vector(n, 4, -20.f, 20.f);
+  const std::vector<float> g = testing::random_vector(n, 5, -1.f, 1.f);
   std::vector<float> dy(n), dz(n);
   cpu::silu_gate_backward(y.data(), z.data(), g.data(), dy.data(), dz.data(), n);
   for (int64_t i = 0; i < n; ++i) {
