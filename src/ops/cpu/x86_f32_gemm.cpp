@@ -76,7 +76,7 @@ SSM_TARGET_AVX512 void f32_tile_to_y(const float* xb, int64_t K, const float* W,
   const __m128 zero = _mm_setzero_ps();
   const __m128 b03 = bias ? _mm_loadu_ps(bias) : zero;
   const __m128 b45 =
-      bias ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(bias + 4))) : zero;
+      bias ? _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bias + 4))) : zero;
   for (int v = 0; v < V; ++v) {
     // Lane q (4 floats) of t[0..3]: rows 0-3 of activation row 4 q + i;
     // of t[4] and t[5]: rows 4-5 of activation rows 4 q, 4 q + 1 and
@@ -96,16 +96,17 @@ SSM_TARGET_AVX512 void f32_tile_to_y(const float* xb, int64_t K, const float* W,
       for (int i = 0; i < 4; ++i) {
         float* row = y + (16 * v + 4 * q + i) * ldy;
         __m128 r03 = _mm_add_ps(_mm_load_ps(&t[i][4 * q]), b03);
-        __m128 r45 = _mm_add_ps(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(
+        __m128 r45 = _mm_add_ps(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(
                                     &t[4 + i / 2][4 * q + 2 * (i % 2)]))),
                                 b45);
         if (accumulate) {
           r03 = _mm_add_ps(_mm_loadu_ps(row), r03);
-          r45 =
-              _mm_add_ps(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(row + 4))), r45);
+          // 64-bit loads and stores of two floats: row + 4 is only 4-byte aligned.
+          r45 = _mm_add_ps(
+              _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + 4))), r45);
         }
         _mm_storeu_ps(row, r03);
-        _mm_store_sd(reinterpret_cast<double*>(row + 4), _mm_castps_pd(r45));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(row + 4), _mm_castps_si128(r45));
       }
   }
 }
