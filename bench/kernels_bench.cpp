@@ -25,6 +25,7 @@
 #include <random>
 #include <vector>
 
+#include "random_tensor.h"
 #include "ops/cpu/x86_intrinsics.h"
 #include "ops/cpu/x86_kernels.h"
 #include "ssm/core/thread_pool.h"
@@ -40,13 +41,7 @@ int bench_threads() {
   return env ? std::max(1, std::atoi(env)) : 2;
 }
 
-Tensor random_f32(const Shape& shape, uint32_t seed, float scale = 0.02f) {
-  Tensor t = Tensor::empty(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
+using bench::random_f32;
 
 constexpr DType kDtypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8};
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "random_tensor.h"
 #include "ssm/ops/mamba3.h"
 
 namespace ssm {
@@ -22,13 +23,7 @@ int bench_threads() {
   return env ? std::max(1, std::atoi(env)) : 2;
 }
 
-Tensor random_f32(const Shape& shape, uint32_t seed, float scale) {
-  Tensor t = Tensor::empty(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
+using bench::random_f32;
 
 // One Mamba-3 layer's prepare and scan inputs and outputs, 130m shapes:
 // H = 24, P = 64, N = 128, 32 angles, G = 1, chunk 64 rows; R = 1 (SISO,

@@ -17,6 +17,7 @@
 #include <ctime>
 #include <random>
 
+#include "random_tensor.h"
 #include "ssm/ops/context.h"
 #include "ssm/ops/conv1d.h"
 #include "ssm/ops/cross_entropy.h"
@@ -36,13 +37,7 @@ double process_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-Tensor random_f32(const Shape& shape, uint32_t seed, float scale) {
-  Tensor t = Tensor::empty(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
+using bench::random_f32;
 
 // Runs op per iteration; reports multiply-adds per CPU second.
 template <typename Op>
