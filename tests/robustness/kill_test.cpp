@@ -137,7 +137,7 @@ void convert_kills(int trials) {
   dests[1].read = [](const fs::path& p) { (void)load_model_config(p); };
   KillHarness harness(std::move(dests));
   std::mt19937_64 rng(KillHarness::seed() + 2);
-  const auto max_us = static_cast<int64_t>(1.5e6 * run);
+  auto max_us = static_cast<int64_t>(1.5e6 * run);
   // Half the kills come at a random moment of the run, which start-up and
   // reading dominate; the other half are aimed at the writes: shortly after
   // a temp file appears.
@@ -146,11 +146,14 @@ void convert_kills(int trials) {
     const pid_t pid = convert(t % 2 ? src_a : src_b, dst);
     if (t % 4 < 2) {
       harness.kill_after(pid, random_delay(rng, max_us));
-      continue;
+    } else {
+      while (!writing(dst) && std::chrono::steady_clock::now() - started < std::chrono::microseconds(2 * max_us))
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      harness.kill_after(pid, random_delay(rng, 800));
     }
-    while (!writing(dst) && std::chrono::steady_clock::now() - started < std::chrono::microseconds(2 * max_us))
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    harness.kill_after(pid, random_delay(rng, 800));
+    // Under load a conversion can take longer than the one timed first, and
+    // every kill land before it completes.
+    widen_until_a_write_lands(harness, t, max_us);
   }
   std::printf("%s\n", harness.summary("ssm convert").c_str());
   EXPECT_EQ(harness.stats().corrupted, 0);
