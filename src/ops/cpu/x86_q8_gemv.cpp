@@ -138,34 +138,13 @@ SSM_TARGET_VNNI void q8_all_rows(const Q8Activations& xq, int64_t m0, const Q8Ge
 SSM_TARGET_VNNI void q8_gemv_vnni(const Q8Activations& xq, const Q8GemvJob& job) {
   // Batches past kQ8MaxRows rows pass over the weights once per group of
   // rows (linear() sends at most 8 here).
-  for (int64_t m0 = 0; m0 < xq.M; m0 += kQ8MaxRows) {
-    switch (std::min(kQ8MaxRows, xq.M - m0)) {
-      case 1:
-        q8_all_rows<1>(xq, m0, job);
-        break;
-      case 2:
-        q8_all_rows<2>(xq, m0, job);
-        break;
-      case 3:
-        q8_all_rows<3>(xq, m0, job);
-        break;
-      case 4:
-        q8_all_rows<4>(xq, m0, job);
-        break;
-      case 5:
-        q8_all_rows<5>(xq, m0, job);
-        break;
-      case 6:
-        q8_all_rows<6>(xq, m0, job);
-        break;
-      case 7:
-        q8_all_rows<7>(xq, m0, job);
-        break;
-      default:
-        q8_all_rows<8>(xq, m0, job);
-        break;
-    }
-  }
+  using RowGroup = void (*)(const Q8Activations&, int64_t, const Q8GemvJob&);
+  // Entry g - 1 takes g activation rows in one pass.
+  static constexpr RowGroup kRowGroups[kQ8MaxRows] = {&q8_all_rows<1>, &q8_all_rows<2>, &q8_all_rows<3>,
+                                                      &q8_all_rows<4>, &q8_all_rows<5>, &q8_all_rows<6>,
+                                                      &q8_all_rows<7>, &q8_all_rows<8>};
+  for (int64_t m0 = 0; m0 < xq.M; m0 += kQ8MaxRows)
+    kRowGroups[std::min(kQ8MaxRows, xq.M - m0) - 1](xq, m0, job);
 }
 #else
 bool cpu_has_avx512_vnni() { return false; }
