@@ -39,7 +39,7 @@ TEST_P(PrefillKernels, ConvTapsRowEqualsTheScalarSums) {
       std::vector<const float*> rows(K);
       for (int64_t k = 0; k < K; ++k) rows[k] = in.data() + (K - 1 - k) * ld;  // any order
       std::vector<float> out(C);
-      cpu::conv_taps_row(rows.data(), taps.data(), with_bias ? bias.data() : nullptr, K, C,
+      cpu::conv_taps_row(rows.data(), taps.data(), C, with_bias ? bias.data() : nullptr, K, C,
                          out.data());
       for (int64_t c = 0; c < C; ++c) {
         volatile float acc = with_bias ? bias[c] : 0.f;  // volatile: no fused multiply-add

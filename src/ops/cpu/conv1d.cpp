@@ -86,7 +86,7 @@ void conv1d_prefill(Context& ctx, const ops::Conv1dArgs& a) {
           rows[k] = u >= 0 ? in + u * ld_in : state ? state + (b * (K - 1) + u + K - 1) * C : zeros;
         }
         float* o = elements<float>(a.out) + r * ld_out;
-        conv_taps_row(rows, taps, bias, K, C, o);
+        conv_taps_row(rows, taps, C, bias, K, C, o);
         if (a.silu) silu_in_place(o, C);
       }
     });
@@ -120,22 +120,17 @@ void conv1d_step(Context& ctx, const ops::Conv1dArgs& a) {
       float* st = elements<float>(a.state) + b * (K - 1) * C;
       float* o = elements<float>(a.out) + b * a.out.row_stride();
       if (K <= kMaxTaps) {
-        // The taps transposed for the block, so that every loop below runs
-        // over contiguous channels and vectorises; the same sums, in the
-        // same order (oldest input first), as the scalar loop.
+        // The taps transposed for the block, and the row kernel of the
+        // prefill (conv_taps.h) over the state's rows and the input: the
+        // same sums, in the same order, so steps equal the prefill.
         const int64_t nc = c1 - c0;
-        float taps[kMaxTaps * kBlock], acc[kBlock];
+        float taps[kMaxTaps * kBlock];
         for (int64_t c = 0; c < nc; ++c)
           for (int64_t k = 0; k < K; ++k) taps[k * kBlock + c] = weight[(c0 + c) * K + k];
-        for (int64_t c = 0; c < nc; ++c) acc[c] = bias ? bias[c0 + c] : 0.f;
-        for (int64_t k = 0; k + 1 < K; ++k) {
-          const float* __restrict s = st + k * C + c0;
-          const float* __restrict w = taps + k * kBlock;
-          for (int64_t c = 0; c < nc; ++c) acc[c] += w[c] * s[c];
-        }
-        const float* __restrict x = in + c0;
-        const float* __restrict w_last = taps + (K - 1) * kBlock;
-        for (int64_t c = 0; c < nc; ++c) o[c0 + c] = acc[c] + w_last[c] * x[c];
+        const float* rows[kMaxTaps];
+        for (int64_t k = 0; k + 1 < K; ++k) rows[k] = st + k * C + c0;
+        rows[K - 1] = in + c0;
+        conv_taps_row(rows, taps, kBlock, bias ? bias + c0 : nullptr, K, nc, o + c0);
         for (int64_t k = 0; k + 2 < K; ++k)
           for (int64_t c = c0; c < c1; ++c) st[k * C + c] = st[(k + 1) * C + c];
         if (K > 1)

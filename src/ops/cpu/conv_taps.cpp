@@ -12,21 +12,21 @@ HWY_BEFORE_NAMESPACE();
 namespace ssm::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void ConvTapsRow(const float* const* in, const float* taps, const float* bias, int64_t K,
-                 int64_t C, float* out) {
+void ConvTapsRow(const float* const* in, const float* taps, int64_t ld_taps, const float* bias,
+                 int64_t K, int64_t C, float* out) {
   const hn::ScalableTag<float> d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   int64_t c = 0;
   for (; c + L <= C; c += L) {
     auto acc = bias ? hn::LoadU(d, bias + c) : hn::Zero(d);
     for (int64_t k = 0; k < K; ++k)
-      acc = hn::Add(acc, hn::Mul(hn::LoadU(d, taps + k * C + c), hn::LoadU(d, in[k] + c)));
+      acc = hn::Add(acc, hn::Mul(hn::LoadU(d, taps + k * ld_taps + c), hn::LoadU(d, in[k] + c)));
     hn::StoreU(acc, d, out + c);
   }
   for (; c < C; ++c) {  // the same two roundings per tap, one channel at a time
     float acc = bias ? bias[c] : 0.f;
     for (int64_t k = 0; k < K; ++k) {
-      const float product = taps[k * C + c] * in[k][c];
+      const float product = taps[k * ld_taps + c] * in[k][c];
       acc += product;
     }
     out[c] = acc;
@@ -41,9 +41,9 @@ namespace ssm::cpu {
 
 HWY_EXPORT(ConvTapsRow);
 
-void conv_taps_row(const float* const* in, const float* taps, const float* bias, int64_t K,
-                   int64_t C, float* out) {
-  HWY_DYNAMIC_DISPATCH(ConvTapsRow)(in, taps, bias, K, C, out);
+void conv_taps_row(const float* const* in, const float* taps, int64_t ld_taps, const float* bias,
+                   int64_t K, int64_t C, float* out) {
+  HWY_DYNAMIC_DISPATCH(ConvTapsRow)(in, taps, ld_taps, bias, K, C, out);
 }
 
 }  // namespace ssm::cpu

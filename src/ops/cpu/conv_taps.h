@@ -1,5 +1,5 @@
-// One output row of the causal depthwise convolution (conv1d's prefill),
-// vectorised over the channels (Highway, chosen at run time for the CPU).
+// One output row of the causal depthwise convolution (conv1d's prefill and
+// its decode step), vectorised over the channels (Highway, chosen at run time for the CPU).
 // Each channel's sum is formed as the scalar loops of conv1d.cpp form it:
 // the bias (or 0), then each tap's product added, oldest input first, with
 // a rounded product and a rounded sum (no fused multiply-add), so a row
@@ -10,10 +10,10 @@
 
 namespace ssm::cpu {
 
-// out[c] = bias[c] + sum_k taps[k * C + c] * in[k][c] for c < C, k < K (in
-// ascending k); a null bias counts as 0. `in` holds K row pointers, oldest
-// first.
-void conv_taps_row(const float* const* in, const float* taps, const float* bias, int64_t K,
-                   int64_t C, float* out);
+// out[c] = bias[c] + sum_k taps[k * ld_taps + c] * in[k][c] for c < C,
+// k < K (in ascending k); a null bias counts as 0. `in` holds K row
+// pointers, oldest first.
+void conv_taps_row(const float* const* in, const float* taps, int64_t ld_taps, const float* bias,
+                   int64_t K, int64_t C, float* out);
 
 }  // namespace ssm::cpu
