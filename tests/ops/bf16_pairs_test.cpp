@@ -90,8 +90,8 @@ TEST_F(Bf16PairsTest, RowPairsRoundEachScaledColumnPair) {
           for (int64_t c = 0; c < cols; ++c) {
             const float lo = (scaled ? s[r0] : 1.f) * a[r0 * lda + c];
             const float hi = r1 < rows ? (scaled ? s[r1] : 1.f) * a[r1 * lda + c] : 0.f;
-            ASSERT_EQ(out[j * ldo + c], word_of(lo, hi)) << rows << "x" << cols << " " << j << ","
-                                                         << c;
+            ASSERT_EQ(out[j * ldo + c], word_of(lo, hi))
+                << rows << "x" << cols << " " << j << "," << c;
           }
           ASSERT_EQ(out[j * ldo + cols], 0xDEADBEEFu);
         }
@@ -142,8 +142,8 @@ TEST_F(Bf16PairsTest, ProductMatchesDoubleSumOfTheWords) {
                 if (beta != 0.f) sum += beta * static_cast<double>(C0[m * ldc + n]);
                 const double tol =
                     (2 * pairs + 3) * 1.2e-7 * (std::fabs(s) * mag + std::fabs(beta) * 2 + 1e-30);
-                ASSERT_NEAR(C[m * ldc + n], sum, tol) << M << "x" << N << "x" << pairs << " at "
-                                                      << m << "," << n;
+                ASSERT_NEAR(C[m * ldc + n], sum, tol)
+                    << M << "x" << N << "x" << pairs << " at " << m << "," << n;
               }
             // Columns past N untouched.
             for (int64_t m = 0; m < M; ++m)

@@ -229,8 +229,7 @@ TEST_P(SsdScanTest, Bf16StateProductsStayNearRef) {
     const testing::Outputs rounded = run(ctx, true), precise = run(ctx, false),
                            want = run(ref, false);
     for (size_t i = 0; i < want.size(); ++i)
-      EXPECT_TRUE(testing::close(rounded[i].second, want[i].second, {1e-2, 1e-3}))
-          << want[i].first;
+      EXPECT_TRUE(testing::close(rounded[i].second, want[i].second, {1e-2, 1e-3})) << want[i].first;
     const bool has_bf16 = GetParam() == "cpu" && cpu::cpu_has_avx512_bf16();
     EXPECT_EQ(testing::bitwise_equal(rounded[0].second, precise[0].second), !has_bf16);
   }

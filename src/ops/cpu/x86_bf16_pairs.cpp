@@ -50,8 +50,8 @@ SSM_TARGET_BF16 inline __attribute__((always_inline)) void tile(int64_t pairs, c
     for (int v = 0; v < NV; ++v)
       bv[v] = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi32(mask[v], b + 16 * v));
     for (int r = 0; r < MR; ++r) {
-      const __m512bh a = reinterpret_cast<__m512bh>(
-          _mm512_set1_epi32(static_cast<int>(A[r * a_row + j * a_col])));
+      const __m512bh a =
+          reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(A[r * a_row + j * a_col])));
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, bv[v]);
     }
   }
@@ -113,9 +113,9 @@ SSM_TARGET_BF16 void bf16_row_pairs(const float* a, int64_t lda, const float* sc
                                     int64_t cols, uint32_t* out, int64_t ldo) {
   // Lane i of the result: 16-bit element i of the first row's 16, then the
   // second's (element 16 + i).
-  alignas(64) static constexpr int16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
-                                                          21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
-                                                          11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  alignas(64) static constexpr int16_t kInterleave[32] = {
+      0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i order = _mm512_load_si512(kInterleave);
   for (int64_t j = 0; j < (rows + 1) / 2; ++j) {
     const int64_t r0 = 2 * j;
@@ -137,9 +137,8 @@ SSM_TARGET_BF16 void bf16_row_pairs(const float* a, int64_t lda, const float* sc
 }
 
 SSM_TARGET_BF16 void bf16_pair_product(int64_t M, int64_t N, int64_t pairs, const uint32_t* A,
-                                       int64_t a_row, int64_t a_col, const uint32_t* B,
-                                       int64_t ldb, const float* row_scale, float beta, float* C,
-                                       int64_t ldc) {
+                                       int64_t a_row, int64_t a_col, const uint32_t* B, int64_t ldb,
+                                       const float* row_scale, float beta, float* C, int64_t ldc) {
   for (int64_t n0 = 0; n0 < N; n0 += 16 * kVectors) {
     __mmask16 mask[kVectors];
     for (int v = 0; v < kVectors; ++v) mask[v] = first_lanes(N - n0 - 16 * v);
