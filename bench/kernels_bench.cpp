@@ -8,7 +8,9 @@
 //   one parallel_for round trip of the thread pool (what every op pays);
 //   linear per dtype on one thread over weights twice the L3, against a
 //   streaming read of the same bytes (CPU time).
-// The scans (SSD, Mamba-3) run inside prefill_bench and decode_bench, whose
+//   the SSD scan over a 512-token prompt, with F32 and with BF16 state
+//     products (what a model with BF16 projections runs);
+// the scans also run inside prefill_bench and decode_bench, whose
 // model-level cases exercise them with their real layouts.
 // The bounds, measured in the same run so that a loaded machine shows in
 // both: BM_BoundSgemm (OpenBLAS SGEMM on the in_proj shape, split by rows
@@ -32,6 +34,7 @@
 #include "ssm/ops/conv1d.h"
 #include "ssm/ops/linear.h"
 #include "ssm/ops/rms_norm.h"
+#include "ssm/ops/ssd.h"
 
 namespace ssm {
 namespace {
@@ -216,6 +219,28 @@ void BM_Conv1d(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(L), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Conv1d)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Args: BF16 state products (0 or 1). Mamba-2 130m: 24 heads of 64, one
+// group, a state of 128, chunk 256 (the cpu runs 64), 512 steps.
+void BM_SsdScan(benchmark::State& state) {
+  const int64_t L = 512, H = 24, P = 64, N = 128;
+  const Tensor x = random_f32({1, L, H * P}, 8, 1.f), B = random_f32({1, L, N}, 9, 1.f);
+  const Tensor C = random_f32({1, L, N}, 10, 1.f), D = random_f32({H}, 11, 1.f);
+  Tensor dt = random_f32({1, L, H}, 12, 0.25f), A = random_f32({H}, 13, 1.f);
+  for (int64_t i = 0; i < dt.numel(); ++i) dt.data<float>()[i] += 0.26f;  // in (0.01, 0.51)
+  for (int64_t h = 0; h < H; ++h) A.data<float>()[h] -= 1.05f;            // in (-2.05, -0.05)
+  const Tensor y = Tensor::empty(DType::kF32, {1, L, H * P});
+  const Tensor st = Tensor::zeros(DType::kF32, {1, H, P, N});
+  Context ctx("cpu", bench_threads());
+  for (auto _ : state) {
+    ops::ssd_scan(ctx, {.chunk = 256, .x = x, .B = B, .C = C, .dt = dt, .A = A, .D = D, .y = y,
+                        .state = st, .bf16_state_products = state.range(0) != 0});
+    benchmark::DoNotOptimize(y.raw());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(L), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_SsdScan)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One parallel_for over the pool with (almost) nothing to do, back to back:
 // what a decode step pays per op to share it between threads.

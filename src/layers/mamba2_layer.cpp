@@ -102,7 +102,8 @@ void Mamba2Layer::run(const Tensor& x, const Tensor& y, bool add_to_y, LayerStat
   const Tensor ys = work({B, L, s.d_inner});
   ops::ssd_scan(ctx, {.groups = c.ngroups, .chunk = c.chunk_size, .x = s.x(xbc), .B = s.B(xbc),
                       .C = s.C(xbc), .dt = dt, .A = A, .D = value(D_), .y = ys,
-                      .state = st ? st->ssm : Tensor()});
+                      .state = st ? st->ssm : Tensor(),
+                      .bf16_state_products = value(in_proj_).dtype() == DType::kBF16});
 
   // y = GroupRMSNorm(y * SiLU(z)) * w   (or y * SiLU(z) without the norm)
   const Tensor yn = keep ? work({B, L, s.d_inner}) : ys;

@@ -42,7 +42,8 @@ void Mamba3Layer::run(const Tensor& x, const Tensor& y, Mamba3State* st, Context
       .chunk = c.chunk_size, .q = prep.q, .k = prep.k, .v = prep.v, .dt = prep.dt, .A = prep.A,
       .lam = prep.lam, .D = value(D_), .o = work({B, H, L, R, P}),
       .ssm = st ? st->ssm : Tensor(), .k_prev = st ? st->k_prev : Tensor(),
-      .v_prev = st ? st->v_prev : Tensor()};
+      .v_prev = st ? st->v_prev : Tensor(),
+      .bf16_state_products = !keep && value(in_proj_).dtype() == DType::kBF16};
   if (keep) {
     ops::mamba3_prepare(ctx, prep);
     ops::mamba3_scan(ctx, scan);

@@ -22,8 +22,8 @@ using namespace testing::m3;
 
 struct FusedCase {
   PrepCase prep;
-  int64_t chunk;       // rows (time steps x rank)
-  bool state = true;   // a saved state; false: fresh
+  int64_t chunk;      // rows (time steps x rank)
+  bool state = true;  // a saved state; false: fresh
 };
 
 // {B, L, H, P, N, G, R, S, mimo}, chunk, state
@@ -70,11 +70,16 @@ ops::Mamba3PrepareScanArgs args(const FusedCase& c, const PrepInputs& in, const 
 Named outputs(const ops::Mamba3PrepareScanArgs& a) {
   const ops::Mamba3PrepareArgs& p = a.prepare;
   const ops::Mamba3ScanArgs& s = a.scan;
-  return {{"o", s.o},           {"ssm", s.ssm},
-          {"k_prev", s.k_prev}, {"v_prev", s.v_prev},
-          {"phase", p.phase},   {"dt", p.dt},
-          {"A", p.A},           {"lam", p.lam},
-          {"B_normed", p.B_normed}, {"C_normed", p.C_normed},
+  return {{"o", s.o},
+          {"ssm", s.ssm},
+          {"k_prev", s.k_prev},
+          {"v_prev", s.v_prev},
+          {"phase", p.phase},
+          {"dt", p.dt},
+          {"A", p.A},
+          {"lam", p.lam},
+          {"B_normed", p.B_normed},
+          {"C_normed", p.C_normed},
           {"ang_rate", p.ang_rate}};
 }
 
@@ -82,24 +87,28 @@ class Mamba3PrepareScan : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Mamba3PrepareScan, EqualsTheTwoOps) {
   for (const FusedCase& c : kCases) {
-    SCOPED_TRACE(::testing::Message() << c.prep << " chunk " << c.chunk
-                                      << (c.state ? " saved state" : " fresh"));
+    SCOPED_TRACE(::testing::Message()
+                 << c.prep << " chunk " << c.chunk << (c.state ? " saved state" : " fresh"));
     const PrepInputs in(c.prep, 31 + c.prep.L);
     const SavedState st(c.prep, 57 + c.prep.L);
-    for (int threads : {1, 2}) {
-      SCOPED_TRACE(::testing::Message() << threads << " threads");
-      Context ctx(GetParam(), threads);
-      const ops::Mamba3PrepareScanArgs two = args(c, in, st, Place::of(ctx));
-      ops::mamba3_prepare(ctx, two.prepare);
-      ops::mamba3_scan(ctx, two.scan);
-      const ops::Mamba3PrepareScanArgs fused = args(c, in, st, Place::of(ctx));
-      ops::mamba3_prepare_scan(ctx, fused);
-      const Named want = outputs(two), got = outputs(fused);
-      for (size_t j = 0; j < want.size(); ++j) {
-        if (!want[j].second.defined()) continue;
-        EXPECT_TRUE(identical(got[j].second, want[j].second)) << want[j].first;
+    // Both with F32 and with BF16 state products.
+    for (int threads : {1, 2})
+      for (bool bf16 : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << threads << " threads" << (bf16 ? " bf16" : ""));
+        Context ctx(GetParam(), threads);
+        ops::Mamba3PrepareScanArgs two = args(c, in, st, Place::of(ctx));
+        two.scan.bf16_state_products = bf16;
+        ops::mamba3_prepare(ctx, two.prepare);
+        ops::mamba3_scan(ctx, two.scan);
+        ops::Mamba3PrepareScanArgs fused = args(c, in, st, Place::of(ctx));
+        fused.scan.bf16_state_products = bf16;
+        ops::mamba3_prepare_scan(ctx, fused);
+        const Named want = outputs(two), got = outputs(fused);
+        for (size_t j = 0; j < want.size(); ++j) {
+          if (!want[j].second.defined()) continue;
+          EXPECT_TRUE(identical(got[j].second, want[j].second)) << want[j].first;
+        }
       }
-    }
   }
 }
 

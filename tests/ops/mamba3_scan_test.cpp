@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/x86_kernels.h"
 #include "ops/mamba3_scan_util.h"
 #include "ops/ref/mamba3_ref.h"
 
@@ -135,6 +136,35 @@ TEST_P(Mamba3Scan, FreshSequenceStartsFromZeros) {
     ScanCase zero = c;
     zero.state = true;
     EXPECT_TRUE(identical(fresh.o, run_scan(ctx, zero, in).o));
+  }
+}
+
+// BF16 state products (a model whose projections run in BF16): near ref at
+// BF16's precision for SISO at the 130m head shape, odd P and N, MIMO with
+// an odd row count per chunk and a fresh sequence; a backend without such
+// products computes exactly as without the flag, and the cpu backend on a
+// CPU with AVX-512 BF16 does not (so the mode is seen to take effect).
+TEST_P(Mamba3Scan, Bf16StateProductsStayNearRef) {
+  Context ctx(GetParam(), 2), ref("ref", 1);
+  for (const ScanCase& c :
+       {ScanCase{1, 150, 2, 64, 128, 1, 64}, ScanCase{2, 21, 3, 7, 13, 1, 8},
+        ScanCase{1, 23, 2, 8, 16, 4, 12}, ScanCase{2, 30, 2, 8, 16, 2, 16, false}}) {
+    SCOPED_TRACE(::testing::Message() << c);
+    const ScanInputs in(c, 31 + c.L);
+    auto run = [&](Context& x, bool bf16) {
+      ops::Mamba3ScanArgs a = scan_args(c, in, Place::of(x));
+      a.bf16_state_products = bf16;
+      ops::mamba3_scan(x, a);
+      return a;
+    };
+    const ops::Mamba3ScanArgs want = run(ref, false), rounded = run(ctx, true),
+                              precise = run(ctx, false);
+    EXPECT_TRUE(close(host(rounded.o), host(want.o), {1e-2, 1e-3})) << "o";
+    if (c.state) {
+      EXPECT_TRUE(close(host(rounded.ssm), host(want.ssm), {1e-2, 1e-3})) << "ssm";
+    }
+    const bool has_bf16 = GetParam() == "cpu" && cpu::cpu_has_avx512_bf16();
+    EXPECT_EQ(static_cast<bool>(identical(rounded.o, precise.o)), !has_bf16);
   }
 }
 

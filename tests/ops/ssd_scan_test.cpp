@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/against_ref.h"
+#include "ops/cpu/x86_kernels.h"
 #include "ops/ssd_problem.h"
 #include "ssm/ops/ssd.h"
 
@@ -201,6 +202,37 @@ TEST_P(SsdScanTest, RoundedProductsStayNearRef) {
     EXPECT_TRUE(testing::close(precise[i].second, want[i].second, kScanTol)) << want[i].first;
   }
   EXPECT_FALSE(testing::bitwise_equal(rounded[0].second, precise[0].second));
+}
+
+// BF16 state products (a model whose projections run in BF16): near ref at
+// BF16's precision on the 130m shapes and on odd ones (partial chunks of an
+// odd length, P and N off the vector width, groups, batch rows, a carried
+// state); a backend without such products computes exactly as without the
+// flag, and the cpu backend on a CPU with AVX-512 BF16 does not (so the
+// mode is seen to take effect).
+TEST_P(SsdScanTest, Bf16StateProductsStayNearRef) {
+  Context ctx(GetParam(), 2), ref("ref", 1);
+  struct Shape {
+    int64_t B, L, H, P, N, G, chunk;
+  };
+  for (const Shape& s : {Shape{1, 300, 8, 64, 128, 1, 64}, Shape{3, 37, 4, 7, 13, 2, 8},
+                         Shape{2, 100, 4, 8, 16, 1, 256}}) {
+    SCOPED_TRACE(::testing::Message() << "L " << s.L << " P " << s.P << " N " << s.N);
+    const SsdProblem p = SsdProblem::random(s.B, s.L, s.H, s.P, s.N, s.G, 91 + s.L);
+    auto run = [&](Context& c, bool bf16) {
+      Tensor y_rows;
+      ops::SsdScanArgs a = testing::ssd_args_on(c, p, SsdLayout::kLayerRows, s.chunk, &y_rows);
+      a.bf16_state_products = bf16;
+      ops::ssd_scan(c, a);
+      return testing::outputs({{"y", y_rows}, {"state", a.state}});
+    };
+    const testing::Outputs rounded = run(ctx, true), precise = run(ctx, false),
+                           want = run(ref, false);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_TRUE(testing::close(rounded[i].second, want[i].second, {1e-2, 1e-3})) << want[i].first;
+    const bool has_bf16 = GetParam() == "cpu" && cpu::cpu_has_avx512_bf16();
+    EXPECT_EQ(testing::bitwise_equal(rounded[0].second, precise[0].second), !has_bf16);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SsdScanTest, ::testing::ValuesIn(testing::all_backends()),

@@ -51,6 +51,11 @@ struct SsdScanArgs {
   // (B, H, P, N) dense: the state before t = 0 on entry, after t = L-1 on
   // return. Undefined: a fresh sequence, final state dropped.
   Tensor state;
+  // The state's products (the carried state into y, each chunk into the
+  // state) may round their inputs to BF16 and sum in F32: set by a layer
+  // whose projections run in BF16 (their inputs are rounded so already).
+  // A backend without such products computes in F32 as without it.
+  bool bf16_state_products = false;
 };
 void ssd_scan(Context& ctx, const SsdScanArgs& a);
 

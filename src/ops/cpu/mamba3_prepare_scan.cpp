@@ -50,7 +50,8 @@ void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& args) {
   const int64_t Q = scan_chunk_steps(a, args.scan.chunk);
   const Parts parts = split(ctx, d.B * d.H);
   const Slots<FusedWorkspace> slots(
-      ctx, parts, {.scan = {.Q = Q, .M = Q * R, .P = P, .N = N, .L = L}, .R = R});
+      ctx, parts,
+      {.scan = {.Q = Q, .M = Q * R, .P = P, .N = N, .L = L, .bf16 = a.bf16_products}, .R = R});
   for_each_part(ctx, parts, [&](int64_t part, int64_t i0, int64_t i1) {
     const FusedWorkspace ws = slots[part];
     for (int64_t i = i0; i < i1; ++i) {
@@ -64,7 +65,7 @@ void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& args) {
           heads.vectors(i, t0 + t, ws.q + t * R * N, ws.k + t * R * N, ws.v + t * R * P);
         scan_chunk(a, i, t0, ws.q, ws.k, ws.v, ws.scan);
       }
-      scan_head_end(a, i, ws.k + (last - 1) * R * N, ws.v + (last - 1) * R * P);
+      scan_head_end(a, i, ws.k + (last - 1) * R * N, ws.v + (last - 1) * R * P, ws.scan);
     }
   });
 }

@@ -27,6 +27,35 @@ namespace ssm::cpu {
 using namespace m3;
 
 namespace m3 {
+namespace {
+
+// scan_chunk's state products with BF16 inputs on St (N, P), the state
+// transposed, with e (ws.decay) holding decay_weight(cs_t): the same terms
+// as the F32 products below, with each row of q and of the weighted v
+// rounded to BF16 in pairs (x86_bf16_pairs.cpp).
+void bf16_state_products(const ScanView& a, int64_t t0, const float* Qc, const float* Kc,
+                         const float* Vc, float* Y, const ScanWorkspace& ws) {
+  const int64_t P = a.P, N = a.N, R = a.R, Nw = (N + 1) / 2;
+  const int64_t q = std::min(ws.Q, a.L - t0), m = q * R;
+  float* e = ws.decay;
+  // o_t,r += exp(cs_t) S' q_t,r: q's words (row, j) against St's row pairs
+  // (j, p), each row times its step's weight.
+  for (int64_t j = 0; j < m; ++j) ws.e_rows[j] = e[j / R];
+  bf16_row_words(Qc, N, nullptr, m, N, ws.q_words, Nw);
+  bf16_row_pairs(ws.St, P, nullptr, N, P, ws.s_words, P);
+  bf16_pair_product(m, P, Nw, ws.q_words, Nw, 1, ws.s_words, P, ws.e_rows, 1.f, Y, P);
+  // St <- exp(cs_end) St + sum_s k_s (exp(cs_end - cs_s) w_s v_s)^T: k's
+  // column n over pairs of rows against the weighted v's rows in pairs.
+  const float end = ws.cs[q - 1];
+  decay_products(end, ws.cs, nullptr, ws.w + t0, e, q);
+  for (int64_t j = 0; j < m; ++j) ws.e_rows[j] = e[j / R];
+  bf16_row_pairs(Kc, N, nullptr, m, N, ws.k_words, N);
+  bf16_row_pairs(Vc, P, ws.e_rows, m, P, ws.v_words, P);
+  bf16_pair_product(N, P, (m + 1) / 2, ws.k_words, 1, N, ws.v_words, P, nullptr, decay_weight(end),
+                    ws.St, P);
+}
+
+}  // namespace
 
 void scan_head_begin(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
   const int64_t L = a.L, P = a.P, N = a.N, R = a.R;
@@ -36,8 +65,9 @@ void scan_head_begin(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
   for (int64_t s = 0; s < L; ++s)
     w[s] = lam[s] * dt[s] + (s + 1 < L ? (1.f - lam[s + 1]) * dt[s + 1] : 0.f);
   // S'_{-1} = S + (1 - lam_0) dt_0 V_prev^T K_prev.
-  gemm(true, false, P, N, R, (1.f - lam[0]) * dt[0], a.v_prev + i * R * P, P,
-       a.k_prev + i * R * N, N, 1.f, a.ssm + i * P * N, N);
+  gemm(true, false, P, N, R, (1.f - lam[0]) * dt[0], a.v_prev + i * R * P, P, a.k_prev + i * R * N,
+       N, 1.f, a.ssm + i * P * N, N);
+  if (ws.bf16) transpose_f32_avx512(a.ssm + i * P * N, N, P, N, ws.St, P);
 }
 
 void scan_chunk(const ScanView& a, int64_t i, int64_t t0, const float* Qc, const float* Kc,
@@ -82,6 +112,7 @@ void scan_chunk(const ScanView& a, int64_t i, int64_t t0, const float* Qc, const
   // Carried state: o_t += exp(cs_t) S' q_t.
   float* e = decay;  // used up: decay_weight(cs_t), then decay_weight(end - cs_s) w_s
   for (int64_t t = 0; t < q; ++t) e[t] = decay_weight(cs[t]);
+  if (ws.bf16) return bf16_state_products(a, t0, Qc, Kc, Vc, Y, ws);
   scale_rows(Qc, R * N, e, q, R * N, qs, R * N);
   gemm(false, true, m, P, N, 1.f, qs, N, S, N, 1.f, Y, P);
 
@@ -92,7 +123,9 @@ void scan_chunk(const ScanView& a, int64_t i, int64_t t0, const float* Qc, const
   gemm(true, false, P, N, m, 1.f, vw, P, Kc, N, decay_weight(end), S, N);
 }
 
-void scan_head_end(const ScanView& a, int64_t i, const float* k_last, const float* v_last) {
+void scan_head_end(const ScanView& a, int64_t i, const float* k_last, const float* v_last,
+                   const ScanWorkspace& ws) {
+  if (ws.bf16) transpose_f32_avx512(ws.St, a.P, a.N, a.P, a.ssm + i * a.P * a.N, a.N);
   std::copy(k_last, k_last + a.R * a.N, a.k_prev + i * a.R * a.N);
   std::copy(v_last, v_last + a.R * a.P, a.v_prev + i * a.R * a.P);
 }
@@ -115,14 +148,14 @@ void scan_head(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
     scan_chunk(a, i, t0, a.q + (i * L + t0) * R * N, a.k + (i * L + t0) * R * N,
                a.v + (i * L + t0) * R * P, ws);
   const int64_t last = i * L + L - 1;
-  scan_head_end(a, i, a.k + last * R * N, a.v + last * R * P);
+  scan_head_end(a, i, a.k + last * R * N, a.v + last * R * P, ws);
 }
 
 void scan_chunked(Context& ctx, const ScanView& a, int64_t chunk) {
   const int64_t Q = scan_chunk_steps(a, chunk);
   const Parts parts = split(ctx, a.B * a.H);
-  const Slots<ScanWorkspace> slots(ctx, parts,
-                                   {.Q = Q, .M = Q * a.R, .P = a.P, .N = a.N, .L = a.L});
+  const Slots<ScanWorkspace> slots(
+      ctx, parts, {.Q = Q, .M = Q * a.R, .P = a.P, .N = a.N, .L = a.L, .bf16 = a.bf16_products});
   for_each_part(ctx, parts, [&](int64_t part, int64_t i0, int64_t i1) {
     const ScanWorkspace ws = slots[part];
     for (int64_t i = i0; i < i1; ++i) scan_head(a, i, ws);

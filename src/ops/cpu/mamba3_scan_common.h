@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "ops/cpu/mamba3_workspace.h"
+#include "ops/cpu/x86_kernels.h"
 #include "ssm/ops/mamba3.h"
 
 namespace ssm::cpu::m3 {
@@ -18,6 +19,9 @@ struct ScanView {
   // The starting state: null for a fresh sequence (backward), or updated in
   // place (forward, which points a fresh sequence at zeros from the arena).
   float *ssm, *k_prev, *v_prev;
+  // The chunked forward's state products with BF16 inputs (only where the
+  // arguments allow it and the CPU has AVX-512 BF16; never in the backward).
+  bool bf16_products = false;
 
   explicit ScanView(const ops::Mamba3ScanArgs& a)
       : B(a.q.dim(0)),
@@ -40,6 +44,7 @@ struct ScanView {
 
   // The forward's view: a fresh sequence's state is zeros, dropped afterwards.
   ScanView(Context& ctx, const ops::Mamba3ScanArgs& a) : ScanView(a) {
+    bf16_products = a.bf16_state_products && cpu_has_avx512() && cpu_has_avx512_bf16();
     if (ssm) return;
     ssm = out(ctx.arena().zeros(DType::kF32, {B, H, P, N}));
     k_prev = out(ctx.arena().zeros(DType::kF32, {B, H, R, N}));

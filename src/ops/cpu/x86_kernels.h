@@ -170,3 +170,28 @@ bool small_causal_scores(int64_t M, int64_t K, int64_t unit, const float* A, int
                          const float* B, int64_t ldb, float* C, int64_t ldc);
 
 }  // namespace ssm::cpu
+
+namespace ssm::cpu {
+
+// ---- The scans' state products with BF16 inputs (x86_bf16_pairs.cpp) -------
+// Operands are 32-bit words of two BF16 values (nearest even), the lower
+// half first: the layout of vdpbf16ps. All require cpu_has_avx512_bf16().
+
+// out[r * ldo + j] = (s_r a[r][2j], s_r a[r][2j + 1]) for r < rows,
+// j < (cols + 1) / 2, the value past cols zero; s = scale (null: all 1).
+void bf16_row_words(const float* a, int64_t lda, const float* scale, int64_t rows, int64_t cols,
+                    uint32_t* out, int64_t ldo);
+// out[j * ldo + c] = (s_2j a[2j][c], s_2j+1 a[2j + 1][c]) for
+// j < (rows + 1) / 2, c < cols, the value past the last row zero; s = scale
+// (null: all 1).
+void bf16_row_pairs(const float* a, int64_t lda, const float* scale, int64_t rows, int64_t cols,
+                    uint32_t* out, int64_t ldo);
+// C[m][n] = s_m sum_{j < pairs} A(m, j) . B(j, n) + beta C[m][n] for m < M,
+// n < N, where A(m, j) = A[m * a_row + j * a_col], B(j, n) = B[j * ldb + n],
+// a . b = a.lo b.lo + a.hi b.hi summed in F32 and s = row_scale (null: all
+// 1); beta 0: C is not read.
+void bf16_pair_product(int64_t M, int64_t N, int64_t pairs, const uint32_t* A, int64_t a_row,
+                       int64_t a_col, const uint32_t* B, int64_t ldb, const float* row_scale,
+                       float beta, float* C, int64_t ldc);
+
+}  // namespace ssm::cpu
