@@ -154,9 +154,11 @@ void backward_chunk(const SsdBackwardView& v, SsdBackwardScratch& w, int64_t b, 
     w.csf[t] = static_cast<float>(cs[t]);  // exact: a float sum
     w.dtc[t] = dt[t * v.ldt];
   }
+  // M is zero past the diagonal, and only dM's lower triangle is read (as
+  // far as the pair terms' vectors reach): the products skip the rest.
   ssd_decay_scores(sc, Q, w.csf, w.dtc, q, M, q);
-  gemm(true, false, q, P, q, 1.f, M, q, dY, v.lddy, 1.f, dX, v.lddx);
-  gemm(false, true, q, q, P, 1.f, dY, v.lddy, X, v.ldx, 0.f, dM, q);
+  gemm_lower_transposed_add(q, P, M, q, dY, v.lddy, dX, v.lddx);
+  gemm_causal_scores(q, P, 1, dY, v.lddy, X, v.ldx, dM, q);
   ssd_decay_scores_backward(dM, M, q, sc, Q, cs, w.dtc, q, dcs, ddt, dcb, Q);
 
   // Carried state: y_t += exp(cs_t) S_prev C_t.
@@ -238,10 +240,12 @@ void ssd_scan_backward(Context& ctx, const ops::SsdScanBackwardArgs& a) {
         std::memset(dBg + (b * L + t) * v.lddb, 0, N * sizeof(float));
         std::memset(dCg + (b * L + t) * v.lddc, 0, N * sizeof(float));
       }
+      // The scores C B^T only where the pair terms read them (their lower
+      // triangle, as far as a vector reaches past the diagonal).
       for (int64_t c = 0; c < nc; ++c) {
         const int64_t r0 = v.row0(b, c), q = v.len(c);
-        gemm(false, true, q, q, N, 1.f, Cg + r0 * v.ldc, v.ldc, Bg + r0 * v.ldb, v.ldb, 0.f,
-             w.scores + c * Q * Q, Q);
+        gemm_causal_scores(q, N, 1, Cg + r0 * v.ldc, v.ldc, Bg + r0 * v.ldb, v.ldb,
+                           w.scores + c * Q * Q, Q);
       }
       std::fill(w.dCB, w.dCB + nc * Q * Q, 0.f);
 
@@ -255,14 +259,13 @@ void ssd_scan_backward(Context& ctx, const ops::SsdScanBackwardArgs& a) {
         dD_part[b * H + h] = static_cast<float>(dD_acc);
       }
 
-      // dC_t += sum_s dCB_ts B_s, dB_s += sum_t dCB_ts C_t (all heads summed).
+      // dC_t += sum_{s<=t} dCB_ts B_s, dB_s += sum_{t>=s} dCB_ts C_t (all
+      // heads summed; dCB is zero past the diagonal).
       for (int64_t c = 0; c < nc; ++c) {
         const int64_t r0 = v.row0(b, c), q = v.len(c);
         const float* dcb = w.dCB + c * Q * Q;
-        gemm(false, false, q, N, q, 1.f, dcb, Q, Bg + r0 * v.ldb, v.ldb, 1.f, dCg + r0 * v.lddc,
-             v.lddc);
-        gemm(true, false, q, N, q, 1.f, dcb, Q, Cg + r0 * v.ldc, v.ldc, 1.f, dBg + r0 * v.lddb,
-             v.lddb);
+        gemm_lower_add(q, N, dcb, Q, Bg + r0 * v.ldb, v.ldb, dCg + r0 * v.lddc, v.lddc);
+        gemm_lower_transposed_add(q, N, dcb, Q, Cg + r0 * v.ldc, v.ldc, dBg + r0 * v.lddb, v.lddb);
       }
     }
   });
