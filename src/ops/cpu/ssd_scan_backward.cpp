@@ -55,7 +55,7 @@ struct SsdBackwardView {
 // One worker's scratch, carved from a slot of floats and one of doubles.
 struct SsdBackwardScratch {
   float *scores, *dCB, *states, *S, *dS, *dS_new, *M, *dM, *G1, *G2, *Cs, *G3, *Xw, *csf, *dtc;
-  double *cs, *dcs, *ddt;
+  double *cs, *dcs, *ddt, *dots;
 
   // Floats of: scores, dCB, states (one per chunk), S, dS, dS_new, M, dM,
   // G1, G2, Cs, G3, Xw, csf (cs as floats), dtc (the chunk's dt contiguous);
@@ -80,8 +80,36 @@ struct SsdBackwardScratch {
     cs = d;
     dcs = d + v.Q;
     ddt = d + 2 * v.Q;
+    dots = d + 3 * v.Q;
   }
+  static constexpr int64_t kDoublesPerStep = 4;
 };
+
+// out[i] = sum over k < n in order of double(a[i][k]) b[i][k], for i < rows
+// (rows lda and ldb apart), four rows' sums interleaved: each sum is a chain
+// of dependent double additions, which one row at a time left the adder
+// waiting on its latency.
+void row_dots(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t n,
+              double* out) {
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) {
+    const float *a0 = a + i * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+    const float *b0 = b + i * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      s0 += static_cast<double>(a0[k]) * b0[k];
+      s1 += static_cast<double>(a1[k]) * b1[k];
+      s2 += static_cast<double>(a2[k]) * b2[k];
+      s3 += static_cast<double>(a3[k]) * b3[k];
+    }
+    out[i] = s0, out[i + 1] = s1, out[i + 2] = s2, out[i + 3] = s3;
+  }
+  for (; i < rows; ++i) {
+    double sum = 0;
+    for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(a[i * lda + k]) * b[i * ldb + k];
+    out[i] = sum;
+  }
+}
 
 // cs of chunk c of head h (batch row b) into w.cs[0, q).
 void cumsum(const SsdBackwardView& v, SsdBackwardScratch& w, int64_t b, int64_t h, int64_t c) {
@@ -163,15 +191,14 @@ void backward_chunk(const SsdBackwardView& v, SsdBackwardScratch& w, int64_t b, 
 
   // Carried state: y_t += exp(cs_t) S_prev C_t.
   gemm(false, false, q, N, P, 1.f, dY, v.lddy, Sprev, N, 0.f, w.G1, N);
+  row_dots(w.G1, N, Cc, v.ldc, q, N, w.dots);
   for (int64_t t = 0; t < q; ++t) {
     const float e = std::exp(static_cast<float>(cs[t]));
-    double dot = 0;
     for (int64_t n = 0; n < N; ++n) {
       dCc[t * v.lddc + n] += e * w.G1[t * N + n];
-      dot += static_cast<double>(w.G1[t * N + n]) * Cc[t * v.ldc + n];
       w.Cs[t * N + n] = e * Cc[t * v.ldc + n];
     }
-    dcs[t] += e * dot;
+    dcs[t] += e * w.dots[t];
   }
 
   // State update, with dS the gradient of the state leaving chunk c.
@@ -179,24 +206,20 @@ void backward_chunk(const SsdBackwardView& v, SsdBackwardScratch& w, int64_t b, 
   const float decay = std::exp(static_cast<float>(end));
   gemm(false, false, q, N, P, 1.f, X, v.ldx, w.dS, N, 0.f, w.G2, N);
   gemm(false, true, q, P, N, 1.f, Bc, v.ldb, w.dS, N, 0.f, w.G3, P);
+  row_dots(w.G2, N, Bc, v.ldb, q, N, w.dots);
   for (int64_t s = 0; s < q; ++s) {
     const double e = std::exp(end - cs[s]);
     const double wt = e * dt[s * v.ldt];
-    double dw = 0;
-    for (int64_t n = 0; n < N; ++n) {
-      dBc[s * v.lddb + n] += static_cast<float>(wt * w.G2[s * N + n]);
-      dw += static_cast<double>(w.G2[s * N + n]) * Bc[s * v.ldb + n];
-    }
+    const double dw = w.dots[s];
+    for (int64_t n = 0; n < N; ++n) dBc[s * v.lddb + n] += static_cast<float>(wt * w.G2[s * N + n]);
     for (int64_t p = 0; p < P; ++p) dX[s * v.lddx + p] += static_cast<float>(wt * w.G3[s * P + p]);
     ddt[s] += dw * e;
     dcs[q - 1] += dw * wt;
     dcs[s] -= dw * wt;
   }
   double sd = 0;
-  for (int64_t k = 0; k < P * N; ++k) {
-    sd += static_cast<double>(w.dS[k]) * Sprev[k];
-    w.dS_new[k] = decay * w.dS[k];
-  }
+  for (int64_t k = 0; k < P * N; ++k) sd += static_cast<double>(w.dS[k]) * Sprev[k];
+  for (int64_t k = 0; k < P * N; ++k) w.dS_new[k] = decay * w.dS[k];
   dcs[q - 1] += decay * sd;
   gemm(true, false, P, N, q, 1.f, dY, v.lddy, w.Cs, N, 1.f, w.dS_new, N);
   std::swap(w.dS, w.dS_new);
@@ -222,7 +245,8 @@ void ssd_scan_backward(Context& ctx, const ops::SsdScanBackwardArgs& a) {
   const Tensor parts = arena.alloc(DType::kF32, {2, Bn * H});  // dA, dD per (batch row, head)
   float* dA_part = ops::elements<float>(parts);
   float* dD_part = dA_part + Bn * H;
-  const int64_t slot_floats = SsdBackwardScratch::floats(v), slot_doubles = 3 * Q;
+  const int64_t slot_floats = SsdBackwardScratch::floats(v),
+                slot_doubles = SsdBackwardScratch::kDoublesPerStep * Q;
   const int64_t slots = worker_slots(ctx.pool(), Bn * G);
   const Tensor scratch_f = arena.alloc(DType::kF32, {slots, slot_floats});
   const Tensor scratch_d = arena.alloc(DType::kF64, {slots, slot_doubles});
