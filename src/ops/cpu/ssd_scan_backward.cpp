@@ -102,7 +102,10 @@ void row_dots(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t 
       s2 += static_cast<double>(a2[k]) * b2[k];
       s3 += static_cast<double>(a3[k]) * b3[k];
     }
-    out[i] = s0, out[i + 1] = s1, out[i + 2] = s2, out[i + 3] = s3;
+    out[i] = s0;
+    out[i + 1] = s1;
+    out[i + 2] = s2;
+    out[i + 3] = s3;
   }
   for (; i < rows; ++i) {
     double sum = 0;
