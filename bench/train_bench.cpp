@@ -62,7 +62,12 @@ void train_steps(benchmark::State& state, const ModelConfig& config, int64_t voc
       model, tokens,
       TrainOptions{.steps = 1 << 20, .batch = batch, .seq_len = seq_len, .lr = 1e-4, .warmup = 10},
       ctx);
-  trainer.step();  // warm the allocator
+  // Two steps before the timed ones: the first sizes the arenas, whose
+  // blocks then merge into one fresh block each; the second touches that
+  // block's pages (page faults, about a tenth of a step on this machine's
+  // hypervisor). From the third step on nothing is allocated or faulted in.
+  trainer.step();
+  trainer.step();
   const double cpu0 = process_cpu_seconds();
   for (auto _ : state) benchmark::DoNotOptimize(trainer.step().loss);
   const double cpu_s = process_cpu_seconds() - cpu0;

@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "ops/cpu/blas.h"
@@ -132,6 +133,52 @@ TEST(SmallGemm, CausalScoresWriteTheBlocksGemmCausalReads) {
       }
     }
   }
+}
+
+// gemm_lower_add (C += A B) and gemm_lower_transposed_add (C += A^T B) for
+// A lower-triangular, zero past the diagonal: every output is within F32
+// rounding of a sequential double sum and, on the AVX-512 kernel (one sum
+// over k in order), equals the full product's (gemm over all of A, the
+// skipped terms exact zeros) bit for bit. Sizes that leave a partial block
+// of rows, the backward's 256-step chunk, and one past the AVX-512 kernel's
+// shapes (OpenBLAS per block, which may split k elsewhere).
+TEST(SmallGemm, LowerTriangularProductsEqualTheFullProducts) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (const auto& [M, N] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 5}, {7, 16}, {17, 33}, {64, 64}, {100, 70}, {256, 128}, {300, 20}})
+    for (bool transposed : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "M " << M << " N " << N << " transposed " << transposed);
+      const int64_t lda = M + 3, ldb = N + 1, ldc = N + 2;
+      std::vector<float> A(M * lda, 0.f), B(M * ldb), C(M * ldc);
+      for (int64_t r = 0; r < M; ++r)
+        for (int64_t c = 0; c <= r; ++c) A[r * lda + c] = u(rng);
+      for (float& v : B) v = u(rng);
+      for (float& v : C) v = u(rng);
+      const std::vector<float> C0 = C;
+      std::vector<float> full = C;
+      if (transposed) {
+        cpu::gemm_lower_transposed_add(M, N, A.data(), lda, B.data(), ldb, C.data(), ldc);
+        cpu::gemm(true, false, M, N, M, 1.f, A.data(), lda, B.data(), ldb, 1.f, full.data(), ldc);
+      } else {
+        cpu::gemm_lower_add(M, N, A.data(), lda, B.data(), ldb, C.data(), ldc);
+        cpu::gemm(false, false, M, N, M, 1.f, A.data(), lda, B.data(), ldb, 1.f, full.data(), ldc);
+      }
+      const bool exact = cpu::cpu_has_avx512() && cpu::small_gemm_fits(false, M, N, M);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double sum = 0, mag = 0;
+          for (int64_t k = 0; k < M; ++k) {
+            const double a = transposed ? A[k * lda + m] : A[m * lda + k];
+            sum += a * B[k * ldb + n];
+            mag += std::fabs(a * B[k * ldb + n]);
+          }
+          if (exact) {
+            ASSERT_EQ(C[m * ldc + n], full[m * ldc + n]) << "at " << m << "," << n;
+          }
+          ASSERT_NEAR(C[m * ldc + n], C0[m * ldc + n] + sum, (M + 3) * 1.2e-7 * (mag + 1));
+        }
+    }
 }
 
 }  // namespace

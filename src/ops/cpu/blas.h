@@ -52,6 +52,30 @@ inline void gemm_causal_scores(int64_t M, int64_t K, int64_t unit, const float* 
   }
 }
 
+// The backward's products with a lower-triangular A (M, M), zero past the
+// diagonal (a chunk's decayed scores or their gradient): rows of C in
+// blocks of kCausalRows, each summing over the k where its rows of A can be
+// nonzero only. The terms skipped are exact zeros at the start (transposed)
+// or the end (plain) of each sum, so every sum is the full product's (up to
+// the sign of a zero), in the same order, for about half the multiply-adds.
+// C += A B:
+inline void gemm_lower_add(int64_t M, int64_t N, const float* A, int64_t lda, const float* B,
+                           int64_t ldb, float* C, int64_t ldc) {
+  for (int64_t r0 = 0; r0 < M; r0 += kCausalRows) {
+    const int64_t r1 = std::min(M, r0 + kCausalRows);
+    gemm(false, false, r1 - r0, N, r1, 1.f, A + r0 * lda, lda, B, ldb, 1.f, C + r0 * ldc, ldc);
+  }
+}
+// C += A^T B (row r of C sums over the rows k >= r of A and B):
+inline void gemm_lower_transposed_add(int64_t M, int64_t N, const float* A, int64_t lda,
+                                      const float* B, int64_t ldb, float* C, int64_t ldc) {
+  for (int64_t r0 = 0; r0 < M; r0 += kCausalRows) {
+    const int64_t r1 = std::min(M, r0 + kCausalRows);
+    gemm(true, false, r1 - r0, N, M - r0, 1.f, A + r0 * lda + r0, lda, B + r0 * ldb, ldb, 1.f,
+         C + r0 * ldc, ldc);
+  }
+}
+
 // y[N] = alpha W[N, K] x[K] + beta y; W has row stride ldw.
 void gemv(int64_t N, int64_t K, float alpha, const float* W, int64_t ldw, const float* x,
           float beta, float* y);

@@ -70,9 +70,11 @@ void rows_loss(ThreadPool& pool, float* logits, int64_t n, int64_t V, const int6
 // The AVX-512 path: every product on the kernel of x86_f32_gemm.cpp with
 // its operands laid out once. Blocks of up to kBlockLogitsAvx512 logits (a
 // multiple of 64 rows where that many fit: the kernel's tiles), and per
-// call the head transposed in chunks of kHeadChunk vocabulary rows (each
-// chunk D rows of kHeadChunk), so that df = g head runs chunk by chunk with
-// both operands in cache. Taken while that copy of the head stays under
+// call the head's columns packed in chunks of kHeadChunk vocabulary rows
+// (each chunk D packed rows of kHeadChunk), so that df = g head runs chunk
+// by chunk with both operands in cache: df^T = head^T g^T, the chunk's
+// packed columns against g's rows as stored, written transposed into df's
+// rows (g is not packed). Taken while that copy of the head stays under
 // kMaxHeadCopy floats.
 constexpr int64_t kBlockLogitsAvx512 = int64_t{16} << 20;
 constexpr int64_t kHeadChunk = 256;
@@ -103,20 +105,18 @@ double head_cross_entropy_avx512(Context& ctx, const ops::HeadLossArgs& a) {
   const bool grads = a.grad_scale != 0, dhead_wanted = grads && a.dhead.defined();
   const int64_t chunks = (V + kHeadChunk - 1) / kHeadChunk;
   auto chunk_size = [&](int64_t c) { return std::min(kHeadChunk, V - c * kHeadChunk); };
-  // Chunk c of the transposed head: D rows of chunk_size(c), at c kHeadChunk D.
-  float* head_t = grads ? floats(V * D) : nullptr;
+  // Chunk c of the head's columns packed (D packed rows of chunk_size(c),
+  // blocks of 16 columns), at c kHeadChunk D16.
+  const int64_t D16 = (D + 15) / 16 * 16;
+  float* head_cols = grads ? floats(V * D16) : nullptr;
   if (grads)
     pool.parallel_for(chunks, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
-        const int64_t v0 = c * kHeadChunk, vc = chunk_size(c);
-        transpose_f32_avx512(head + v0 * D, D, vc, D, head_t + v0 * D, vc);
+        const int64_t v0 = c * kHeadChunk;
+        pack_f32_columns(head + v0 * D, D, chunk_size(c), D, head_cols + v0 * D16, 0, D16 / 16);
       }
     });
-  // g (the logits' gradient) packed per chunk of columns, chunk c at
-  // c kHeadChunk (block rounded up to 16) floats; g's columns packed as rows
-  // (V rows of n) for dhead; f^T (D rows of n).
-  const int64_t block16 = (block + 15) / 16 * 16;
-  float* g_packed = grads ? floats(block16 * V) : nullptr;
+  // g's columns packed as rows (V rows of n) for dhead; f^T (D rows of n).
   void* g_columns = dhead_wanted ? floats(f32_pack_bytes(V, block) / 4) : nullptr;
   float* f_t = dhead_wanted ? floats(D * block) : nullptr;
   for (int64_t r0 = 0; r0 < R; r0 += block) {
@@ -125,26 +125,24 @@ double head_cross_entropy_avx512(Context& ctx, const ops::HeadLossArgs& a) {
                    logits, V);
     rows_loss(pool, logits, n, V, targets + r0, a.grad_scale, loss + r0);
     if (!grads) continue;
-    // df = g head, summed chunk by chunk of the vocabulary in order; tasks
-    // of 96 columns of df (a multiple of the tile's 6 and of 16 floats).
-    const int64_t n16 = (n + 15) / 16 * 16;
-    pool.parallel_for(chunks, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c)
-        pack_f32_rows(logits + c * kHeadChunk, V, n, chunk_size(c), g_packed + c * kHeadChunk * n16,
-                      0, (n + 15) / 16);
-    });
+    // df = g head, summed chunk by chunk of the vocabulary in order (each
+    // chunk's sum added to df); tasks of 96 columns of df (a multiple of 16
+    // floats: whole vectors of df's rows).
     const ops::Rows<float> df(a.df);
     constexpr int64_t kDfColumns = 96;
     pool.parallel_for((D + kDfColumns - 1) / kDfColumns, [&](int64_t b0, int64_t b1) {
       const int64_t d0 = b0 * kDfColumns, d1 = std::min(D, b1 * kDfColumns);
       for (int64_t c = 0; c < chunks; ++c) {
         const int64_t vc = chunk_size(c);
-        const F32PackedRows gc{.data = g_packed + c * kHeadChunk * n16, .M = n, .K = vc};
-        f32_gemm_avx512(gc, {.W = head_t + c * kHeadChunk * D + d0 * vc,
-                             .n = d1 - d0,
+        const F32PackedRows hc{
+            .data = head_cols + c * kHeadChunk * D16 + d0 * vc, .M = d1 - d0, .K = vc};
+        f32_gemm_avx512(hc, {.W = logits + c * kHeadChunk,
+                             .n = n,
                              .accumulate = c > 0,
                              .y = df[r0] + d0,
-                             .ldy = df.ld});
+                             .ldy = df.ld,
+                             .ldw = V,
+                             .transposed_y = true});
       }
     });
     if (!dhead_wanted) continue;

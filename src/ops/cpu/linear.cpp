@@ -257,17 +257,16 @@ void linear_backward(Context& ctx, const ops::LinearBackwardArgs& a) {
   float* dbias = elements_or_null<float>(a.dbias);
   ThreadPool& pool = ctx.pool();
   if (cpu_has_avx512() && M > kGemvMaxRows) {
-    // The AVX-512 kernel of the forward: dx = dy (W^T)^T with dy packed and
-    // W transposed once per call; dW += (dy^T) (x^T)^T with dy's columns
-    // packed and x transposed once. OpenBLAS repacked W per block of 16
-    // rows of dx and x per block of 32 rows of dW, and ran AVX2 kernels.
+    // The AVX-512 kernel of the forward: dx^T = W^T dy^T with W's columns
+    // packed once per call and dy's rows read as stored, written transposed
+    // (into dx's rows); dW += (dy^T) (x^T)^T with dy's columns packed and x
+    // transposed once. OpenBLAS repacked W per block of 16 rows of dx and x
+    // per block of 32 rows of dW, and ran AVX2 kernels.
     Arena::Scope scope(ctx.arena());
     if (dx) {
-      float* wt = elements<float>(ctx.arena().alloc(DType::kF32, {K * N}));
-      transpose_f32(pool, W, K, N, K, wt);
-      void* packed = elements<float>(ctx.arena().alloc(DType::kF32, {f32_pack_bytes(M, N) / 4}));
-      packed_product(pool, pack_f32_rows_parallel(pool, dy, lddy, M, N, packed), wt, K,
-                     a.accumulate_dx, dx, a.dx.row_stride());
+      void* packed = elements<float>(ctx.arena().alloc(DType::kF32, {f32_pack_bytes(K, N) / 4}));
+      packed_product_transposed(pool, pack_f32_columns_parallel(pool, W, K, N, K, packed), dy, lddy,
+                                M, a.accumulate_dx, dx, a.dx.row_stride());
     }
     if (dW) {
       float* xt = elements<float>(ctx.arena().alloc(DType::kF32, {K * M}));

@@ -55,7 +55,7 @@ struct SsdBackwardView {
 // One worker's scratch, carved from a slot of floats and one of doubles.
 struct SsdBackwardScratch {
   float *scores, *dCB, *states, *S, *dS, *dS_new, *M, *dM, *G1, *G2, *Cs, *G3, *Xw, *csf, *dtc;
-  double *cs, *dcs, *ddt;
+  double *cs, *dcs, *ddt, *dots;
 
   // Floats of: scores, dCB, states (one per chunk), S, dS, dS_new, M, dM,
   // G1, G2, Cs, G3, Xw, csf (cs as floats), dtc (the chunk's dt contiguous);
@@ -80,8 +80,39 @@ struct SsdBackwardScratch {
     cs = d;
     dcs = d + v.Q;
     ddt = d + 2 * v.Q;
+    dots = d + 3 * v.Q;
   }
+  static constexpr int64_t kDoublesPerStep = 4;
 };
+
+// out[i] = sum over k < n in order of double(a[i][k]) b[i][k], for i < rows
+// (rows lda and ldb apart), four rows' sums interleaved: each sum is a chain
+// of dependent double additions, which one row at a time left the adder
+// waiting on its latency.
+void row_dots(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t n,
+              double* out) {
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) {
+    const float *a0 = a + i * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+    const float *b0 = b + i * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      s0 += static_cast<double>(a0[k]) * b0[k];
+      s1 += static_cast<double>(a1[k]) * b1[k];
+      s2 += static_cast<double>(a2[k]) * b2[k];
+      s3 += static_cast<double>(a3[k]) * b3[k];
+    }
+    out[i] = s0;
+    out[i + 1] = s1;
+    out[i + 2] = s2;
+    out[i + 3] = s3;
+  }
+  for (; i < rows; ++i) {
+    double sum = 0;
+    for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(a[i * lda + k]) * b[i * ldb + k];
+    out[i] = sum;
+  }
+}
 
 // cs of chunk c of head h (batch row b) into w.cs[0, q).
 void cumsum(const SsdBackwardView& v, SsdBackwardScratch& w, int64_t b, int64_t h, int64_t c) {
@@ -154,22 +185,23 @@ void backward_chunk(const SsdBackwardView& v, SsdBackwardScratch& w, int64_t b, 
     w.csf[t] = static_cast<float>(cs[t]);  // exact: a float sum
     w.dtc[t] = dt[t * v.ldt];
   }
+  // M is zero past the diagonal, and only dM's lower triangle is read (as
+  // far as the pair terms' vectors reach): the products skip the rest.
   ssd_decay_scores(sc, Q, w.csf, w.dtc, q, M, q);
-  gemm(true, false, q, P, q, 1.f, M, q, dY, v.lddy, 1.f, dX, v.lddx);
-  gemm(false, true, q, q, P, 1.f, dY, v.lddy, X, v.ldx, 0.f, dM, q);
+  gemm_lower_transposed_add(q, P, M, q, dY, v.lddy, dX, v.lddx);
+  gemm_causal_scores(q, P, 1, dY, v.lddy, X, v.ldx, dM, q);
   ssd_decay_scores_backward(dM, M, q, sc, Q, cs, w.dtc, q, dcs, ddt, dcb, Q);
 
   // Carried state: y_t += exp(cs_t) S_prev C_t.
   gemm(false, false, q, N, P, 1.f, dY, v.lddy, Sprev, N, 0.f, w.G1, N);
+  row_dots(w.G1, N, Cc, v.ldc, q, N, w.dots);
   for (int64_t t = 0; t < q; ++t) {
     const float e = std::exp(static_cast<float>(cs[t]));
-    double dot = 0;
     for (int64_t n = 0; n < N; ++n) {
       dCc[t * v.lddc + n] += e * w.G1[t * N + n];
-      dot += static_cast<double>(w.G1[t * N + n]) * Cc[t * v.ldc + n];
       w.Cs[t * N + n] = e * Cc[t * v.ldc + n];
     }
-    dcs[t] += e * dot;
+    dcs[t] += e * w.dots[t];
   }
 
   // State update, with dS the gradient of the state leaving chunk c.
@@ -177,24 +209,20 @@ void backward_chunk(const SsdBackwardView& v, SsdBackwardScratch& w, int64_t b, 
   const float decay = std::exp(static_cast<float>(end));
   gemm(false, false, q, N, P, 1.f, X, v.ldx, w.dS, N, 0.f, w.G2, N);
   gemm(false, true, q, P, N, 1.f, Bc, v.ldb, w.dS, N, 0.f, w.G3, P);
+  row_dots(w.G2, N, Bc, v.ldb, q, N, w.dots);
   for (int64_t s = 0; s < q; ++s) {
     const double e = std::exp(end - cs[s]);
     const double wt = e * dt[s * v.ldt];
-    double dw = 0;
-    for (int64_t n = 0; n < N; ++n) {
-      dBc[s * v.lddb + n] += static_cast<float>(wt * w.G2[s * N + n]);
-      dw += static_cast<double>(w.G2[s * N + n]) * Bc[s * v.ldb + n];
-    }
+    const double dw = w.dots[s];
+    for (int64_t n = 0; n < N; ++n) dBc[s * v.lddb + n] += static_cast<float>(wt * w.G2[s * N + n]);
     for (int64_t p = 0; p < P; ++p) dX[s * v.lddx + p] += static_cast<float>(wt * w.G3[s * P + p]);
     ddt[s] += dw * e;
     dcs[q - 1] += dw * wt;
     dcs[s] -= dw * wt;
   }
   double sd = 0;
-  for (int64_t k = 0; k < P * N; ++k) {
-    sd += static_cast<double>(w.dS[k]) * Sprev[k];
-    w.dS_new[k] = decay * w.dS[k];
-  }
+  for (int64_t k = 0; k < P * N; ++k) sd += static_cast<double>(w.dS[k]) * Sprev[k];
+  for (int64_t k = 0; k < P * N; ++k) w.dS_new[k] = decay * w.dS[k];
   dcs[q - 1] += decay * sd;
   gemm(true, false, P, N, q, 1.f, dY, v.lddy, w.Cs, N, 1.f, w.dS_new, N);
   std::swap(w.dS, w.dS_new);
@@ -220,7 +248,8 @@ void ssd_scan_backward(Context& ctx, const ops::SsdScanBackwardArgs& a) {
   const Tensor parts = arena.alloc(DType::kF32, {2, Bn * H});  // dA, dD per (batch row, head)
   float* dA_part = ops::elements<float>(parts);
   float* dD_part = dA_part + Bn * H;
-  const int64_t slot_floats = SsdBackwardScratch::floats(v), slot_doubles = 3 * Q;
+  const int64_t slot_floats = SsdBackwardScratch::floats(v),
+                slot_doubles = SsdBackwardScratch::kDoublesPerStep * Q;
   const int64_t slots = worker_slots(ctx.pool(), Bn * G);
   const Tensor scratch_f = arena.alloc(DType::kF32, {slots, slot_floats});
   const Tensor scratch_d = arena.alloc(DType::kF64, {slots, slot_doubles});
@@ -238,10 +267,12 @@ void ssd_scan_backward(Context& ctx, const ops::SsdScanBackwardArgs& a) {
         std::memset(dBg + (b * L + t) * v.lddb, 0, N * sizeof(float));
         std::memset(dCg + (b * L + t) * v.lddc, 0, N * sizeof(float));
       }
+      // The scores C B^T only where the pair terms read them (their lower
+      // triangle, as far as a vector reaches past the diagonal).
       for (int64_t c = 0; c < nc; ++c) {
         const int64_t r0 = v.row0(b, c), q = v.len(c);
-        gemm(false, true, q, q, N, 1.f, Cg + r0 * v.ldc, v.ldc, Bg + r0 * v.ldb, v.ldb, 0.f,
-             w.scores + c * Q * Q, Q);
+        gemm_causal_scores(q, N, 1, Cg + r0 * v.ldc, v.ldc, Bg + r0 * v.ldb, v.ldb,
+                           w.scores + c * Q * Q, Q);
       }
       std::fill(w.dCB, w.dCB + nc * Q * Q, 0.f);
 
@@ -255,14 +286,13 @@ void ssd_scan_backward(Context& ctx, const ops::SsdScanBackwardArgs& a) {
         dD_part[b * H + h] = static_cast<float>(dD_acc);
       }
 
-      // dC_t += sum_s dCB_ts B_s, dB_s += sum_t dCB_ts C_t (all heads summed).
+      // dC_t += sum_{s<=t} dCB_ts B_s, dB_s += sum_{t>=s} dCB_ts C_t (all
+      // heads summed; dCB is zero past the diagonal).
       for (int64_t c = 0; c < nc; ++c) {
         const int64_t r0 = v.row0(b, c), q = v.len(c);
         const float* dcb = w.dCB + c * Q * Q;
-        gemm(false, false, q, N, q, 1.f, dcb, Q, Bg + r0 * v.ldb, v.ldb, 1.f, dCg + r0 * v.lddc,
-             v.lddc);
-        gemm(true, false, q, N, q, 1.f, dcb, Q, Cg + r0 * v.ldc, v.ldc, 1.f, dBg + r0 * v.lddb,
-             v.lddb);
+        gemm_lower_add(q, N, dcb, Q, Bg + r0 * v.ldb, v.ldb, dCg + r0 * v.lddc, v.lddc);
+        gemm_lower_transposed_add(q, N, dcb, Q, Cg + r0 * v.ldc, v.ldc, dBg + r0 * v.lddb, v.lddb);
       }
     }
   });

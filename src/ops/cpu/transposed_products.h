@@ -40,4 +40,12 @@ void transpose_f32(ThreadPool& pool, const float* a, int64_t lda, int64_t rows, 
 void packed_product(ThreadPool& pool, const F32PackedRows& x, const float* W, int64_t N,
                     bool accumulate, float* y, int64_t ldy);
 
+// The same sums written transposed: y[n][m] (+)= sum_k W[n][k] x[m][k] for
+// the N rows of W (row stride ldw) and the M packed rows of x; y has N rows
+// (row stride ldy). dx = dy W as (W^T packed, from W's columns) times dy's
+// rows as stored: dy needs no packing, and each sum is the one of
+// packed_product(dy packed, W^T) (the same products in the same order).
+void packed_product_transposed(ThreadPool& pool, const F32PackedRows& x, const float* W,
+                               int64_t ldw, int64_t N, bool accumulate, float* y, int64_t ldy);
+
 }  // namespace ssm::cpu

@@ -71,8 +71,10 @@ void SiluGateBackward(const float* y, const float* z, const float* g, float* dy,
 inline void adamw_scalar(const AdamwConstants& k, float& p, float g, float& m, float& v) {
   m = static_cast<float>(k.b1 * m + (1.0 - k.b1) * g);
   v = static_cast<float>(k.b2 * v + (1.0 - k.b2) * static_cast<double>(g) * g);
-  const double update = (m / k.bc1) / (std::sqrt(v / k.bc2) + k.eps);
-  p = static_cast<float>(p * k.decay - k.lr * update);
+  const auto bc1 = static_cast<float>(k.bc1), bc2 = static_cast<float>(k.bc2),
+             eps = static_cast<float>(k.eps);
+  const float update = (m / bc1) / (std::sqrt(v / bc2) + eps);
+  p = static_cast<float>(p * k.decay - k.lr * static_cast<double>(update));
 }
 
 void AdamwUpdate(const AdamwConstants& k, float* p, const float* g, float* m, float* v, int64_t n) {
@@ -82,8 +84,10 @@ void AdamwUpdate(const AdamwConstants& k, float* p, const float* g, float* m, fl
   const hn::Rebind<float, decltype(dd)> df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(dd));
   const auto b1 = hn::Set(dd, k.b1), c1 = hn::Set(dd, 1.0 - k.b1), b2 = hn::Set(dd, k.b2),
-             c2 = hn::Set(dd, 1.0 - k.b2), bc1 = hn::Set(dd, k.bc1), bc2 = hn::Set(dd, k.bc2),
-             decay = hn::Set(dd, k.decay), lr = hn::Set(dd, k.lr), eps = hn::Set(dd, k.eps);
+             c2 = hn::Set(dd, 1.0 - k.b2), decay = hn::Set(dd, k.decay), lr = hn::Set(dd, k.lr);
+  const auto bc1 = hn::Set(df, static_cast<float>(k.bc1)),
+             bc2 = hn::Set(df, static_cast<float>(k.bc2)),
+             eps = hn::Set(df, static_cast<float>(k.eps));
   for (; i + L <= n; i += L) {
     const auto vg = hn::PromoteTo(dd, hn::LoadU(df, g + i));
     const auto mf = hn::DemoteTo(
@@ -92,8 +96,8 @@ void AdamwUpdate(const AdamwConstants& k, float* p, const float* g, float* m, fl
                                              hn::Mul(hn::Mul(c2, vg), vg)));
     hn::StoreU(mf, df, m + i);
     hn::StoreU(vf, df, v + i);
-    const auto update = hn::Div(hn::Div(hn::PromoteTo(dd, mf), bc1),
-                                hn::Add(hn::Sqrt(hn::Div(hn::PromoteTo(dd, vf), bc2)), eps));
+    const auto update =
+        hn::PromoteTo(dd, hn::Div(hn::Div(mf, bc1), hn::Add(hn::Sqrt(hn::Div(vf, bc2)), eps)));
     const auto vp = hn::PromoteTo(dd, hn::LoadU(df, p + i));
     hn::StoreU(hn::DemoteTo(df, hn::Sub(hn::Mul(vp, decay), hn::Mul(lr, update))), df, p + i);
   }

@@ -37,9 +37,10 @@ F32PackedRows pack_f32_rows(const float* x, int64_t ldx, int64_t M, int64_t K, v
 
 namespace {
 
-// acc[r][v] = sum over k of W row r against activation block v, in order.
+// acc[r][v] = sum over k of W row r (rows ldw apart) against activation
+// block v, in order.
 template <int NR, int V>
-SSM_TARGET_AVX512 inline void f32_sums(const float* xb, int64_t K, const float* W,
+SSM_TARGET_AVX512 inline void f32_sums(const float* xb, int64_t K, const float* W, int64_t ldw,
                                        __m512 (&acc)[NR][V]) {
   for (int r = 0; r < NR; ++r)
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
@@ -47,7 +48,7 @@ SSM_TARGET_AVX512 inline void f32_sums(const float* xb, int64_t K, const float* 
     __m512 xv[V];
     for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_ps(xb + (v * K + k) * 16);
     for (int r = 0; r < NR; ++r) {
-      const __m512 wb = _mm512_set1_ps(W[r * K + k]);
+      const __m512 wb = _mm512_set1_ps(W[r * ldw + k]);
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(wb, xv[v], acc[r][v]);
     }
   }
@@ -55,9 +56,10 @@ SSM_TARGET_AVX512 inline void f32_sums(const float* xb, int64_t K, const float* 
 
 // The sums stored to tile[r * 64 + 16 v + lane], for the loop's writer.
 template <int NR, int V>
-SSM_TARGET_AVX512 void f32_tile(const float* xb, int64_t K, const float* W, float* tile) {
+SSM_TARGET_AVX512 void f32_tile(const float* xb, int64_t K, const float* W, int64_t ldw,
+                                float* tile) {
   __m512 acc[NR][V];
-  f32_sums<NR, V>(xb, K, W, acc);
+  f32_sums<NR, V>(xb, K, W, ldw, acc);
   for (int r = 0; r < NR; ++r)
     for (int v = 0; v < V; ++v) _mm512_storeu_ps(tile + r * 64 + v * 16, acc[r][v]);
 }
@@ -69,10 +71,10 @@ SSM_TARGET_AVX512 void f32_tile(const float* xb, int64_t K, const float* W, floa
 // 384 strided loads and stores a tile, was a fifth of the products whose
 // sums run over 256 values (the head's backward).
 template <int V>
-SSM_TARGET_AVX512 void f32_tile_to_y(const float* xb, int64_t K, const float* W, float* y,
-                                     int64_t ldy, const float* bias, bool accumulate) {
+SSM_TARGET_AVX512 void f32_tile_to_y(const float* xb, int64_t K, const float* W, int64_t ldw,
+                                     float* y, int64_t ldy, const float* bias, bool accumulate) {
   __m512 acc[kGemmTileRows][V];
-  f32_sums<kGemmTileRows, V>(xb, K, W, acc);
+  f32_sums<kGemmTileRows, V>(xb, K, W, ldw, acc);
   const __m128 zero = _mm_setzero_ps();
   const __m128 b03 = bias ? _mm_loadu_ps(bias) : zero;
   const __m128 b45 =
@@ -111,25 +113,52 @@ SSM_TARGET_AVX512 void f32_tile_to_y(const float* xb, int64_t K, const float* W,
   }
 }
 
+// The same for y[j][m] (transposed_y): each sum vector is 16 contiguous
+// outputs of a row of y, written as it is; the scalar writer's operations
+// (sum + bias, then y + that) lane by lane.
+template <int V>
+SSM_TARGET_AVX512 void f32_tile_to_yt(const float* xb, int64_t K, const float* W, int64_t ldw,
+                                      float* y, int64_t ldy, const float* bias, bool accumulate) {
+  __m512 acc[kGemmTileRows][V];
+  f32_sums<kGemmTileRows, V>(xb, K, W, ldw, acc);
+  for (int r = 0; r < kGemmTileRows; ++r) {
+    const __m512 b = _mm512_set1_ps(bias ? bias[r] : 0.f);
+    for (int v = 0; v < V; ++v) {
+      float* row = y + r * ldy + 16 * v;
+      __m512 out = _mm512_add_ps(acc[r][v], b);
+      if (accumulate) out = _mm512_add_ps(_mm512_loadu_ps(row), out);
+      _mm512_storeu_ps(row, out);
+    }
+  }
+}
+
 }  // namespace
 
 void f32_gemm_avx512(const F32PackedRows& x, const F32GemmJob& job) {
-  const int64_t K = x.K;
-  const GemmTileOutput out{
-      .n = job.n, .bias = job.bias, .accumulate = job.accumulate, .y = job.y, .ldy = job.ldy};
+  const int64_t K = x.K, ldw = job.ldw ? job.ldw : K;
+  const GemmTileOutput out{.n = job.n,
+                           .bias = job.bias,
+                           .accumulate = job.accumulate,
+                           .y = job.y,
+                           .ldy = job.ldy,
+                           .transposed = job.transposed_y};
   for_each_gemm_tile(x.M, out, [&](int vectors, int64_t b0, int64_t j0, int rows, float* sums) {
     const float* xb = x.data + b0 * K * 16;
-    const float* W = job.W + j0 * K;
+    const float* W = job.W + j0 * ldw;
     const bool whole = rows == kGemmTileRows && (b0 + vectors) * 16 <= x.M;
+    const float* bias = job.bias ? job.bias + j0 : nullptr;
     with_tile_vectors(vectors, [&](auto v) {
-      if (whole)
-        f32_tile_to_y<decltype(v)::value>(xb, K, W, job.y + b0 * 16 * job.ldy + j0, job.ldy,
-                                          job.bias ? job.bias + j0 : nullptr, job.accumulate);
+      constexpr int V = decltype(v)::value;
+      if (whole && job.transposed_y)
+        f32_tile_to_yt<V>(xb, K, W, ldw, job.y + j0 * job.ldy + b0 * 16, job.ldy, bias,
+                          job.accumulate);
+      else if (whole)
+        f32_tile_to_y<V>(xb, K, W, ldw, job.y + b0 * 16 * job.ldy + j0, job.ldy, bias,
+                         job.accumulate);
       else if (rows == kGemmTileRows)
-        f32_tile<kGemmTileRows, decltype(v)::value>(xb, K, W, sums);
+        f32_tile<kGemmTileRows, V>(xb, K, W, ldw, sums);
       else
-        for (int r = 0; r < rows; ++r)
-          f32_tile<1, decltype(v)::value>(xb, K, W + r * K, sums + r * 64);
+        for (int r = 0; r < rows; ++r) f32_tile<1, V>(xb, K, W + r * ldw, ldw, sums + r * 64);
     });
     return whole;
   });

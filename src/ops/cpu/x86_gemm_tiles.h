@@ -21,6 +21,7 @@ struct GemmTileOutput {
   bool accumulate = false;
   float* y = nullptr;
   int64_t ldy = 0;
+  bool transposed = false;  // weight rows are rows of y (y[j][m])
 };
 
 // Calls f(std::integral_constant<int, V>) for V = vectors in [1, 4], so that
@@ -54,13 +55,12 @@ void for_each_gemm_tile(int64_t M, const GemmTileOutput& out, Tile&& tile) {
     for (int64_t j0 = 0; j0 < out.n; j0 += kGemmTileRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kGemmTileRows, out.n - j0));
       if (tile(vectors, b0, j0, rows, sums)) continue;
-      for (int64_t m = m0; m < m1; ++m) {
-        float* y = out.y + m * out.ldy + j0;
+      for (int64_t m = m0; m < m1; ++m)
         for (int r = 0; r < rows; ++r) {
+          float& y = out.transposed ? out.y[(j0 + r) * out.ldy + m] : out.y[m * out.ldy + j0 + r];
           const float v = sums[r * 64 + (m - m0)] + (out.bias ? out.bias[j0 + r] : 0.f);
-          y[r] = out.accumulate ? y[r] + v : v;
+          y = out.accumulate ? y + v : v;
         }
-      }
     }
   }
 }

@@ -129,9 +129,11 @@ F32PackedRows pack_f32_rows(const float* x, int64_t ldx, int64_t M, int64_t K, v
                             int64_t b0, int64_t b1);
 
 // y[m][j] = sum_k W[j][k] x[m][k] (+ bias[j]) (+ y[m][j] when accumulating)
-// for every packed row m and j < n; W is F32 with row stride K, read as
-// stored. Each output is one F32 sum over k in order, whatever the tiling.
-// Requires cpu_has_avx512().
+// for every packed row m and j < n; W is F32 with row stride ldw (0: K),
+// read as stored. With transposed_y the same sums go to y[j][m] instead
+// (rows of y are W's rows: a product whose packed operand is the transposed
+// one, written without a transpose). Each output is one F32 sum over k in
+// order, whatever the tiling. Requires cpu_has_avx512().
 struct F32GemmJob {
   const float* W = nullptr;
   int64_t n = 0;
@@ -139,6 +141,8 @@ struct F32GemmJob {
   bool accumulate = false;
   float* y = nullptr;
   int64_t ldy = 0;
+  int64_t ldw = 0;
+  bool transposed_y = false;
 };
 void f32_gemm_avx512(const F32PackedRows& x, const F32GemmJob& job);
 

@@ -1,0 +1,106 @@
+// The AVX-512 F32 product written transposed (F32GemmJob::transposed_y, the
+// dx of linear_backward): to the bit the sums of the plain layout, each
+// placed at y[j][m]; and dx = dy W from W's packed columns and dy's rows as
+// stored equal to the bit the product of dy packed and W transposed (the
+// previous dx). Partial tiles of both operands (rows past a multiple of 6,
+// activation rows past a multiple of 64 and of 16), a weight row stride
+// wider than K, bias, and accumulation; sums against double as well.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ops/cpu/transposed_products.h"
+#include "ops/cpu/x86_kernels.h"
+
+namespace ssm {
+namespace {
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+struct Dims {
+  int64_t M, n, K;
+};
+const Dims kDims[] = {{64, 6, 16}, {70, 13, 37}, {5, 1, 3}, {130, 20, 64}, {16, 12, 200}};
+
+TEST(F32GemmTransposed, EqualsThePlainLayoutTransposed) {
+  if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512";
+  for (const Dims d : kDims)
+    for (bool accumulate : {false, true})
+      for (bool bias : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "M " << d.M << " n " << d.n << " K " << d.K
+                                          << " accumulate " << accumulate << " bias " << bias);
+        const int64_t ldw = d.K + 3, ldy = d.n + 2, ldyt = d.M + 5;
+        const std::vector<float> x = random_floats(d.M * d.K, 1), W = random_floats(d.n * ldw, 2);
+        const std::vector<float> b = random_floats(d.n, 3), y0 = random_floats(d.M * ldy, 4);
+        std::vector<float> packed(cpu::f32_pack_bytes(d.M, d.K) / 4);
+        const cpu::F32PackedRows xp =
+            cpu::pack_f32_rows(x.data(), d.K, d.M, d.K, packed.data(), 0, (d.M + 15) / 16);
+        // The plain layout, and its transpose as the starting values.
+        std::vector<float> y = y0, yt(d.n * ldyt, -7.f);
+        for (int64_t m = 0; m < d.M; ++m)
+          for (int64_t j = 0; j < d.n; ++j) yt[j * ldyt + m] = y0[m * ldy + j];
+        const std::vector<float> yt0 = yt;
+        const cpu::F32GemmJob job{.W = W.data(),
+                                  .n = d.n,
+                                  .bias = bias ? b.data() : nullptr,
+                                  .accumulate = accumulate,
+                                  .y = y.data(),
+                                  .ldy = ldy,
+                                  .ldw = ldw};
+        cpu::f32_gemm_avx512(xp, job);
+        cpu::F32GemmJob tjob = job;
+        tjob.y = yt.data();
+        tjob.ldy = ldyt;
+        tjob.transposed_y = true;
+        cpu::f32_gemm_avx512(xp, tjob);
+        for (int64_t j = 0; j < d.n; ++j) {
+          for (int64_t m = 0; m < d.M; ++m) {
+            ASSERT_EQ(yt[j * ldyt + m], y[m * ldy + j]) << "at " << j << "," << m;
+            double sum = bias ? b[j] : 0.0, mag = std::fabs(sum);
+            for (int64_t k = 0; k < d.K; ++k) {
+              sum += static_cast<double>(W[j * ldw + k]) * x[m * d.K + k];
+              mag += std::fabs(static_cast<double>(W[j * ldw + k]) * x[m * d.K + k]);
+            }
+            if (accumulate) sum += yt0[j * ldyt + m];
+            ASSERT_NEAR(yt[j * ldyt + m], sum, (d.K + 3) * 1.2e-7 * (mag + 1));
+          }
+          // The row's padding is never written.
+          for (int64_t m = d.M; m < ldyt; ++m) ASSERT_EQ(yt[j * ldyt + m], -7.f);
+        }
+      }
+}
+
+TEST(F32GemmTransposed, DxFromPackedColumnsEqualsDyPackedTimesTransposedW) {
+  if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512";
+  ThreadPool pool(2);
+  for (const Dims d : kDims)
+    for (bool accumulate : {false, true}) {
+      // dy (M rows of N, row stride N + 1), W (N rows of K): dx (M rows of K).
+      const int64_t M = d.M, N = d.K, K = d.n, lddy = N + 1, lddx = K + 4;
+      SCOPED_TRACE(::testing::Message() << "M " << M << " N " << N << " K " << K);
+      const std::vector<float> dy = random_floats(M * lddy, 5), W = random_floats(N * K, 6);
+      const std::vector<float> dx0 = random_floats(M * lddx, 7);
+      std::vector<float> wt(K * N), packed_dy(cpu::f32_pack_bytes(M, N) / 4);
+      cpu::transpose_f32(pool, W.data(), K, N, K, wt.data());
+      std::vector<float> want = dx0, got = dx0;
+      cpu::packed_product(
+          pool, cpu::pack_f32_rows_parallel(pool, dy.data(), lddy, M, N, packed_dy.data()),
+          wt.data(), K, accumulate, want.data(), lddx);
+      std::vector<float> packed_w(cpu::f32_pack_bytes(K, N) / 4);
+      cpu::packed_product_transposed(
+          pool, cpu::pack_f32_columns_parallel(pool, W.data(), K, N, K, packed_w.data()), dy.data(),
+          lddy, M, accumulate, got.data(), lddx);
+      EXPECT_EQ(got, want);
+    }
+}
+
+}  // namespace
+}  // namespace ssm
