@@ -87,8 +87,12 @@ void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
     return;
   }
   if (M <= kGemvMaxRows) {
+    // Split statically, unlike the int8 and F32 paths: the BF16 kernel
+    // deinterleaves x into a buffer of its thread once per call, which a
+    // dynamic split would repeat per claim, and a thread could meet a larger
+    // x after warm-up than it had (an allocation in decoding).
     const int64_t blocks = (N + kLowpGemvRows - 1) / kLowpGemvRows;
-    ctx.pool().parallel_for_dynamic(blocks, [&](int64_t b0, int64_t b1) {
+    ctx.pool().parallel_for(blocks, [&](int64_t b0, int64_t b1) {
       const int64_t n0 = b0 * kLowpGemvRows, n1 = std::min(N, b1 * kLowpGemvRows);
       lowp_gemv({.W = lowp_rows(a.W, n0),
                  .n = n1 - n0,
