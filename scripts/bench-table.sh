@@ -32,8 +32,8 @@ python3 - "$tmp" "${models[@]}" <<'EOF'
 import json, sys
 
 tmp, models = sys.argv[1], sys.argv[2:]
-print("| model | dtype | batch | test | tokens/s | bound | of bound | peak RSS |")
-print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |")
+print("| model | dtype | batch | test | tokens/s | bound | of bound | of read+state | peak RSS |")
+print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
 bounds = []
 for m in models:
     with open(f"{tmp}/{m}.json") as f:
@@ -47,12 +47,16 @@ for m in models:
               f"| {row['tokens_per_s']:.1f} ± {row['deviation']:.1f} "
               f"| {row['bound_tokens_per_s']:.1f} ({row['bound']}) "
               f"| {100 * row['fraction_of_bound']:.0f}% "
-              f"| {row['peak_rss_bytes'] / 2**20:.0f} MiB |")
+              + (f"| {100 * row['fraction_of_bound_with_state']:.0f}% "
+                 if row.get('bound_with_state_tokens_per_s', 0) > 0 else "| - ")
+              + f"| {row['peak_rss_bytes'] / 2**20:.0f} MiB |")
 print()
 print("Bounds measured in each model's run (" + r["simd"] + "):")
 for b in bounds:
     print(f"- {b}")
 print()
 print("pp: prefill, bound = projection FLOPs per token at the SGEMM rate; "
-      "tg: decode, bound = weight bytes per step at the streaming read rate, times the batch.")
+      "tg: decode, bound = weight bytes per step at the streaming read rate, times the batch; "
+      "read+state: decode against the same rate over the weight bytes plus the recurrent state's "
+      "bytes (read once per step and sequence).")
 EOF

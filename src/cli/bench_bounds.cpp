@@ -102,6 +102,11 @@ ModelCosts model_costs(LanguageModel& model) {
       costs.in_proj_in = p.shape[1];
     }
   });
+  ModelState state = model.make_state(1);
+  for (auto& layer : state.layers)
+    if (layer)
+      for (auto& [name, t] : layer->tensors())
+        costs.state_bytes_per_sequence += static_cast<double>(t->nbytes());
   return costs;
 }
 

@@ -23,6 +23,11 @@ struct ModelCosts {
   // Bytes a batch-1 decode step reads from weights: each once, of a tied
   // embedding only the rows the head multiplies by (Q8 scales included).
   double decode_bytes_per_token = 0;
+  // Bytes of one sequence's recurrent state (every tensor of a batch-1
+  // ModelState: the SSM states and the convolutions' last inputs), which a
+  // decode step reads once and writes once. An attention layer's cache
+  // starts empty and is not counted.
+  double state_bytes_per_sequence = 0;
   // FLOPs of the projections per prompt token (2 per weight of every 2-D
   // matrix but the embedding and head: prefill scores only the last token).
   double prefill_flops_per_token = 0;

@@ -1,7 +1,10 @@
 #include "cli/bench_report.h"
 
+#include <cmath>
 #include <cstdio>
+#include <string>
 
+#include "ssm/core/error.h"
 #include "ssm/model/memory_budget.h"
 
 namespace ssm::cli {
@@ -15,16 +18,24 @@ void print_bench_markdown(const BenchReport& r) {
                 "%lld x %lld x %lld (in_proj)\n",
                 b.threads, b.read_gbs, b.sgemm_gflops, static_cast<long long>(b.gemm_m),
                 static_cast<long long>(b.gemm_n), static_cast<long long>(b.gemm_k));
-  std::printf("\n| dtype | threads | batch | test | tokens/s | bound | of bound | peak RSS |\n"
-              "|---|---:|---:|---|---:|---:|---:|---:|\n");
-  for (const BenchRow& row : r.rows)
-    std::printf("| %s | %d | %lld | %s | %.1f ± %.1f | %.1f (%s) | %.0f%% | %s |\n", row.dtype.c_str(),
-                row.threads, static_cast<long long>(row.batch), row.test.c_str(),
-                row.tokens_per_s.mean, row.tokens_per_s.deviation, row.bound, row.bound_kind.c_str(),
+  std::printf("\n| dtype | threads | batch | test | tokens/s | bound | of bound | of read+state "
+              "| peak RSS |\n|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
+  for (const BenchRow& row : r.rows) {
+    const std::string with_state =
+        row.bound_with_state > 0
+            ? cat(std::lround(100.0 * row.tokens_per_s.mean / row.bound_with_state), "%")
+            : std::string("-");
+    std::printf("| %s | %d | %lld | %s | %.1f ± %.1f | %.1f (%s) | %.0f%% | %s | %s |\n",
+                row.dtype.c_str(), row.threads, static_cast<long long>(row.batch),
+                row.test.c_str(), row.tokens_per_s.mean, row.tokens_per_s.deviation, row.bound,
+                row.bound_kind.c_str(),
                 row.bound > 0 ? 100.0 * row.tokens_per_s.mean / row.bound : 0.0,
-                format_bytes(row.peak_rss).c_str());
+                with_state.c_str(), format_bytes(row.peak_rss).c_str());
+  }
   std::printf("\nbound: pp (prefill) the projection FLOPs per token at the SGEMM rate; tg (decode) "
-              "the weight bytes read per step at the streaming read rate, times the batch.\n");
+              "the weight bytes read per step at the streaming read rate, times the batch. "
+              "read+state: decode against the same rate over the weight bytes plus the recurrent "
+              "state's bytes (read once per step and sequence).\n");
   std::fflush(stdout);
 }
 
@@ -40,7 +51,12 @@ OrderedJson bench_json(const BenchReport& r) {
                     {"deviation", row.tokens_per_s.deviation}, {"repetitions", row.repetitions},
                     {"bound_tokens_per_s", row.bound}, {"bound", row.bound_kind},
                     {"fraction_of_bound", row.bound > 0 ? row.tokens_per_s.mean / row.bound : 0.0},
-                    {"weight_bytes_per_step", row.weight_bytes}, {"peak_rss_bytes", row.peak_rss}});
+                    {"weight_bytes_per_step", row.weight_bytes},
+                    {"state_bytes_per_step", row.state_bytes},
+                    {"bound_with_state_tokens_per_s", row.bound_with_state},
+                    {"fraction_of_bound_with_state",
+                     row.bound_with_state > 0 ? row.tokens_per_s.mean / row.bound_with_state : 0.0},
+                    {"peak_rss_bytes", row.peak_rss}});
   return {{"model", r.model}, {"architecture", r.architecture}, {"parameters", r.parameters},
           {"backend", r.backend}, {"simd", r.simd_target}, {"bounds", bounds}, {"results", rows}};
 }

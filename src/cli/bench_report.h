@@ -29,6 +29,10 @@ struct BenchRow {
   double bound = 0;         // tokens/s at the bound
   std::string bound_kind;   // "sgemm" or "read"
   double weight_bytes = 0;  // read per decode step (decode rows)
+  // Decode rows: the recurrent state's bytes per step (batch x one
+  // sequence's), and the read bound over weights plus those bytes read once.
+  double state_bytes = 0;
+  double bound_with_state = 0;
   uint64_t peak_rss = 0;    // of this dtype's model and runs
 };
 

@@ -96,6 +96,11 @@ void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& repo
         row.bound = static_cast<double>(batch) * bounds.read_gbs * 1e9 / costs.decode_bytes_per_token;
         row.bound_kind = "read";
         row.weight_bytes = costs.decode_bytes_per_token;
+        // The step must also read the state (and write it back): the bound
+        // with the state counts its bytes once, at the same read rate.
+        row.state_bytes = static_cast<double>(batch) * costs.state_bytes_per_sequence;
+        row.bound_with_state = static_cast<double>(batch) * bounds.read_gbs * 1e9 /
+                               (costs.decode_bytes_per_token + row.state_bytes);
         report.rows.push_back(row);
       }
     }

@@ -2,8 +2,8 @@
 // stand-in where it does not. libc++ 14, the library of Debian's emscripten
 // 3.1.6 (the WebAssembly build, docs/WEB.md), lacks atomic_ref (libc++ 19
 // added it). The stand-in has the members the engine uses (load, store,
-// fetch_add, fetch_sub) over the compiler's __atomic builtins, which the
-// library versions are built on as well. Our own name, rather than a class
+// fetch_add, fetch_sub, compare_exchange_weak) over the compiler's __atomic
+// builtins, which the library versions are built on as well. Our own name, rather than a class
 // added to namespace std, which the standard does not allow.
 #pragma once
 
@@ -34,6 +34,14 @@ class AtomicRef {
   }
   T fetch_sub(T v, std::memory_order order = std::memory_order_seq_cst) const noexcept {
     return __atomic_fetch_sub(p_, v, static_cast<int>(order));
+  }
+  bool compare_exchange_weak(T& expected, T desired,
+                             std::memory_order order = std::memory_order_seq_cst) const noexcept {
+    const int failure = order == std::memory_order_acq_rel   ? __ATOMIC_ACQUIRE
+                        : order == std::memory_order_release ? __ATOMIC_RELAXED
+                                                             : static_cast<int>(order);
+    return __atomic_compare_exchange_n(p_, &expected, desired, true, static_cast<int>(order),
+                                       failure);
   }
 
  private:

@@ -49,6 +49,17 @@ void range_of(int64_t n, int parts, int index, int64_t& begin, int64_t& end) {
   end = begin + base + (index < extra ? 1 : 0);
 }
 
+// Whether parallel_for_dynamic hands out its ranges as the threads come
+// free (default), or splits statically as parallel_for (SSM_POOL_DYNAMIC=0:
+// to measure what the dynamic split buys, in the same binary).
+bool dynamic_split_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("SSM_POOL_DYNAMIC");
+    return !(env && std::atoi(env) == 0);
+  }();
+  return on;
+}
+
 void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -142,17 +153,11 @@ void ThreadPool::worker_loop(int index) {
     // task_ and task_n_ were written before the generation was published,
     // and stay unchanged until every worker has counted itself done.
     seen = generation.load(std::memory_order_acquire);
-    const RangeFn task = task_;
-    const int64_t n = task_n_;
-    int64_t begin, end;
-    range_of(n, n_threads_, index, begin, end);
-    if (begin < end) {
-      try {
-        task(begin, end);
-      } catch (...) {
-        std::lock_guard lock(mutex_);
-        if (!error_) error_ = std::current_exception();
-      }
+    try {
+      run_share(task_, task_n_, task_split_, index);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      if (!error_) error_ = std::current_exception();
     }
     if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // Under the mutex: the caller checks pending_ under it before it waits.
@@ -162,7 +167,30 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
-void ThreadPool::run(int64_t n, RangeFn fn) {
+void ThreadPool::run_share(RangeFn fn, int64_t n, Split split, int index) {
+  if (split == Split::kStatic) {
+    int64_t begin, end;
+    range_of(n, n_threads_, index, begin, end);
+    if (begin < end) fn(begin, end);
+    return;
+  }
+  // Guided self-scheduling: each claim takes 1 / (2 x threads) of what is
+  // left (at least one index), so the first claims are long runs (few
+  // atomic operations, long streams for the prefetchers) and the last ones
+  // single indices.
+  const AtomicRef next(next_);
+  const int64_t parts = 2 * int64_t{n_threads_};
+  int64_t begin = next.load(std::memory_order_relaxed);
+  while (begin < n) {
+    const int64_t end = begin + std::max<int64_t>(1, (n - begin) / parts);
+    if (next.compare_exchange_weak(begin, end, std::memory_order_relaxed)) {
+      fn(begin, end);
+      begin = next.load(std::memory_order_relaxed);
+    }
+  }
+}
+
+void ThreadPool::run(int64_t n, RangeFn fn, Split split) {
   if (n <= 0) return;
   if (n_threads_ == 1 || n == 1 || t_inside_pool) {
     fn(0, n);
@@ -172,6 +200,9 @@ void ThreadPool::run(int64_t n, RangeFn fn) {
   // so these are written without the lock.
   task_ = fn;
   task_n_ = n;
+  task_split_ =
+      split == Split::kDynamic && dynamic_split_enabled() ? Split::kDynamic : Split::kStatic;
+  AtomicRef(next_).store(0, std::memory_order_relaxed);
   error_ = nullptr;
   const AtomicRef pending(pending_);
   pending.store(n_threads_ - 1, std::memory_order_relaxed);
@@ -181,12 +212,10 @@ void ThreadPool::run(int64_t n, RangeFn fn) {
   }
   // Without a blocked worker this makes no system call (glibc).
   wake_.notify_all();
-  int64_t begin, end;
-  range_of(n, n_threads_, 0, begin, end);
   std::exception_ptr err;
   t_inside_pool = true;
   try {
-    if (begin < end) fn(begin, end);
+    run_share(fn, n, task_split_, 0);
   } catch (...) {
     err = std::current_exception();
   }

@@ -43,6 +43,21 @@ TEST(CliBench, JsonHasEveryCaseWithItsBound) {
       if (row["dtype"] == "f32") f32_bytes = row["weight_bytes_per_step"];
       if (row["dtype"] == "int8") int8_bytes = row["weight_bytes_per_step"];
     }
+    if (test == "tg4") {
+      // The state of mamba2_hf_tiny, from its config: 2 layers, each with
+      // 8 heads x 16 x 16 F32 values and 3 x 160 convolution inputs, per
+      // sequence of the batch. The bound with the state counts those bytes
+      // once, at the same read rate.
+      const double state = row["batch"].get<double>() * 2 * (8 * 16 * 16 + 3 * 160) * 4;
+      EXPECT_EQ(row["state_bytes_per_step"].get<double>(), state);
+      const double weights = row["weight_bytes_per_step"];
+      const double with_state = row["bound_with_state_tokens_per_s"];
+      EXPECT_NEAR(with_state, bound * weights / (weights + state), 1e-9 * bound);
+      EXPECT_NEAR(row["fraction_of_bound_with_state"].get<double>(), tps / with_state,
+                  1e-9 * tps / with_state);
+    } else {
+      EXPECT_EQ(row["bound_with_state_tokens_per_s"].get<double>(), 0);
+    }
   }
   // int8 reads about a quarter of the bytes (norms, conv and scan vectors stay F32).
   EXPECT_GT(f32_bytes, 0);
@@ -54,6 +69,7 @@ TEST(CliBench, MarkdownTable) {
       run_ssm({"bench", golden_dir("mamba2_hf_tiny"), "-p", "8", "-n", "0", "-r", "1", "-t", "1,2"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "| dtype | threads | batch | test | tokens/s |")) << r.out;
+  EXPECT_TRUE(contains(r.out, "| of bound | of read+state |")) << r.out;
   EXPECT_TRUE(contains(r.out, "| f32 | 1 | 1 | pp8 |")) << r.out;
   EXPECT_TRUE(contains(r.out, "| f32 | 2 | 1 | pp8 |")) << r.out;
   EXPECT_FALSE(contains(r.out, "tg0")) << r.out;

@@ -70,7 +70,8 @@ void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
     // allocated once a call of this size has run), then VNNI byte products.
     const Tensor work = ctx.arena().alloc(DType::kF32, {(q8_workspace_bytes(M, K) + 3) / 4});
     const Q8Activations xq = quantize_q8_rows(x, ldx, M, K, elements<float>(work));
-    ctx.pool().parallel_for((N + kLowpGemvRows - 1) / kLowpGemvRows, [&](int64_t b0, int64_t b1) {
+    const int64_t blocks = (N + kLowpGemvRows - 1) / kLowpGemvRows;
+    ctx.pool().parallel_for_dynamic(blocks, [&](int64_t b0, int64_t b1) {
       const int64_t n0 = b0 * kLowpGemvRows, n1 = std::min(N, b1 * kLowpGemvRows);
       const LowpWeights w = lowp_rows(a.W, n0);
       q8_gemv_vnni(xq, {.W = static_cast<const int8_t*>(w.data),
@@ -86,7 +87,12 @@ void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
     return;
   }
   if (M <= kGemvMaxRows) {
-    ctx.pool().parallel_for((N + kLowpGemvRows - 1) / kLowpGemvRows, [&](int64_t b0, int64_t b1) {
+    // Split statically, unlike the int8 and F32 paths: the BF16 kernel
+    // deinterleaves x into a buffer of its thread once per call, which a
+    // dynamic split would repeat per claim, and a thread could meet a larger
+    // x after warm-up than it had (an allocation in decoding).
+    const int64_t blocks = (N + kLowpGemvRows - 1) / kLowpGemvRows;
+    ctx.pool().parallel_for(blocks, [&](int64_t b0, int64_t b1) {
       const int64_t n0 = b0 * kLowpGemvRows, n1 = std::min(N, b1 * kLowpGemvRows);
       lowp_gemv({.W = lowp_rows(a.W, n0),
                  .n = n1 - n0,
@@ -179,7 +185,7 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
     // reads each vector of W once for all rows. Each output is the same
     // sum over K whatever the split and the other rows of the batch, so
     // results do not depend on the thread count or on the batch.
-    pool.parallel_for((N + kLowpGemvRows - 1) / kLowpGemvRows, [&](int64_t b0, int64_t b1) {
+    pool.parallel_for_dynamic((N + kLowpGemvRows - 1) / kLowpGemvRows, [&](int64_t b0, int64_t b1) {
       const int64_t n0 = b0 * kLowpGemvRows, n1 = std::min(N, b1 * kLowpGemvRows);
       lowp_gemv({.W = {.dtype = DType::kF32, .data = W + n0 * K, .K = K},
                  .n = n1 - n0,

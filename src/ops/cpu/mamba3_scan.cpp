@@ -164,7 +164,7 @@ void scan_chunked(Context& ctx, const ScanView& a, int64_t chunk) {
 
 // The recurrence one step at a time, in fp32: the decode path.
 void scan_sequential(Context& ctx, const ScanView& a) {
-  ctx.pool().parallel_for(a.B * a.H, [&a](int64_t i0, int64_t i1) {
+  ctx.pool().parallel_for_dynamic(a.B * a.H, [&a](int64_t i0, int64_t i1) {
     const int64_t L = a.L, P = a.P, N = a.N, R = a.R;
     for (int64_t i = i0; i < i1; ++i) {
       const float D = a.D ? a.D[i % a.H] : 0.f;

@@ -3,7 +3,8 @@
 //   S <- exp(dt A) S + dt x B^T,   y = S C + D x.
 // The state is read and written once per step (step_kernels.h: one pass
 // over each row of S fuses the decay, the rank-1 update and the dot product
-// with C). Work is split over (batch row, head).
+// with C). Work is split over (batch row, head), handed out dynamically
+// (each head's result is the same whichever thread runs it).
 #include <cmath>
 
 #include "ops/cpu/ssd.h"
@@ -54,7 +55,7 @@ void ssd_step(Context& ctx, const ops::SsdScanArgs& a) {
   const Tensor state =
       a.state.defined() ? a.state : ctx.arena().zeros(DType::kF32, {Bn * H, P * N});
   const StepView v(a, state);
-  ctx.pool().parallel_for(Bn * H, [&v, H](int64_t i0, int64_t i1) {
+  ctx.pool().parallel_for_dynamic(Bn * H, [&v, H](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) step_head(v, i / H, i % H);
   });
 }
