@@ -3,7 +3,7 @@
 # the cuda backend, runs every op test against ref (test_ops_gpu: conv1d,
 # the norms, the 16-bit roundings under the linear tests, the chunked SSD
 # and Mamba-3 scans among them) and the golden models on cuda (logits, steps
-# == prefill), then cuda_bench --quick and the kernel times of one profiled
+# == prefill, gradients, the HF families), then cuda_bench --quick and the kernel times of one profiled
 # prefill of each model (Nsight Compute, summed by kernel).
 #   scripts/cuda-prefill-check.sh [SOURCE_DIR] [BUILD_DIR] [LOG_DIR]
 # DEPS_DIR: as scripts/cuda-check.sh.
@@ -14,7 +14,7 @@ gpu_build build "-DSSM_BUILD_TESTS=ON -DSSM_BUILD_BENCH=ON" test_ops_gpu test_mo
 tstatus=0
 timeout 150 "$build/tests/test_ops_gpu" --gtest_filter='Backends/*-*_Q8' > "$logs/ops.log" 2>&1 || tstatus=1
 grep -E "^\[  FAILED|PASSED|tests ran" "$logs/ops.log" | head -40
-timeout 90 "$build/tests/test_model_gpu" --gtest_filter='GpuGolden*' > "$logs/golden.log" 2>&1 || tstatus=1
+timeout 150 "$build/tests/test_model_gpu" --gtest_filter='*GpuGolden*:*GpuHfFamily.*' > "$logs/golden.log" 2>&1 || tstatus=1
 grep -E "^\[  FAILED|PASSED|tests ran" "$logs/golden.log" | head -20
 timeout 120 "$build/bench/cuda_bench" --quick 2>&1 | tee "$logs/bench.log"
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
