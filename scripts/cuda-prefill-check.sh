@@ -2,9 +2,10 @@
 # The prefill kernels on the GPU in one device call (about 500 s): builds
 # the cuda backend, runs every op test against ref (test_ops_gpu: conv1d,
 # the norms, the 16-bit roundings under the linear tests, the chunked SSD
-# and Mamba-3 scans among them) and the golden models on cuda (logits, steps
-# == prefill, gradients, the HF families), then cuda_bench --quick and the kernel times of one profiled
-# prefill of each model (Nsight Compute, summed by kernel).
+# and Mamba-3 scans among them) and the golden models on cuda (logits,
+# steps == prefill, gradients, the HF families), then cuda_bench --quick and
+# the kernel times of one profiled prefill of each model (Nsight Compute,
+# summed by kernel).
 #   scripts/cuda-prefill-check.sh [SOURCE_DIR] [BUILD_DIR] [LOG_DIR]
 # DEPS_DIR: as scripts/cuda-check.sh.
 set -uo pipefail
