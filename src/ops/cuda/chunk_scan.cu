@@ -477,7 +477,8 @@ void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
                           reinterpret_cast<const void*>(chunk_output_kernel<true>),
                           reinterpret_cast<const void*>(chunk_output_kernel<false>)}) {
       cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
-      cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, int{cudaSharedmemCarveoutMaxShared});
+      cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           int{cudaSharedmemCarveoutMaxShared});
     }
     return true;
   }();

@@ -226,7 +226,8 @@ struct GatedRmsNormRows {
                   Rows out, cudaStream_t s) {
     const int64_t items = y.rows * (y.cols / n);
     const unsigned blocks = static_cast<unsigned>((items + kRowWarps - 1) / kRowWarps);
-    gated_rms_norm_rows_kernel<kPieces><<<blocks, kRowWarps * 32, 0, s>>>(y, z, w, n, eps, norm_before_gate, out);
+    gated_rms_norm_rows_kernel<kPieces><<<blocks, kRowWarps * 32, 0, s>>>(y, z, w, n, eps,
+                                                                          norm_before_gate, out);
   }
 };
 

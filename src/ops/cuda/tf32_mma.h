@@ -36,6 +36,8 @@ __device__ inline void copy16_async(float* dst_smem, const float* src) {
 
 // Waits for every copy16_async of this thread (the caller's barrier then
 // makes all threads' copies visible).
-__device__ inline void wait_async() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory"); }
+__device__ inline void wait_async() {
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+}
 
 }  // namespace ssm::cuda
