@@ -58,14 +58,17 @@ for k in $kernels; do
   objs="$objs $k.o"
 done
 for f in "$HERE/emu_backend.cpp" "$SRC/src/ops/cuda/mamba3_attention_backward_ops.cpp" \
-  "$SRC/src/ops/cuda/hybrid_backward_ops.cpp" "$SRC/src/ops/cuda/ssd_step_ops.cpp" "$SRC/src/ops/cuda/mixer_ops.cpp" \
-  "$SRC/src/ops/cuda/mamba3_ops.cpp"; do
+  "$SRC/src/ops/cuda/hybrid_backward_ops.cpp" "$SRC/src/ops/cuda/ssd_step_ops.cpp" \
+  "$SRC/src/ops/cuda/mixer_ops.cpp" "$SRC/src/ops/cuda/mamba3_ops.cpp"; do
   o=$(basename "$f" .cpp).o
   if stale "$o" "$f"; then $CXX $FLAGS -c "$f" -o "$o"; fi
   objs="$objs $o"
 done
 libs="$B/libssm_ops.a $B/libssm_tensor.a $B/libssm_core.a -lopenblas -lhwy -lgtest -lgtest_main"
 if [ "${TRAIN:-0}" = 1 ]; then
+  # The backend with ref's forward ops but mamba3_prepare (emu_backend.cpp).
+  $CXX $FLAGS -DSSM_EMU_REF_FORWARD -c "$HERE/emu_backend.cpp" -o emu_backend_train.o
+  objs=${objs/ emu_backend.o/ emu_backend_train.o}
   $CXX $FLAGS -c "$SRC/tests/gpu/hf_families_train_cuda_test.cpp" -o hf_families_train_cuda_test.o
   $CXX -pthread -o emu_train_tests $objs hf_families_train_cuda_test.o $B/libssm_train.a \
     $B/libssm_dist.a $B/libssm_model.a $B/libssm_layers.a $B/libssm_io.a $libs -lzip -lz
