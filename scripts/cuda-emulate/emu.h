@@ -39,6 +39,7 @@ struct Block {
   Barrier bar;
   std::vector<Barrier> warp_bar;
   std::vector<std::array<uint64_t, 32>> slots;
+  std::vector<std::array<std::array<float, 8>, 32>> wide;  // warp_gather's
   std::vector<char> dyn;
   ucontext_t main;
   unsigned cur = 0;
@@ -82,6 +83,7 @@ void launch(F f, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t = nullptr)
       b.warp_bar.resize(warps);
       for (unsigned w = 0; w < warps; ++w) b.warp_bar[w].expected = std::min(32u, n - 32 * w);
       b.slots.resize(warps);
+      b.wide.resize(warps);
       b.dyn.resize(smem + 16);
       std::fill(b.dyn.begin(), b.dyn.end(), static_cast<char>(0xff));  // NaN bytes
       b.fibers.resize(n);
@@ -112,6 +114,7 @@ void launch(F f, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t = nullptr)
     }
 }
 inline void syncthreads() { arrive_and_wait(g_block->bar); }
+inline void syncwarp() { arrive_and_wait(g_block->warp_bar[t_thread.x / 32]); }
 template <typename T>
 T shfl_xor(unsigned, T v, int o) {
   const unsigned lane = t_thread.x % 32, w = t_thread.x / 32;
@@ -125,6 +128,37 @@ T shfl_xor(unsigned, T v, int o) {
   std::memcpy(&r, &other, sizeof(T));
   return r;
 }
+// The value of lane src_lane(lane) of the warp (the shuffles).
+template <typename T, typename F>
+T shfl_from(T v, F src_lane) {
+  const unsigned lane = t_thread.x % 32, w = t_thread.x / 32;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  g_block->slots[w][lane] = bits;
+  arrive_and_wait(g_block->warp_bar[w]);
+  const uint64_t other = g_block->slots[w][src_lane(lane)];
+  arrive_and_wait(g_block->warp_bar[w]);
+  T r;
+  std::memcpy(&r, &other, sizeof(T));
+  return r;
+}
+template <typename T>
+T shfl_up(unsigned, T v, unsigned o) {
+  return shfl_from(v, [o](unsigned lane) { return lane >= o ? lane - o : lane; });
+}
+template <typename T>
+T shfl_idx(unsigned, T v, int src) {
+  return shfl_from(v, [src](unsigned) { return static_cast<unsigned>(src) % 32; });
+}
+// Every lane's 8 values (a warp-wide matrix product's fragments).
+inline std::array<std::array<float, 8>, 32> warp_gather(const std::array<float, 8>& mine) {
+  const unsigned lane = t_thread.x % 32, w = t_thread.x / 32;
+  g_block->wide[w][lane] = mine;
+  arrive_and_wait(g_block->warp_bar[w]);
+  const auto all = g_block->wide[w];
+  arrive_and_wait(g_block->warp_bar[w]);
+  return all;
+}
 }  // namespace emu
 // CUDA's device maths that C++ lacks.
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
@@ -133,12 +167,15 @@ inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 #define blockDim emu::t_bdim
 #define gridDim emu::t_gdim
 #define __syncthreads() emu::syncthreads()
+#define __syncwarp(...) emu::syncwarp()
 // The width argument (xor within aligned groups of lanes) changes nothing for
 // offsets below it, the only use.
 #define __shfl_xor_sync(m, v, o, ...) emu::shfl_xor(m, v, o)
+#define __shfl_up_sync(m, v, o, ...) emu::shfl_up(m, v, o)
+#define __shfl_sync(m, v, src, ...) emu::shfl_idx(m, v, src)
 #undef __global__
 #define __global__
 #undef __device__
 #define __device__ inline
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define cudaFuncSetAttribute(...) ((void)0)

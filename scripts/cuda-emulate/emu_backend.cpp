@@ -1,7 +1,9 @@
 // The "cuda" backend of the CPU emulator (run.sh): host memory, ref's op
 // table with the entries of mamba3_attention_backward_ops.cpp,
-// hybrid_backward_ops.cpp, ssd_step_ops.cpp and mamba3_prepare (their
-// kernels emulated), and stand-ins for the runtime's stream and checks.
+// hybrid_backward_ops.cpp, ssd_step_ops.cpp, mixer_ops.cpp (the norms,
+// conv1d, the SSD scan's chunked and step kernels) and mamba3_ops.cpp
+// (prepare, the chunked and step scans, output) with their kernels
+// emulated, and stand-ins for the runtime's stream and checks.
 #include "ops/backend_registry.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch_mamba3.h"
@@ -27,13 +29,6 @@ void launch_column_sums(ConstRows src, float* dst, cudaStream_t) {
     dst[c] += acc;
   }
 }
-// The host side of mamba3_ops.cpp's mamba3_prepare (that file also holds
-// the tensor-core scans, which the emulator cannot run).
-void emu_mamba3_prepare(Context& ctx, const ops::Mamba3PrepareArgs& a) {
-  if (a.x.dim(0) * a.x.dim(1) == 0) return;
-  Arena::Scope scope(ctx.arena());
-  launch_mamba3_prepare(mamba3_prepare_launch(ctx, a), stream(ctx));
-}
 }  // namespace cuda
 namespace {
 class EmuBackend : public Backend {
@@ -43,7 +38,17 @@ class EmuBackend : public Backend {
     cuda::add_mamba3_attention_backward_kernels(table_);
     cuda::add_hybrid_backward_kernels(table_);
     cuda::add_ssd_step_kernels(table_);
-    table_.mamba3_prepare = &cuda::emu_mamba3_prepare;
+#ifdef SSM_EMU_REF_FORWARD
+    // Training (run.sh TRAIN=1): of the forward ops only mamba3_prepare is
+    // emulated; emulated norms and scans would make the training curves
+    // hours long.
+    OpTable m3;
+    cuda::add_mamba3_kernels(m3);
+    table_.mamba3_prepare = m3.mamba3_prepare;
+#else
+    cuda::add_mixer_kernels(table_);
+    cuda::add_mamba3_kernels(table_);
+#endif
   }
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return Device::host(); }

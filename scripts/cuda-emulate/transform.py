@@ -6,6 +6,8 @@
 import re, sys
 src = open(sys.argv[1]).read()
 src = re.sub(r'#include "ops/cuda/', '#include "ops/cuda/', src)
+# The tensor-core and async-copy primitives: the emulator's own.
+src = src.replace('#include "ops/cuda/tf32_mma.h"', '#include "emu_tf32_mma.h"')
 # CUDA's own headers (cuda_bf16.h, ...) come before emu.h redefines __device__.
 cuda_headers = re.findall(r'^#include <cuda_\w+\.h>\n', src, flags=re.M)
 src = re.sub(r'^#include <cuda_\w+\.h>\n', '', src, flags=re.M)
@@ -14,5 +16,5 @@ src = re.sub(r'extern __shared__ (\w+) (\w+)\[\];', r'\1* \2 = reinterpret_cast<
 src = src.replace('__shared__', 'static')
 def repl(m):
     return 'emu::launch([&] { %s(%s); }, %s);' % (m.group(1), m.group(3), m.group(2))
-src = re.sub(r'(\w+(?:<\d+>)?)<<<(.*?)>>>\((.*?)\);', repl, src, flags=re.S)
+src = re.sub(r'(\w+(?:<\w+>)?)<<<(.*?)>>>\((.*?)\);', repl, src, flags=re.S)
 open(sys.argv[2], 'w').write(src)

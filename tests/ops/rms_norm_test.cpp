@@ -132,6 +132,47 @@ TEST_P(RmsNormTest, GatedBackwardMatchesRef) {
         }
 }
 
+// Prefill's many rows (the cuda backend takes 256 rows or more a warp
+// each, in 16-byte pieces, when they are aligned and at most 2,048 wide):
+// widths that fill a lane's pieces partly and wholly, norm groups, z a
+// column block of a wider row as in_proj's output gives it, in place and
+// not. (Other rows take the block kernel of the tests above.)
+TEST_P(RmsNormTest, ManyAlignedRowsMatchRef) {
+  const int64_t R = 300;  // not a multiple of a block's 8 rows
+  for (const int64_t D : {int64_t{768}, int64_t{2048}}) {
+    SCOPED_TRACE(::testing::Message() << "rms_norm D " << D);
+    const Tensor x = random_tensor({R, D}, D), w = random_tensor({D}, 7, 0.5f, 1.5f);
+    testing::expect_matches_ref(GetParam(), [&](Context& ctx) -> testing::Outputs {
+      const Tensor out = on(ctx, Tensor::zeros(DType::kF32, {R, D}));
+      ops::rms_norm(ctx, {.x = on(ctx, x), .w = on(ctx, w), .out = out});
+      const Tensor in_place = on(ctx, x);
+      ops::rms_norm(ctx, {.x = in_place, .out = in_place});
+      return testing::outputs({{"out", out}, {"in place, no weight", in_place}});
+    });
+  }
+  for (const int64_t D : {int64_t{1536}, int64_t{136}})
+    for (Gate gate : kGates)
+      for (int64_t group : {int64_t{0}, D == 1536 ? int64_t{384} : int64_t{68}})
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "gated D " << D << " gate " << static_cast<int>(gate)
+                                            << " group " << group << " in place " << in_place);
+          const Tensor y = random_tensor({R, D}, D + group),
+                       z = random_tensor({R, D}, D + 1, -3.f, 3.f);
+          const Tensor w = random_tensor({D}, D + 2, 0.5f, 1.5f);
+          testing::expect_matches_ref(GetParam(), [&](Context& ctx) -> testing::Outputs {
+            const Tensor yd = on(ctx, y);
+            const Tensor out = in_place ? yd : on(ctx, Tensor::zeros(DType::kF32, {R, D}));
+            ops::gated_rms_norm(ctx, {.y = yd,
+                                      .z = in_wider_rows(ctx, z, 4, 8),
+                                      .w = gate == Gate::kNoNorm ? Tensor() : on(ctx, w),
+                                      .group = group,
+                                      .norm_before_gate = gate == Gate::kNormBeforeGate,
+                                      .out = out});
+            return testing::outputs({{"out", out}});
+          });
+        }
+}
+
 // The grouped norm is the plain RMSNorm of each group of the gated input
 // (norm after gate), or the plain gate of each group's RMSNorm (norm before
 // gate), with a weight that repeats per group: the same numbers by two

@@ -56,6 +56,26 @@ TEST_P(SsdScanTest, ChunkedConfigurationsMatchRef) {
         }
 }
 
+// Larger states, with a carried state, over two chunks: N = 256 takes the
+// cuda backend's chunked kernels since the output kernel's tiles shrank (K
+// and the entering state share their shared memory); N = 300 (304 padded)
+// is past them, the sequential kernel's.
+TEST_P(SsdScanTest, LargeStatesMatchRef) {
+  for (const int64_t N : {int64_t{256}, int64_t{300}}) {
+    SCOPED_TRACE(::testing::Message() << "N " << N);
+    const SsdProblem p = SsdProblem::random(1, 70, 2, 8, N, 1, 500 + N);
+    testing::expect_matches_ref(
+        GetParam(),
+        [&](Context& ctx) -> testing::Outputs {
+          Tensor y_rows;
+          const ops::SsdScanArgs a = testing::ssd_args_on(ctx, p, SsdLayout::kDense, 64, &y_rows);
+          ops::ssd_scan(ctx, a);
+          return testing::outputs({{"y", y_rows}, {"state", a.state}});
+        },
+        {.tol = kScanTol});
+  }
+}
+
 // Scanning [0, 37), then one step, then [38, 90), each from the state the
 // last left, equals one scan.
 TEST_P(SsdScanTest, SplittingASequenceCarriesTheState) {

@@ -6,7 +6,7 @@
 //      the state entering each chunk, S <- exp(cum_end) S + chunk state;
 //   3. outputs, a block per (b, h, chunk): the masked, decayed scores
 //      G = (Q K^T) . weights (64 x 64), then O = G V + diag(exp(cum)) Q S_in^T
-//      (+ D v), as one product with K = 64 + N.
+//      (+ D v), the two products in two accumulators.
 // The products run as mma.sync m16n8k8 in TF32 with the 3xTF32 split
 // (x = hi + lo, hi lo' + lo hi' + hi hi' accumulated in F32), so the result
 // matches the F32 recurrence to about 1e-6 relative; or, when the context
@@ -14,10 +14,12 @@
 // products, or training with --bf16), as one TF32 product each, a third of
 // the matrix instructions and half the conversions. Operands sit in shared
 // memory, rows padded so that the fragment loads of a warp hit 32 banks.
+// The mma and copy primitives are in tf32_mma.h.
 #include <algorithm>
 #include <cstdint>
 
 #include "ops/cuda/launch_chunk_scan.h"
+#include "ops/cuda/tf32_mma.h"
 
 namespace ssm::cuda {
 namespace {
@@ -37,32 +39,12 @@ __host__ __device__ constexpr int pitch(int64_t cols, int rem) {
 
 __device__ float decay_exp(float x) { return x < -80.f ? 0.f : expf(x); }
 
-__device__ inline void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-  const float rest = x - __uint_as_float(hi);
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
-}
-
-__device__ inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // A shared-memory matrix: element (r, c) at p[r * rs + c * cs].
 struct Smem {
   const float* p;
   int rs, cs;
   __device__ float operator()(int r, int c) const { return p[r * rs + c * cs]; }
 };
-
-__device__ inline uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
 
 // acc[j] (the 16 x 8 tile at rows m0, columns n0 + 8 j) += A[m0.., 0..K) B[0..K), n0..),
 // for the tiles j with n0 + 8 j < ncols. K a multiple of 8. kSplit: 3xTF32
@@ -143,38 +125,30 @@ bool vec_ok(const ScanView& v, int64_t cols) {
          v.st % 4 == 0 && v.sr % 4 == 0 && cols % 4 == 0;
 }
 
-__device__ inline void copy16_async(float* dst_smem, const float* src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst_smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src));
-}
-__device__ inline void wait_async() {
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
-}
-
 // Loads rows [0, kRows) of a chunk (row = (t - t0) R + r) into a pitch-`ld`
 // shared-memory matrix, `cols` entries each padded with zeros to `padded`;
-// rows past the chunk's end are zeros. With `vec` the copies are 16-byte
-// cp.async pieces, many in flight per thread (the caller waits with
+// rows past the chunk's end are zeros. A warp per row and its lanes along
+// the row: a row's address is worked out once (a flat index over rows and
+// pieces cost two integer divisions a piece). With `vec` the copies are
+// 16-byte cp.async pieces, many in flight per thread (the caller waits with
 // wait_async before its barrier); else single floats.
 __device__ void load_rows(float* dst, int ld, const ScanView& v, int64_t b, int64_t h, int64_t t0,
                           int rows, int R, int cols, int padded, bool vec) {
   const float* base = at(v, b, h, t0, 0);  // one 64-bit division per block, not per piece
-  if (vec) {
-    const int q = padded / 4;
-    for (int i = threadIdx.x; i < kRows * q; i += blockDim.x) {
-      const int row = i / q, c = (i % q) * 4;
-      float* d = dst + row * ld + c;
-      if (row < rows && c < cols)
-        copy16_async(d, base + (row / R) * v.st + (row % R) * v.sr + c);
-      else
-        *reinterpret_cast<float4*>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int row = warp; row < kRows; row += kWarps) {
+    float* d = dst + row * ld;
+    const float* src = row < rows ? base + (row / R) * v.st + (row % R) * v.sr : nullptr;
+    if (vec) {
+      for (int c = 4 * lane; c < padded; c += 128) {
+        if (src && c < cols)
+          copy16_async(d + c, src + c);
+        else
+          *reinterpret_cast<float4*>(d + c) = float4{0.f, 0.f, 0.f, 0.f};
+      }
+    } else {
+      for (int c = lane; c < padded; c += 32) d[c] = src && c < cols ? src[c] : 0.f;
     }
-    return;
-  }
-  for (int i = threadIdx.x; i < kRows * padded; i += blockDim.x) {
-    const int row = i / padded, c = i % padded;
-    dst[row * ld + c] =
-        (row < rows && c < cols) ? base[(row / R) * v.st + (row % R) * v.sr + c] : 0.f;
   }
 }
 
@@ -226,14 +200,15 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a
   load_rows(sK, lay.ldk, a.k, b, h, t0, rows, geo.R, geo.N, geo.Np, geo.vec_k);
   wait_async();
   __syncthreads();
-  // v_s scaled by exp(cum_end - cum_s) w_s.
-  for (int i = threadIdx.x; i < rows * geo.P; i += blockDim.x) {
-    const int row = i / geo.P, p = i % geo.P;
-    sV[row * lay.ldv + p] *= coef[row / geo.R];
+  // v_s scaled by exp(cum_end - cum_s) w_s: a warp per row (no divisions
+  // per element).
+  const int warp = threadIdx.x / 32;
+  for (int row = warp; row < rows; row += kWarps) {
+    const float f = coef[row / geo.R];
+    for (int p = threadIdx.x % 32; p < geo.P; p += 32) sV[row * lay.ldv + p] *= f;
   }
   __syncthreads();
   // S_loc (P x N) = V^T (P x rows) K (rows x N).
-  const int warp = threadIdx.x / 32;
   const int mt = geo.Pp / 16, nt = static_cast<int>((geo.Np + kTileCols - 1) / kTileCols);
   float* out = a.chunk_states + (bh * geo.chunks + c) * int64_t{geo.P} * geo.N;
   for (int item = warp; item < mt * nt; item += kWarps) {
@@ -283,28 +258,64 @@ __global__ void state_pass_kernel(ChunkScanLaunch a, Geometry geo) {
   if (a.state) a.state[bh * PN + e] = S;
 }
 
+// The output kernel's shared memory: Q, then K (until G is made) and the
+// entering state S_in (after) in one space, V, G, and per row of the chunk
+// the running decay, the weights and the row's step. K and S_in sharing a
+// space is what fits two blocks on a multiprocessor (104 KB each at N = 128,
+// P = 64, where the five tiles apart took 138 KB and left one block, whose
+// loads, products and stores could not overlap with another's).
 struct OutSmem {
   int ldq, ldk, ldv, ldg, lds;
   __host__ __device__ static OutSmem of(int Np, int Pp) {
     return {pitch(Np, 4), pitch(Np, 4), pitch(Pp, 8), pitch(kRows, 4), pitch(Np, 4)};
   }
+  __host__ __device__ int64_t ks_floats(int Pp) const {
+    return kRows * ldk > int64_t{Pp} * lds ? kRows * ldk : int64_t{Pp} * lds;
+  }
   __host__ __device__ size_t bytes(int Pp) const {
-    return (size_t(kRows) * (ldq + ldk + ldv + ldg) + size_t(Pp) * lds + 3 * kRows) * sizeof(float);
+    return size_t(int64_t{kRows} * (ldq + ldv + ldg) + ks_floats(Pp) + 3 * kRows) * sizeof(float) +
+           kRows * sizeof(int);
   }
 };
 
+// The entering state (P x N, dense) into a pitch-`ld` matrix of Pp x Np,
+// zeros around it; a warp per row of P, as load_rows.
+__device__ void load_state(float* dst, int ld, const float* S_in, int P, int N, int Pp, int Np) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int p = warp; p < Pp; p += kWarps) {
+    float* d = dst + p * ld;
+    const float* src = p < P ? S_in + int64_t{p} * N : nullptr;
+    if (N % 4 == 0) {
+      for (int n = 4 * lane; n < Np; n += 128) {
+        if (src && n < N)
+          copy16_async(d + n, src + n);
+        else
+          *reinterpret_cast<float4*>(d + n) = float4{0.f, 0.f, 0.f, 0.f};
+      }
+    } else {
+      for (int n = lane; n < Np; n += 32) d[n] = src && n < N ? src[n] : 0.f;
+    }
+  }
+}
+
+// Block (b, h, chunk): G = (Q K^T) masked and weighted into shared memory;
+// then, K's space holding S_in, each warp's output tile as G V plus
+// exp(cum_t) times the tile of Q S_in^T (two accumulators, summed in the
+// epilogue: Q is not rescaled in shared memory, a pass over it with two
+// integer divisions an element), plus D v. Two blocks a multiprocessor:
+// at most 128 registers a thread (80 at N = 128).
 template <bool kSplit>
-__global__ void __launch_bounds__(kThreads) chunk_output_kernel(ChunkScanLaunch a, Geometry geo) {
+__global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaunch a, Geometry geo) {
   extern __shared__ float smem[];
   const OutSmem lay = OutSmem::of(geo.Np, geo.Pp);
-  float* sQ = smem;                    // rows x N
-  float* sK = sQ + kRows * lay.ldq;    // rows x N
-  float* sV = sK + kRows * lay.ldk;    // rows x P
-  float* sG = sV + kRows * lay.ldv;    // rows x rows
-  float* sS = sG + kRows * lay.ldg;    // P x N: the entering state
-  float* cum = sS + geo.Pp * lay.lds;  // T
-  float* w = cum + kRows;              // T
-  float* wd = w + kRows;               // T
+  float* sQ = smem;                          // rows x N
+  float* sKS = sQ + kRows * lay.ldq;         // rows x N (K), then P x N (S_in)
+  float* sV = sKS + lay.ks_floats(geo.Pp);   // rows x P
+  float* sG = sV + kRows * lay.ldv;          // rows x rows
+  float* cum = sG + kRows * lay.ldg;         // T
+  float* w = cum + kRows;                    // T
+  float* wd = w + kRows;                     // T
+  int* step = reinterpret_cast<int*>(wd + kRows);  // rows: row / R
   // Heads fastest: the heads of a group, which read the same B and C rows,
   // run side by side and share them in L2.
   const int64_t h = blockIdx.x % a.H, c = (blockIdx.x / a.H) % geo.chunks,
@@ -316,26 +327,10 @@ __global__ void __launch_bounds__(kThreads) chunk_output_kernel(ChunkScanLaunch 
     w[t] = a.w[bh * a.L + t0 + t];
     wd[t] = a.wd[bh * a.L + t0 + t];
   }
+  for (int i = threadIdx.x; i < kRows; i += blockDim.x) step[i] = i / R;
   load_rows(sQ, lay.ldq, a.q, b, h, t0, rows, R, geo.N, geo.Np, geo.vec_q);
-  load_rows(sK, lay.ldk, a.k, b, h, t0, rows, R, geo.N, geo.Np, geo.vec_k);
+  load_rows(sKS, lay.ldk, a.k, b, h, t0, rows, R, geo.N, geo.Np, geo.vec_k);
   load_rows(sV, lay.ldv, a.v, b, h, t0, rows, R, geo.P, geo.Pp, geo.vec_v);
-  const float* S_in = a.chunk_states + (bh * geo.chunks + c) * int64_t{geo.P} * geo.N;
-  if (geo.N % 4 == 0) {
-    const int q = geo.Np / 4;
-    for (int i = threadIdx.x; i < geo.Pp * q; i += blockDim.x) {
-      const int p = i / q, n = (i % q) * 4;
-      float* d = sS + p * lay.lds + n;
-      if (p < geo.P && n < geo.N)
-        copy16_async(d, S_in + int64_t{p} * geo.N + n);
-      else
-        *reinterpret_cast<float4*>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  } else {
-    for (int i = threadIdx.x; i < geo.Pp * geo.Np; i += blockDim.x) {
-      const int p = i / geo.Np, n = i % geo.Np;
-      sS[p * lay.lds + n] = (p < geo.P && n < geo.N) ? S_in[int64_t{p} * geo.N + n] : 0.f;
-    }
-  }
   wait_async();
   __syncthreads();
   const int warp = threadIdx.x / 32;
@@ -345,9 +340,9 @@ __global__ void __launch_bounds__(kThreads) chunk_output_kernel(ChunkScanLaunch 
     const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
     float acc[kTileCols / 8][4];
     zero(acc);
-    warp_mma<kSplit>(acc, Smem{sQ, lay.ldq, 1}, Smem{sK, 1, lay.ldk}, geo.Np, m0, n0, kRows);
+    warp_mma<kSplit>(acc, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.ldk}, geo.Np, m0, n0, kRows);
     for_each_acc(acc, m0, n0, kRows, [&](int i, int j, float x) {
-      const int ti = i / R, sj = j / R;
+      const int ti = step[i], sj = step[j];
       float wgt = 0.f;
       if (i < rows && j < rows) {
         if (sj < ti)
@@ -358,24 +353,33 @@ __global__ void __launch_bounds__(kThreads) chunk_output_kernel(ChunkScanLaunch 
       sG[i * lay.ldg + j] = x * wgt;
     });
   }
-  __syncthreads();
-  // Q's rows times exp(cum_t), for the entering state's term.
-  for (int i = threadIdx.x; i < rows * geo.Np; i += blockDim.x) {
-    const int row = i / geo.Np, n = i % geo.Np;
-    sQ[row * lay.ldq + n] *= decay_exp(cum[row / R]);
-  }
+  __syncthreads();  // every read of K is done: its space takes S_in
+  load_state(sKS, lay.lds, a.chunk_states + (bh * geo.chunks + c) * int64_t{geo.P} * geo.N, geo.P, geo.N,
+             geo.Pp, geo.Np);
+  wait_async();
   __syncthreads();
   const float Dh = a.D ? a.D[h] : 0.f;
   const int nt = (geo.Pp + kTileCols - 1) / kTileCols;
+  const int g = (threadIdx.x % 32) / 4;
   for (int item = warp; item < kMt * nt; item += kWarps) {
     const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
-    float acc[kTileCols / 8][4];
+    float acc[kTileCols / 8][4], acc_s[kTileCols / 8][4];
     zero(acc);
+    zero(acc_s);
     warp_mma<kSplit>(acc, Smem{sG, lay.ldg, 1}, Smem{sV, lay.ldv, 1}, kRows, m0, n0, geo.Pp);
-    warp_mma<kSplit>(acc, Smem{sQ, lay.ldq, 1}, Smem{sS, 1, lay.lds}, geo.Np, m0, n0, geo.Pp);
+    warp_mma<kSplit>(acc_s, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.lds}, geo.Np, m0, n0, geo.Pp);
+    // A lane's accumulators are of rows m0 + g (elements 0, 1) and m0 + g + 8 (2, 3).
+    const float e0 = decay_exp(cum[step[m0 + g]]), e1 = decay_exp(cum[step[m0 + g + 8]]);
+#pragma unroll
+    for (int j = 0; j < kTileCols / 8; ++j) {
+      acc[j][0] += e0 * acc_s[j][0];
+      acc[j][1] += e0 * acc_s[j][1];
+      acc[j][2] += e1 * acc_s[j][2];
+      acc[j][3] += e1 * acc_s[j][3];
+    }
     for_each_acc(acc, m0, n0, geo.Pp, [&](int i, int p, float x) {
       if (i < rows && p < geo.P) {
-        const int64_t t = t0 + i / R, r = i % R;
+        const int64_t t = t0 + step[i], r = i - step[i] * R;
         a.o.p[b * a.o.sb + h * a.o.sh + t * a.o.st + r * a.o.sr + p] = x + Dh * sV[i * lay.ldv + p];
       }
     });
@@ -466,11 +470,16 @@ void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
   // Above 48 KiB a kernel's dynamic shared memory must be allowed first
   // (once per process and kernel; a device's settings outlive the call).
   static const bool allowed = [] {
+    // And the largest shared-memory carveout preferred, so that two output
+    // blocks (and four state blocks) fit a multiprocessor at the common sizes.
     for (const void* f : {reinterpret_cast<const void*>(chunk_state_kernel<true>),
                           reinterpret_cast<const void*>(chunk_state_kernel<false>),
                           reinterpret_cast<const void*>(chunk_output_kernel<true>),
-                          reinterpret_cast<const void*>(chunk_output_kernel<false>)})
+                          reinterpret_cast<const void*>(chunk_output_kernel<false>)}) {
       cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
+      cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           int{cudaSharedmemCarveoutMaxShared});
+    }
     return true;
   }();
   (void)allowed;

@@ -13,23 +13,59 @@ constexpr int kMaxTaps = 17;  // K - 1 <= 16 state rows kept in registers
 
 __device__ float silu(float z) { return z / (1.f + expf(-z)); }
 
-// Thread per (b, t, c), rows (b, t) over grid y and channels over grid x;
-// the taps before t = 0 come from the state.
-__global__ void conv1d_kernel(Conv1dLaunch a) {
-  for (int64_t row = blockIdx.y; row < a.B * a.L; row += gridDim.y)
-  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < a.C; c += int64_t{gridDim.x} * blockDim.x) {
-    // 32-bit division (rows < 2^31): 64-bit division is a long emulated
-    // sequence that dominated this memory-bound kernel.
-    const int32_t rows32 = static_cast<int32_t>(row), L32 = static_cast<int32_t>(a.L);
-    const int64_t t = rows32 % L32, b = rows32 / L32;
-    float acc = a.bias ? a.bias[c] : 0.f;
-    for (int64_t k = 0; k < a.K; ++k) {
-      const int64_t s = t - a.K + 1 + k;
-      const float v = s >= 0 ? a.in.p[(b * a.L + s) * a.in.stride + c]
-                             : (a.state ? a.state[(b * (a.K - 1) + s + a.K - 1) * a.C + c] : 0.f);
-      acc += a.weight[c * a.K + k] * v;
+// Block (256 channels, strip of kConvStrip steps of one sequence); each
+// thread walks its channel through the strip's steps in order, so an input
+// is read from memory once and kept (in registers when the taps are known
+// at compile time, KT > 0; else in L1) for the next K - 1 outputs. A thread
+// per output instead (the first version) read every input K times through
+// L2 and took 0.38 ms at 8 x 2048 x 1792 (H100), five times its bound.
+// Steps before t = 0 come from the state (zeros without one). The sum's
+// order is the definition's: bias, then the taps oldest first.
+constexpr int kConvStrip = 32;
+constexpr int kConvAhead = 4;  // loads issued before the first of their sums
+
+template <int KT>
+__global__ void __launch_bounds__(kThreads) conv1d_kernel(Conv1dLaunch a, int64_t strips) {
+  const int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x;
+  if (c >= a.C) return;  // no barriers below
+  const int64_t K = KT > 0 ? KT : a.K, L = a.L;
+  const float bias = a.bias ? a.bias[c] : 0.f;
+  const float* w = a.weight + c * K;
+  for (int64_t bs = blockIdx.y; bs < a.B * strips; bs += gridDim.y) {
+    const int64_t b = bs / strips, t0 = (bs % strips) * kConvStrip, t1 = min(L, t0 + kConvStrip);
+    const float* in = a.in.p + b * L * a.in.stride + c;
+    const float* st = a.state ? a.state + (b * (K - 1) + K - 1) * a.C + c : nullptr;  // st[s * C], s < 0
+    float* out = a.out.p + b * L * a.out.stride + c;
+    const auto input = [&](int64_t s) { return s >= 0 ? in[s * a.in.stride] : (st ? st[s * a.C] : 0.f); };
+    if constexpr (KT > 0) {
+      float wk[KT], win[KT];  // win[k]: the input at t - KT + 1 + k
+#pragma unroll
+      for (int k = 0; k < KT; ++k) wk[k] = w[k];
+#pragma unroll
+      for (int k = 0; k + 1 < KT; ++k) win[k] = input(t0 - KT + 1 + k);
+      for (int64_t t = t0; t < t1; t += kConvAhead) {
+        float next[kConvAhead];
+#pragma unroll
+        for (int j = 0; j < kConvAhead; ++j) next[j] = t + j < t1 ? in[(t + j) * a.in.stride] : 0.f;
+#pragma unroll
+        for (int j = 0; j < kConvAhead; ++j) {
+          if (t + j >= t1) break;
+          win[KT - 1] = next[j];
+          float acc = bias;
+#pragma unroll
+          for (int k = 0; k < KT; ++k) acc += wk[k] * win[k];
+          out[(t + j) * a.out.stride] = a.silu ? silu(acc) : acc;
+#pragma unroll
+          for (int k = 0; k + 1 < KT; ++k) win[k] = win[k + 1];
+        }
+      }
+    } else {
+      for (int64_t t = t0; t < t1; ++t) {
+        float acc = bias;
+        for (int64_t k = 0; k < K; ++k) acc += w[k] * input(t - K + 1 + k);
+        out[t * a.out.stride] = a.silu ? silu(acc) : acc;
+      }
     }
-    a.out.p[row * a.out.stride + c] = a.silu ? silu(acc) : acc;
   }
 }
 
@@ -266,9 +302,13 @@ void launch_conv1d(const Conv1dLaunch& a, cudaStream_t s) {
     conv1d_step_kernel<<<blocks_for(a.B * a.C), kThreads, 0, s>>>(a);
     return;
   }
-  const int64_t x = (a.C + kThreads - 1) / kThreads, rows = a.B * a.L;
-  const dim3 grid(static_cast<unsigned>(x > 64 ? 64 : x), static_cast<unsigned>(rows > 65535 ? 65535 : rows));
-  conv1d_kernel<<<grid, kThreads, 0, s>>>(a);
+  const int64_t strips = (a.L + kConvStrip - 1) / kConvStrip, work = a.B * strips;
+  const dim3 grid(static_cast<unsigned>((a.C + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(work > 65535 ? 65535 : work));
+  if (a.K == 4)
+    conv1d_kernel<4><<<grid, kThreads, 0, s>>>(a, strips);
+  else
+    conv1d_kernel<0><<<grid, kThreads, 0, s>>>(a, strips);
   if (a.state && a.K > 1) conv1d_state_kernel<<<blocks_for(a.B * a.C), kThreads, 0, s>>>(a);
 }
 
