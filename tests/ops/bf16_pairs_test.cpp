@@ -12,11 +12,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "ops/cpu/x86_kernels.h"
 #include "ssm/tensor/convert.h"
+#include "support/random.h"
 
 namespace ssm {
 namespace {
@@ -37,14 +37,6 @@ uint32_t word_of(float lo, float hi) {
   return static_cast<uint32_t>(bf16_of(lo)) | static_cast<uint32_t>(bf16_of(hi)) << 16;
 }
 
-std::vector<float> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-2.f, 2.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
 class Bf16PairsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -56,8 +48,9 @@ TEST_F(Bf16PairsTest, RowWordsRoundEachScaledPair) {
   for (int64_t cols : {1, 2, 15, 31, 32, 33, 64, 128, 131})
     for (bool scaled : {false, true}) {
       const int64_t rows = 5, lda = cols + 3, words = (cols + 1) / 2, ldo = words + 2;
-      const std::vector<float> a = random_values(rows * lda, static_cast<uint32_t>(cols));
-      const std::vector<float> s = random_values(rows, 7);
+      const std::vector<float> a =
+          ssm::testing::random_vector(rows * lda, static_cast<uint32_t>(cols), -2.f, 2.f);
+      const std::vector<float> s = ssm::testing::random_vector(rows, 7, -2.f, 2.f);
       std::vector<uint32_t> out(rows * ldo, 0xDEADBEEF);
       cpu::bf16_row_words(a.data(), lda, scaled ? s.data() : nullptr, rows, cols, out.data(), ldo);
       for (int64_t r = 0; r < rows; ++r) {
@@ -78,10 +71,11 @@ TEST_F(Bf16PairsTest, RowPairsRoundEachScaledColumnPair) {
     for (int64_t cols : {1, 16, 17, 64, 130})
       for (bool scaled : {false, true}) {
         const int64_t lda = cols + 5, pairs = (rows + 1) / 2, ldo = cols + 1;
-        std::vector<float> a = random_values(rows * lda, static_cast<uint32_t>(rows * 131 + cols));
+        std::vector<float> a = ssm::testing::random_vector(
+            rows * lda, static_cast<uint32_t>(rows * 131 + cols), -2.f, 2.f);
         // An infinity in the last row must not leak into the zero past it.
         a[(rows - 1) * lda] = std::numeric_limits<float>::infinity();
-        const std::vector<float> s = random_values(rows, 11);
+        const std::vector<float> s = ssm::testing::random_vector(rows, 11, -2.f, 2.f);
         std::vector<uint32_t> out(pairs * ldo, 0xDEADBEEF);
         cpu::bf16_row_pairs(a.data(), lda, scaled ? s.data() : nullptr, rows, cols, out.data(),
                             ldo);
@@ -112,15 +106,16 @@ TEST_F(Bf16PairsTest, ProductMatchesDoubleSumOfTheWords) {
             const int64_t a_row = a_columns ? 1 : pairs + 2, a_col = a_columns ? M + 2 : 1;
             const int64_t ldb = N + 3, ldc = N + 1;
             const int64_t a_words = (M + 2) * (pairs + 2);
-            const std::vector<float> av = random_values(2 * a_words, 1);
-            const std::vector<float> bv = random_values(2 * pairs * ldb, 2);
+            const std::vector<float> av = ssm::testing::random_vector(2 * a_words, 1, -2.f, 2.f);
+            const std::vector<float> bv =
+                ssm::testing::random_vector(2 * pairs * ldb, 2, -2.f, 2.f);
             std::vector<uint32_t> A(a_words), B(pairs * ldb);
             for (size_t i = 0; i < A.size(); ++i) A[i] = word_of(av[2 * i], av[2 * i + 1]);
             for (size_t i = 0; i < B.size(); ++i) B[i] = word_of(bv[2 * i], bv[2 * i + 1]);
-            std::vector<float> C = random_values(M * ldc, 3);
+            std::vector<float> C = ssm::testing::random_vector(M * ldc, 3, -2.f, 2.f);
             if (beta == 0.f) std::fill(C.begin(), C.end(), std::numeric_limits<float>::quiet_NaN());
             const std::vector<float> C0 = C;
-            const std::vector<float> row_scale = random_values(M, 4);
+            const std::vector<float> row_scale = ssm::testing::random_vector(M, 4, -2.f, 2.f);
             const bool scaled = checked % 3 == 0;
             cpu::bf16_pair_product(M, N, pairs, A.data(), a_row, a_col, B.data(), ldb,
                                    scaled ? row_scale.data() : nullptr, beta, C.data(), ldc);

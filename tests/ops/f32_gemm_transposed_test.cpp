@@ -8,22 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "ops/cpu/transposed_products.h"
 #include "ops/cpu/x86_kernels.h"
+#include "support/random.h"
 
 namespace ssm {
 namespace {
-
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
 
 struct Dims {
   int64_t M, n, K;
@@ -38,8 +30,10 @@ TEST(F32GemmTransposed, EqualsThePlainLayoutTransposed) {
         SCOPED_TRACE(::testing::Message() << "M " << d.M << " n " << d.n << " K " << d.K
                                           << " accumulate " << accumulate << " bias " << bias);
         const int64_t ldw = d.K + 3, ldy = d.n + 2, ldyt = d.M + 5;
-        const std::vector<float> x = random_floats(d.M * d.K, 1), W = random_floats(d.n * ldw, 2);
-        const std::vector<float> b = random_floats(d.n, 3), y0 = random_floats(d.M * ldy, 4);
+        const std::vector<float> x = ssm::testing::random_vector(d.M * d.K, 1),
+                                 W = ssm::testing::random_vector(d.n * ldw, 2);
+        const std::vector<float> b = ssm::testing::random_vector(d.n, 3),
+                                 y0 = ssm::testing::random_vector(d.M * ldy, 4);
         std::vector<float> packed(cpu::f32_pack_bytes(d.M, d.K) / 4);
         const cpu::F32PackedRows xp =
             cpu::pack_f32_rows(x.data(), d.K, d.M, d.K, packed.data(), 0, (d.M + 15) / 16);
@@ -86,8 +80,9 @@ TEST(F32GemmTransposed, DxFromPackedColumnsEqualsDyPackedTimesTransposedW) {
       // dy (M rows of N, row stride N + 1), W (N rows of K): dx (M rows of K).
       const int64_t M = d.M, N = d.K, K = d.n, lddy = N + 1, lddx = K + 4;
       SCOPED_TRACE(::testing::Message() << "M " << M << " N " << N << " K " << K);
-      const std::vector<float> dy = random_floats(M * lddy, 5), W = random_floats(N * K, 6);
-      const std::vector<float> dx0 = random_floats(M * lddx, 7);
+      const std::vector<float> dy = ssm::testing::random_vector(M * lddy, 5),
+                               W = ssm::testing::random_vector(N * K, 6);
+      const std::vector<float> dx0 = ssm::testing::random_vector(M * lddx, 7);
       std::vector<float> wt(K * N), packed_dy(cpu::f32_pack_bytes(M, N) / 4);
       cpu::transpose_f32(pool, W.data(), K, N, K, wt.data());
       std::vector<float> want = dx0, got = dx0;
