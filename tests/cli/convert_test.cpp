@@ -129,6 +129,40 @@ TEST(Convert, ConvertedFolderGivesTheGoldenLogits) {
   EXPECT_LE(testing::max_rel_error(logits, golden.get("logits")), 5e-4);
 }
 
+// --dtype bf16 writes the projections as the load's conversion makes them
+// (every other parameter F32); the copy loads as BF16 by default and gives
+// the logits that loading the original with --dtype bf16 gives, bit for bit.
+TEST(Convert, Bf16CopyLoadsAsTheOriginalConvertedOnLoad) {
+  TempDir tmp;
+  std::string out;
+  const std::string src = golden_dir("mamba2_ssm_bin");
+  ASSERT_EQ(run_cli("convert --dtype bf16 " + shell_quoted(src) + " " + shell_quoted(tmp.path()), &out), 0)
+      << out;
+  LanguageModel copy = LanguageModel::load(tmp.path(), LoadOptions{.weights = std::nullopt});
+  LanguageModel original = LanguageModel::load(src, LoadOptions{.weights = DType::kBF16});
+  EXPECT_EQ(copy.projection_dtype(), DType::kBF16);
+  const SafetensorsFile file = SafetensorsFile::open(tmp / "model.safetensors");
+  int bf16 = 0, f32 = 0;
+  original.for_each_param([&](const std::string& name, Param& p) {
+    ASSERT_TRUE(file.contains(name)) << name;
+    const Tensor t = file.get(name);
+    EXPECT_TRUE(t.same_layout(p.value) && std::memcmp(t.raw(), p.value.raw(), t.nbytes()) == 0) << name;
+    (t.dtype() == DType::kBF16 ? bf16 : f32) += 1;
+  });
+  EXPECT_GT(bf16, 0);
+  EXPECT_GT(f32, 0);
+  const SafetensorsFile golden = SafetensorsFile::open(src + "/golden.safetensors");
+  Context ctx(2);
+  const Tensor a = copy.forward(golden.get("input_ids").clone(), nullptr, ctx);
+  const Tensor b = original.forward(golden.get("input_ids").clone(), nullptr, ctx);
+  EXPECT_EQ(testing::max_rel_error(a, b), 0.0);
+  EXPECT_LE(testing::max_rel_error(a, golden.get("logits")), 5e-2);
+
+  EXPECT_EQ(run_cli("convert --dtype int8 " + shell_quoted(src) + " " + shell_quoted(tmp / "q"), &out), 2);
+  EXPECT_NE(out.find("--dtype"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "q"));
+}
+
 TEST(Convert, FailuresExitNonZeroWithAMessage) {
   TempDir tmp;
   std::string out;
