@@ -1,10 +1,28 @@
 #include "ops/cuda/gemm_f32.h"
 
-namespace ssm::cuda {
+#include "ops/cuda/launch.h"
+#include "ops/cuda/views.h"
 
-void gemm_f32(CudaResources& r, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+namespace ssm::cuda {
+namespace {
+
+// A column-major (rows, cols) matrix with leading dimension ld, rounded to
+// bf16 into a dense one (leading dimension rows) in the arena. Read as
+// row-major it is cols rows of rows values each, ld apart.
+const void* bf16_copy(Context& ctx, const float* src, int64_t rows, int64_t cols, int64_t ld) {
+  Tensor t = ctx.arena().alloc(DType::kBF16, {cols, rows});
+  launch_to_16bit(ConstRows{src, cols, rows, ld}, t.raw(), /*bf16=*/true, /*pieces=*/1,
+                  resources(ctx).stream);
+  check_launch("gemm (inputs to bf16)");
+  return t.raw();
+}
+
+}  // namespace
+
+void gemm_f32(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
               int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
               float* C, int64_t ldc, const char* what) {
+  CudaResources& r = resources(ctx);
   const float alpha = 1.f;
   const int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k);
   const int ia = static_cast<int>(lda), ib = static_cast<int>(ldb), ic = static_cast<int>(ldc);
@@ -12,8 +30,17 @@ void gemm_f32(CudaResources& r, cublasOperation_t ta, cublasOperation_t tb, int6
     check(cublasSgemm(r.blas, ta, tb, im, in, ik, &alpha, A, ia, B, ib, &beta, C, ic), what);
     return;
   }
-  check(cublasGemmEx(r.blas, ta, tb, im, in, ik, &alpha, A, CUDA_R_32F, ia, B, CUDA_R_32F, ib,
-                     &beta, C, CUDA_R_32F, ic, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT),
+  // Explicit bf16 copies rather than CUBLAS_COMPUTE_32F_FAST_16BF on the F32
+  // inputs: with that, cuBLAS 13 picked TF32 kernels on an H100 (half the
+  // bf16 rate); the copies cost a read and a half-width write of each input.
+  const int64_t a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m;
+  const int64_t b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
+  Arena::Scope scope(ctx.arena());
+  const void* Ah = bf16_copy(ctx, A, a_rows, a_cols, lda);
+  const void* Bh = bf16_copy(ctx, B, b_rows, b_cols, ldb);
+  check(cublasGemmEx(r.blas, ta, tb, im, in, ik, &alpha, Ah, CUDA_R_16BF, static_cast<int>(a_rows), Bh,
+                     CUDA_R_16BF, static_cast<int>(b_rows), &beta, C, CUDA_R_32F, ic, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT),
         what);
 }
 

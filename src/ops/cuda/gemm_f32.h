@@ -1,18 +1,19 @@
 // The F32 products of the cuda backend (cuBLAS, column-major): SGEMM, or,
 // when the context computes in bf16 (BackendResources::set_bf16_compute),
-// the same product on the bf16 tensor cores: cuBLAS rounds the F32 inputs to
-// bf16 and accumulates and writes F32 (CUBLAS_COMPUTE_32F_FAST_16BF), so
-// master weights and activations stay F32 in memory.
+// the same product on the bf16 tensor cores: both inputs rounded to bf16
+// (nearest even) into the context's arena, products accumulated and written
+// in F32, so master weights and activations stay F32 in memory.
 #pragma once
 
 #include <cstdint>
 
 #include "ops/cuda/runtime.h"
+#include "ssm/ops/context.h"
 
 namespace ssm::cuda {
 
 // C (m, n) = op(A) op(B) + beta C, every matrix F32 column-major.
-void gemm_f32(CudaResources& r, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+void gemm_f32(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
               int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
               float* C, int64_t ldc, const char* what);
 

@@ -40,7 +40,7 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
   switch (a.W.dtype()) {
     case DType::kF32:
       // SGEMM, or the bf16 tensor cores when the context computes in bf16.
-      gemm_f32(r, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, a.W.data<float>(), k, x.p, x.stride, beta, y.p, y.stride,
+      gemm_f32(ctx, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, a.W.data<float>(), k, x.p, x.stride, beta, y.p, y.stride,
                "linear (cublasSgemm)");
       break;
     case DType::kBF16:

@@ -33,7 +33,7 @@ void sum_partials(Context& ctx, const float* partial, int64_t cols, float* dst) 
 void gemm(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc, const char* what) {
-  gemm_f32(resources(ctx), ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc, what);
+  gemm_f32(ctx, ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc, what);
 }
 
 void linear_backward(Context& ctx, const ops::LinearBackwardArgs& a) {
