@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -38,7 +39,7 @@ TEST_P(SsdBackwardRows, SkipRowScalesAndSumsInDouble) {
   const double sum = cpu::ssd_skip_row(dy.data(), x.data(), Dh, n, dx.data());
   double want = 0;
   for (int64_t i = 0; i < n; ++i) {
-    want += static_cast<double>(dy[i]) * x[i];  // each product exact in double
+    want += static_cast<double>(dy[i]) * x[i];   // each product exact in double
     EXPECT_EQ(dx[i], Dh * dy[i]) << "at " << i;  // one rounding: the same bits
   }
   EXPECT_NEAR(sum, want, 1e-13 * std::max<int64_t>(1, n));
