@@ -1,8 +1,8 @@
 // add, fill, scale and sum_squares on every backend against ref, and ref
 // against the formulas computed here: dense and column-block (strided)
 // tensors, a single row, odd sizes, tensors large enough for the cpu kernels
-// to use both threads, alpha 1 and not; sum_squares equal to the bit for 1
-// and 2 threads.
+// to use both threads, rows longer than the pieces they split rows into,
+// alpha 1 and not; sum_squares equal to the bit for 1 and 2 threads.
 #include "ssm/ops/elementwise.h"
 
 #include <gtest/gtest.h>
@@ -25,6 +25,9 @@ const Case kCases[] = {
     {"dense", {3, 5}, 0, 0},           {"column_block", {2, 7, 13}, 2, 5},
     {"one_row", {1, 1000}, 0, 0},      {"vector", {37}, 0, 0},
     {"large_dense", {64, 1024}, 0, 0}, {"large_block", {2, 50, 700}, 100, 300},
+    // Rows longer than the cpu kernels' pieces of 65536 (a parameter's
+    // gradient, flattened): split within a row.
+    {"long_vector", {3 * 65536 + 5}, 0, 0}, {"long_rows", {2, 65536 + 17}, 3, 9},
 };
 
 // dst + alpha src from the formula, rounded once from double.

@@ -97,5 +97,29 @@ TEST(F32GemmTransposed, DxFromPackedColumnsEqualsDyPackedTimesTransposedW) {
     }
 }
 
+// pack_f32_columns' layout from its definition: block b holds columns
+// [16 b, 16 b + 16) of every row, zeros past the last column; any split of
+// the blocks between calls (the pool's tasks) writes the same bytes.
+TEST(PackF32Columns, HoldsEachBlockOfColumnsRowByRow) {
+  for (const int64_t cols : {1, 15, 16, 17, 130, 200, 256})
+    for (const int64_t rows : {1, 3, 7}) {
+      SCOPED_TRACE(::testing::Message() << "cols " << cols << " rows " << rows);
+      const int64_t lda = cols + 5, blocks = (cols + 15) / 16;
+      const std::vector<float> a = ssm::testing::random_vector(rows * lda, 5);
+      for (const int64_t split : {int64_t{0}, blocks / 2, blocks - 1}) {
+        std::vector<float> packed(cpu::f32_pack_bytes(cols, rows) / 4, -7.f);
+        cpu::pack_f32_columns(a.data(), lda, rows, cols, packed.data(), 0, split);
+        cpu::pack_f32_columns(a.data(), lda, rows, cols, packed.data(), split, blocks);
+        for (int64_t b = 0; b < blocks; ++b)
+          for (int64_t k = 0; k < rows; ++k)
+            for (int64_t l = 0; l < 16; ++l) {
+              const int64_t c = 16 * b + l;
+              ASSERT_EQ(packed[(b * rows + k) * 16 + l], c < cols ? a[k * lda + c] : 0.f)
+                  << "block " << b << " row " << k << " lane " << l << " split " << split;
+            }
+      }
+    }
+}
+
 }  // namespace
 }  // namespace ssm

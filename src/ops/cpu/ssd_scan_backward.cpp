@@ -18,6 +18,7 @@
 
 #include "ops/cpu/blas.h"
 #include "ops/cpu/ssd.h"
+#include "ops/cpu/ssd_backward_rows.h"
 #include "ops/cpu/ssd_pair_terms.h"
 #include "ops/cpu/worker_slots.h"
 #include "ops/tensor_data.h"
@@ -172,10 +173,7 @@ void backward_chunk(const SsdBackwardView& v, SsdBackwardScratch& w, int64_t b, 
 
   // Skip term y += D x.
   for (int64_t t = 0; t < q; ++t)
-    for (int64_t p = 0; p < P; ++p) {
-      dD_acc += static_cast<double>(dY[t * v.lddy + p]) * X[t * v.ldx + p];
-      dX[t * v.lddx + p] = Dh * dY[t * v.lddy + p];
-    }
+    dD_acc += ssd_skip_row(dY + t * v.lddy, X + t * v.ldx, Dh, P, dX + t * v.lddx);
 
   // Intra-chunk: M_ts = sc_ts exp(cs_t - cs_s) dt_s for s <= t, and the
   // gradient through it (ssd_pair_terms.h).
@@ -197,10 +195,7 @@ void backward_chunk(const SsdBackwardView& v, SsdBackwardScratch& w, int64_t b, 
   row_dots(w.G1, N, Cc, v.ldc, q, N, w.dots);
   for (int64_t t = 0; t < q; ++t) {
     const float e = std::exp(static_cast<float>(cs[t]));
-    for (int64_t n = 0; n < N; ++n) {
-      dCc[t * v.lddc + n] += e * w.G1[t * N + n];
-      w.Cs[t * N + n] = e * Cc[t * v.ldc + n];
-    }
+    ssd_carried_row(e, w.G1 + t * N, Cc + t * v.ldc, N, dCc + t * v.lddc, w.Cs + t * N);
     dcs[t] += e * w.dots[t];
   }
 
@@ -214,8 +209,8 @@ void backward_chunk(const SsdBackwardView& v, SsdBackwardScratch& w, int64_t b, 
     const double e = std::exp(end - cs[s]);
     const double wt = e * dt[s * v.ldt];
     const double dw = w.dots[s];
-    for (int64_t n = 0; n < N; ++n) dBc[s * v.lddb + n] += static_cast<float>(wt * w.G2[s * N + n]);
-    for (int64_t p = 0; p < P; ++p) dX[s * v.lddx + p] += static_cast<float>(wt * w.G3[s * P + p]);
+    ssd_add_weighted_row(wt, w.G2 + s * N, N, dBc + s * v.lddb);
+    ssd_add_weighted_row(wt, w.G3 + s * P, P, dX + s * v.lddx);
     ddt[s] += dw * e;
     dcs[q - 1] += dw * wt;
     dcs[s] -= dw * wt;
