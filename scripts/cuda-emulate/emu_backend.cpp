@@ -1,7 +1,8 @@
 // The "cuda" backend of the CPU emulator (run.sh): host memory, ref's op
 // table with the entries of mamba3_attention_backward_ops.cpp,
 // hybrid_backward_ops.cpp, ssd_step_ops.cpp, mixer_ops.cpp (the norms,
-// conv1d, the SSD scan's chunked and step kernels) and mamba3_ops.cpp
+// conv1d, the SSD scan's chunked and step kernels), ssd_scan_backward_ops.cpp
+// and mamba3_ops.cpp
 // (prepare, the chunked and step scans, output) with their kernels
 // emulated, and stand-ins for the runtime's stream and checks.
 #include "ops/backend_registry.h"
@@ -48,6 +49,7 @@ class EmuBackend : public Backend {
 #else
     cuda::add_mixer_kernels(table_);
     cuda::add_mamba3_kernels(table_);
+    cuda::add_ssd_scan_backward_kernels(table_);
 #endif
   }
   std::string_view name() const override { return "cuda"; }
