@@ -39,6 +39,7 @@ class EmuBackend : public Backend {
     cuda::add_mamba3_attention_backward_kernels(table_);
     cuda::add_hybrid_backward_kernels(table_);
     cuda::add_ssd_step_kernels(table_);
+    cuda::add_ssd_scan_backward_kernels(table_);
 #ifdef SSM_EMU_REF_FORWARD
     // Training (run.sh TRAIN=1): of the forward ops only mamba3_prepare is
     // emulated; emulated norms and scans would make the training curves
@@ -49,7 +50,6 @@ class EmuBackend : public Backend {
 #else
     cuda::add_mixer_kernels(table_);
     cuda::add_mamba3_kernels(table_);
-    cuda::add_ssd_scan_backward_kernels(table_);
 #endif
   }
   std::string_view name() const override { return "cuda"; }
