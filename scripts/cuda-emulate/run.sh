@@ -20,7 +20,9 @@
 # training test of tests/gpu (hf_families_train_cuda_test.cpp: a few steps
 # on "cuda" against the cpu backend), where every op without an emulated
 # kernel is ref's: it checks that the emulated backward kernels train those
-# models as the cpu backend does.
+# models as the cpu backend does. TRAIN_TEST=NAME runs tests/gpu/NAME.cpp
+# instead (e.g. train_cuda_test with the filter 'Cases/GpuGoldenGrad.*/0:Cases/GpuGoldenGrad.*/1':
+# the golden gradients through the emulated backward kernels).
 #
 # Needs the default build's libraries (scripts/build.sh: build/; ssm_train
 # and below for TRAIN=1) and the CUDA toolkit's headers
@@ -71,8 +73,9 @@ if [ "${TRAIN:-0}" = 1 ]; then
   # The backend with ref's forward ops but mamba3_prepare (emu_backend.cpp).
   $CXX $FLAGS -DSSM_EMU_REF_FORWARD -c "$HERE/emu_backend.cpp" -o emu_backend_train.o
   objs=${objs/ emu_backend.o/ emu_backend_train.o}
-  $CXX $FLAGS -c "$SRC/tests/gpu/hf_families_train_cuda_test.cpp" -o hf_families_train_cuda_test.o
-  $CXX -pthread -o emu_train_tests $objs hf_families_train_cuda_test.o $B/libssm_train.a \
+  t=${TRAIN_TEST:-hf_families_train_cuda_test}
+  $CXX $FLAGS -c "$SRC/tests/gpu/$t.cpp" -o "$t.o"
+  $CXX -pthread -o emu_train_tests $objs "$t.o" $B/libssm_train.a \
     $B/libssm_dist.a $B/libssm_model.a $B/libssm_layers.a $B/libssm_io.a $libs -lzip -lz
   exec ./emu_train_tests --gtest_filter="${2:-*}"
 fi
