@@ -348,9 +348,9 @@ unsigned blocks(int64_t n, int threads) {
 
 }  // namespace
 
-int64_t ssd_backward_chunk(int64_t P, int64_t N) {
+int64_t ssd_backward_chunk(int64_t P, int64_t N, bool split) {
   int64_t Q = 64;
-  if (ssd_backward_tiles_fit(P, N)) return Q;
+  if (!split && ssd_backward_tiles_fit(P, N)) return Q;
   while (Q > 1 && backward_smem(P, N, Q) > kMaxSmem) Q /= 2;
   return Q;
 }
@@ -364,9 +364,13 @@ void launch_ssd_scan_backward(const SsdScanBackwardLaunch& a, cudaStream_t s) {
   if (a.B * a.L * a.H == 0) return;
   const int64_t nc = (a.L + a.Q - 1) / a.Q;
   const unsigned chunks = static_cast<unsigned>(a.B * a.H * nc);
-  // Passes 1 and 3 on the tensor cores where their tiles fit, else the
-  // general kernels here (any chunk length, sums in double).
-  const bool tiles = a.Q == 64 && ssd_backward_tiles_fit(a.P, a.N);
+  // Passes 1 and 3 on the tensor cores when the context rounds its products
+  // and their tiles fit; else the general kernels here (any chunk length,
+  // sums in double). The exact path keeps the double sums: with F32
+  // accumulators (3xTF32) the decay's gradient g = <C, dC^h> - <B, dB^h>,
+  // a difference of nearly equal sums, lost too much (dA 5.4e-5 relative
+  // against ref on an H200, SsdScanBackwardTest's tolerance 1e-5).
+  const bool tiles = !a.split && a.Q == 64 && ssd_backward_tiles_fit(a.P, a.N);
   const size_t s1 = sums_smem(a.P, a.N, a.Q), s3 = backward_smem(a.P, a.N, a.Q);
   if (tiles) {
     launch_ssd_chunk_sums_tiles(a, s);

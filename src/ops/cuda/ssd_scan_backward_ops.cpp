@@ -20,7 +20,8 @@ void ssd_scan_backward(Context& ctx, const ops::SsdScanBackwardArgs& a) {
   l.G = f.groups;
   l.N = f.B.cols() / l.G;
   if (l.B * l.L == 0) return;
-  l.Q = ssd_backward_chunk(l.P, l.N);
+  l.split = !resources(ctx).rounds_products();
+  l.Q = ssd_backward_chunk(l.P, l.N, l.split);
   Arena::Scope scope(ctx.arena());
   const int64_t nc = (l.L + l.Q - 1) / l.Q, PN = l.P * l.N;
   float* scratch = ops::elements<float>(
@@ -46,7 +47,6 @@ void ssd_scan_backward(Context& ctx, const ops::SsdScanBackwardArgs& a) {
   l.ddt = rows_of(a.ddt);
   l.dA = ops::elements<float>(a.dA);
   l.dD = ops::elements_or_null<float>(a.dD);
-  l.split = !resources(ctx).rounds_products();
   launch_ssd_scan_backward(l, stream(ctx));
   check_launch("ssd_scan_backward");
 }
