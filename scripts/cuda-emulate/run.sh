@@ -4,9 +4,10 @@
 # MoE, relu^2, GELU product) backward ops and of the fused Mamba-2 decode
 # step (ssd_step: conv_ssd.cu, norms.cu), of conv1d, the norms and the chunked
 # SSD and Mamba-3 scans (chunk_scan.cu, with emu_tf32_mma.h for its
-# tensor-core products; mamba3_scan.cu) rewritten for emu.h, their host side
+# tensor-core products; mamba3_scan.cu) and the SSD scan's backward
+# (ssd_scan_backward.cu, ssd_scan_backward_tiles.cu) rewritten for emu.h, their host side
 # (mamba3_attention_backward_ops.cpp, hybrid_backward_ops.cpp,
-# ssd_step_ops.cpp, mixer_ops.cpp, mamba3_ops.cpp, with the
+# ssd_step_ops.cpp, mixer_ops.cpp, mamba3_ops.cpp, ssd_scan_backward_ops.cpp, with the
 # forward MoE kernels of hybrid_kernels.cu they reuse) and the op tests of tests/ops built
 # with SSM_GPU_TESTS=1 against a "cuda" backend on the host (emu_backend.cpp):
 # each op against ref as on the GPU. Slow (a fiber per CUDA thread); for
@@ -19,7 +20,9 @@
 # training test of tests/gpu (hf_families_train_cuda_test.cpp: a few steps
 # on "cuda" against the cpu backend), where every op without an emulated
 # kernel is ref's: it checks that the emulated backward kernels train those
-# models as the cpu backend does.
+# models as the cpu backend does. TRAIN_TEST=NAME runs tests/gpu/NAME.cpp
+# instead (e.g. train_cuda_test with the filter 'Cases/GpuGoldenGrad.*/0:Cases/GpuGoldenGrad.*/1':
+# the golden gradients through the emulated backward kernels).
 #
 # Needs the default build's libraries (scripts/build.sh: build/; ssm_train
 # and below for TRAIN=1) and the CUDA toolkit's headers
@@ -29,7 +32,7 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${1:-/tmp/ssm-cuda-emulate}
-FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*'}
+FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*'}
 HERE=$SRC/scripts/cuda-emulate
 B=$SRC/build
 mkdir -p "$WORK"
@@ -37,7 +40,7 @@ cd "$WORK"
 CXX=${CXX:-g++}
 FLAGS="-std=c++20 -O2 -g -pthread -I$SRC/src -I$SRC/include -I$SRC/tests -I$HERE -isystem /usr/local/cuda/include -DSSM_GPU_TESTS=1 -DSSM_GOLDEN_DIR=\"$SRC/tests/golden\""
 kernels="mamba3_prepare mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention_backward hybrid_backward hybrid_kernels
-  conv_ssd norms chunk_scan mamba3_scan"
+  conv_ssd norms chunk_scan mamba3_scan ssd_scan_backward ssd_scan_backward_tiles"
 # An object is rebuilt when it is older than its source or the emulator's
 # headers (the engine's headers are not followed: a fresh WORK_DIR rebuilds
 # everything).
@@ -59,7 +62,8 @@ for k in $kernels; do
 done
 for f in "$HERE/emu_backend.cpp" "$SRC/src/ops/cuda/mamba3_attention_backward_ops.cpp" \
   "$SRC/src/ops/cuda/hybrid_backward_ops.cpp" "$SRC/src/ops/cuda/ssd_step_ops.cpp" \
-  "$SRC/src/ops/cuda/mixer_ops.cpp" "$SRC/src/ops/cuda/mamba3_ops.cpp"; do
+  "$SRC/src/ops/cuda/mixer_ops.cpp" "$SRC/src/ops/cuda/mamba3_ops.cpp" \
+  "$SRC/src/ops/cuda/ssd_scan_backward_ops.cpp"; do
   o=$(basename "$f" .cpp).o
   if stale "$o" "$f"; then $CXX $FLAGS -c "$f" -o "$o"; fi
   objs="$objs $o"
@@ -69,15 +73,16 @@ if [ "${TRAIN:-0}" = 1 ]; then
   # The backend with ref's forward ops but mamba3_prepare (emu_backend.cpp).
   $CXX $FLAGS -DSSM_EMU_REF_FORWARD -c "$HERE/emu_backend.cpp" -o emu_backend_train.o
   objs=${objs/ emu_backend.o/ emu_backend_train.o}
-  $CXX $FLAGS -c "$SRC/tests/gpu/hf_families_train_cuda_test.cpp" -o hf_families_train_cuda_test.o
-  $CXX -pthread -o emu_train_tests $objs hf_families_train_cuda_test.o $B/libssm_train.a \
+  t=${TRAIN_TEST:-hf_families_train_cuda_test}
+  $CXX $FLAGS -c "$SRC/tests/gpu/$t.cpp" -o "$t.o"
+  $CXX -pthread -o emu_train_tests $objs "$t.o" $B/libssm_train.a \
     $B/libssm_dist.a $B/libssm_model.a $B/libssm_layers.a $B/libssm_io.a $libs -lzip -lz
   exec ./emu_train_tests --gtest_filter="${2:-*}"
 fi
 tests=""
 for t in mamba3_scan_backward_test mamba3_output_test mamba3_prepare_test attention_backward_test \
   selective_scan_backward_test moe_backward_test activation_backward_test ssd_step_test conv1d_test \
-  rms_norm_test ssd_scan_test mamba3_scan_test; do
+  rms_norm_test ssd_scan_test mamba3_scan_test ssd_scan_backward_test; do
   if stale "$t.o" "$SRC/tests/ops/$t.cpp"; then $CXX $FLAGS -c "$SRC/tests/ops/$t.cpp" -o "$t.o"; fi
   tests="$tests $t.o"
 done

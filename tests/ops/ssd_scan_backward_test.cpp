@@ -27,12 +27,13 @@ struct BackwardCase {
   int64_t P = 4, N = 6;
 };
 // The old engine's configurations, then longer ones, a single step and a
-// length that is a multiple of the chunk, then a layer-sized head.
+// length that is a multiple of the chunk, then a layer-sized head, then 10
+// chunks of 64 (the GPU's chunk pass walks them 8 at a time).
 const BackwardCase kCases[] = {
-    {4, 11, 1, 1, false},  {4, 11, 2, 2, false},         {5, 10, 1, 2, true},
-    {16, 7, 2, 1, true},   {1, 5, 1, 1, false},          {3, 13, 2, 2, true},
-    {64, 100, 2, 2, true}, {256, 300, 1, 1, false},      {7, 1, 1, 2, true},
-    {16, 64, 4, 1, true},  {64, 150, 1, 1, true, 16, 32}};
+    {4, 11, 1, 1, false},  {4, 11, 2, 2, false},          {5, 10, 1, 2, true},
+    {16, 7, 2, 1, true},   {1, 5, 1, 1, false},           {3, 13, 2, 2, true},
+    {64, 100, 2, 2, true}, {256, 300, 1, 1, false},       {7, 1, 1, 2, true},
+    {16, 64, 4, 1, true},  {64, 150, 1, 1, true, 16, 32}, {64, 600, 1, 1, true}};
 
 class SsdScanBackwardTest : public ::testing::TestWithParam<std::string> {};
 

@@ -58,11 +58,23 @@ struct SsdScanBackwardLaunch {
   // each), chunk decays (B*H*chunks), per-head dB and dC (B*L*H*N each),
   // per-step decay gradients (B*L*H), per-(b, h) sums (2*B*H).
   float *states, *dstates, *decay, *dBh, *dCh, *g, *sums;
+  // The tensor-core passes' products: 3xTF32 (F32-exact), or one TF32
+  // product each for a context that rounds its products
+  // (CudaResources::rounds_products).
+  bool split = true;
 };
-// The scratch floats launch_ssd_scan_backward needs, and the chunk length.
-int64_t ssd_backward_chunk(int64_t P, int64_t N);
+// The scratch floats launch_ssd_scan_backward needs, and the chunk length
+// (split: SsdScanBackwardLaunch::split).
+int64_t ssd_backward_chunk(int64_t P, int64_t N, bool split);
 int64_t ssd_backward_scratch(int64_t B, int64_t L, int64_t H, int64_t P, int64_t N, int64_t Q);
 void launch_ssd_scan_backward(const SsdScanBackwardLaunch& a, cudaStream_t s);
+// Its passes 1 and 3 on the tensor cores (ssd_scan_backward_tiles.cu), for
+// chunks of 64 steps where the tiles of (P, N) fit shared memory; used
+// when the context rounds its products (split false) only: see
+// launch_ssd_scan_backward.
+bool ssd_backward_tiles_fit(int64_t P, int64_t N);
+void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s);
+void launch_ssd_chunk_backward_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s);
 
 // dtable[ids[order[i]]] += scale dout[order[i]] for the runs [seg[j],
 // seg[j+1]) of one id each (order sorted by id, rows in order within a run).

@@ -173,16 +173,30 @@ __global__ void chunk_pass_kernel(Mamba3ScanBackwardLaunch a) {
       u += a.v_prev[(bh * a.R + r) * P + p] * a.k_prev[(bh * a.R + r) * N + n];
     run = a.ssm[i] + (1.f - a.lam[bh * a.L]) * a.dt[bh * a.L] * u;
   }
-  for (int64_t c = 0; c < nc; ++c) {
-    const float own = S[c * PN];
-    S[c * PN] = static_cast<float>(run);
-    run = decay[c] * run + own;
-  }
-  run = 0;
-  for (int64_t c = nc - 1; c >= 0; --c) {
-    const float own = F[c * PN];
-    F[c * PN] = static_cast<float>(run);
-    run = decay[c] * run + own;
+  // The walk is sequential, its memory traffic need not be: the loads of
+  // kAhead chunks are issued together before their stores (a load after a
+  // store through the same pointer cannot be moved above it, so one at a
+  // time each chunk cost a memory latency).
+  constexpr int kAhead = 8;
+  for (int side = 0; side < 2; ++side) {  // S_in forward over chunks, then F backward
+    float* X = side == 0 ? S : F;
+    if (side == 1) run = 0;
+    for (int64_t c0 = 0; c0 < nc; c0 += kAhead) {
+      float own[kAhead], d[kAhead];
+#pragma unroll
+      for (int j = 0; j < kAhead; ++j) {
+        const int64_t c = side == 0 ? c0 + j : nc - 1 - c0 - j;
+        own[j] = c0 + j < nc ? X[c * PN] : 0.f;
+        d[j] = c0 + j < nc ? decay[c] : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kAhead; ++j)
+        if (c0 + j < nc) {
+          const int64_t c = side == 0 ? c0 + j : nc - 1 - c0 - j;
+          X[c * PN] = static_cast<float>(run);
+          run = d[j] * run + own[j];
+        }
+    }
   }
   sc.dstart[i] = static_cast<float>(run);
 }

@@ -137,25 +137,36 @@ __global__ void chunk_sums_kernel(SsdScanBackwardLaunch a) {
 }
 
 // Thread per (b, h, p, n): S0 of each chunk forward, F of each backward.
+// The walk is sequential, its memory traffic need not be: the loads of
+// kAhead chunks are issued together before their stores (a load after a
+// store through the same pointer cannot be moved above it, so one at a time
+// each chunk cost a memory latency).
 __global__ void chunk_pass_kernel(SsdScanBackwardLaunch a) {
+  constexpr int kAhead = 8;
   const int64_t PN = a.P * a.N, nc = (a.L + a.Q - 1) / a.Q;
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= a.B * a.H * PN) return;
   const int64_t bh = i / PN, e = i % PN;
-  float* S = a.states + bh * nc * PN + e;
-  float* F = a.dstates + bh * nc * PN + e;
   const float* decay = a.decay + bh * nc;
-  double run = a.state0 ? a.state0[i] : 0.f;
-  for (int64_t c = 0; c < nc; ++c) {
-    const float own = S[c * PN];
-    S[c * PN] = static_cast<float>(run);
-    run = decay[c] * run + own;
-  }
-  run = 0;
-  for (int64_t c = nc - 1; c >= 0; --c) {
-    const float own = F[c * PN];
-    F[c * PN] = static_cast<float>(run);
-    run = decay[c] * run + own;
+  for (int side = 0; side < 2; ++side) {  // S0 forward over chunks, then F backward
+    float* S = (side == 0 ? a.states : a.dstates) + bh * nc * PN + e;
+    double run = side == 0 && a.state0 ? a.state0[i] : 0.f;
+    for (int64_t c0 = 0; c0 < nc; c0 += kAhead) {
+      float own[kAhead], d[kAhead];
+#pragma unroll
+      for (int j = 0; j < kAhead; ++j) {
+        const int64_t c = side == 0 ? c0 + j : nc - 1 - c0 - j;
+        own[j] = c0 + j < nc ? S[c * PN] : 0.f;
+        d[j] = c0 + j < nc ? decay[c] : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kAhead; ++j)
+        if (c0 + j < nc) {
+          const int64_t c = side == 0 ? c0 + j : nc - 1 - c0 - j;
+          S[c * PN] = static_cast<float>(run);
+          run = d[j] * run + own[j];
+        }
+    }
   }
 }
 
@@ -337,8 +348,9 @@ unsigned blocks(int64_t n, int threads) {
 
 }  // namespace
 
-int64_t ssd_backward_chunk(int64_t P, int64_t N) {
+int64_t ssd_backward_chunk(int64_t P, int64_t N, bool split) {
   int64_t Q = 64;
+  if (!split && ssd_backward_tiles_fit(P, N)) return Q;
   while (Q > 1 && backward_smem(P, N, Q) > kMaxSmem) Q /= 2;
   return Q;
 }
@@ -352,14 +364,29 @@ void launch_ssd_scan_backward(const SsdScanBackwardLaunch& a, cudaStream_t s) {
   if (a.B * a.L * a.H == 0) return;
   const int64_t nc = (a.L + a.Q - 1) / a.Q;
   const unsigned chunks = static_cast<unsigned>(a.B * a.H * nc);
+  // Passes 1 and 3 on the tensor cores when the context rounds its products
+  // and their tiles fit; else the general kernels here (any chunk length,
+  // sums in double). The exact path keeps the double sums: with F32
+  // accumulators (3xTF32) the decay's gradient g = <C, dC^h> - <B, dB^h>,
+  // a difference of nearly equal sums, lost too much (dA 5.4e-5 relative
+  // against ref on an H200, SsdScanBackwardTest's tolerance 1e-5).
+  const bool tiles = !a.split && a.Q == 64 && ssd_backward_tiles_fit(a.P, a.N);
   const size_t s1 = sums_smem(a.P, a.N, a.Q), s3 = backward_smem(a.P, a.N, a.Q);
-  cudaFuncSetAttribute(chunk_sums_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(s1));
-  cudaFuncSetAttribute(chunk_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(s3));
-  chunk_sums_kernel<<<chunks, kThreads, s1, s>>>(a);
+  if (tiles) {
+    launch_ssd_chunk_sums_tiles(a, s);
+  } else {
+    cudaFuncSetAttribute(chunk_sums_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(s1));
+    chunk_sums_kernel<<<chunks, kThreads, s1, s>>>(a);
+  }
   chunk_pass_kernel<<<blocks(a.B * a.H * a.P * a.N, kThreads), kThreads, 0, s>>>(a);
-  chunk_backward_kernel<<<chunks, kThreads, s3, s>>>(a);
+  if (tiles) {
+    launch_ssd_chunk_backward_tiles(a, s);
+  } else {
+    cudaFuncSetAttribute(chunk_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(s3));
+    chunk_backward_kernel<<<chunks, kThreads, s3, s>>>(a);
+  }
   decay_terms_kernel<<<blocks(a.B * a.L * a.H * 32, kThreads), kThreads, 0, s>>>(a);
   decay_cumsum_kernel<<<static_cast<unsigned>(a.B * a.H), kThreads, 0, s>>>(a);
   const int64_t gb = (a.B * a.L * a.G * a.N + kThreads - 1) / kThreads;

@@ -130,46 +130,6 @@ void ssd_prepare_backward(Context& ctx, const ops::SsdPrepareBackwardArgs& a) {
   check_launch("ssd_prepare_backward");
 }
 
-void ssd_scan_backward(Context& ctx, const ops::SsdScanBackwardArgs& a) {
-  const ops::SsdScanArgs& f = a.fwd;
-  SsdScanBackwardLaunch l;
-  l.B = f.x.dim(0);
-  l.L = f.x.dim(1);
-  l.H = f.A.dim(0);
-  l.P = f.x.cols() / l.H;
-  l.G = f.groups;
-  l.N = f.B.cols() / l.G;
-  if (l.B * l.L == 0) return;
-  l.Q = ssd_backward_chunk(l.P, l.N);
-  Arena::Scope scope(ctx.arena());
-  const int64_t nc = (l.L + l.Q - 1) / l.Q, PN = l.P * l.N;
-  float* scratch = ops::elements<float>(
-      ctx.arena().alloc(DType::kF32, {ssd_backward_scratch(l.B, l.L, l.H, l.P, l.N, l.Q)}));
-  l.states = scratch;
-  l.dstates = l.states + l.B * l.H * nc * PN;
-  l.decay = l.dstates + l.B * l.H * nc * PN;
-  l.dBh = l.decay + l.B * l.H * nc;
-  l.dCh = l.dBh + l.B * l.L * l.H * l.N;
-  l.g = l.dCh + l.B * l.L * l.H * l.N;
-  l.sums = l.g + l.B * l.L * l.H;
-  l.x = const_rows_of(f.x);
-  l.Bm = const_rows_of(f.B);
-  l.C = const_rows_of(f.C);
-  l.dt = const_rows_of(f.dt);
-  l.dy = const_rows_of(a.dy);
-  l.A = f.A.data<float>();
-  l.D = f.D.defined() ? f.D.data<float>() : nullptr;
-  l.state0 = f.state.defined() ? f.state.data<float>() : nullptr;
-  l.dx = rows_of(a.dx);
-  l.dB = rows_of(a.dB);
-  l.dC = rows_of(a.dC);
-  l.ddt = rows_of(a.ddt);
-  l.dA = ops::elements<float>(a.dA);
-  l.dD = ops::elements_or_null<float>(a.dD);
-  launch_ssd_scan_backward(l, stream(ctx));
-  check_launch("ssd_scan_backward");
-}
-
 // The rows grouped by id on the host (ids sorted stably, so rows keep their
 // order within an id), then a block per id adds its rows in that order.
 void embedding_backward(Context& ctx, const ops::EmbeddingBackwardArgs& a) {
@@ -293,10 +253,10 @@ void add_train_kernels(OpTable& t) {
   t.gated_rms_norm_backward = &gated_rms_norm_backward;
   t.conv1d_backward = &conv1d_backward;
   t.ssd_prepare_backward = &ssd_prepare_backward;
-  t.ssd_scan_backward = &ssd_scan_backward;
   t.embedding_backward = &embedding_backward;
   t.head_cross_entropy = &head_cross_entropy;
   t.adamw = &adamw;
+  add_ssd_scan_backward_kernels(t);
   add_mamba3_attention_backward_kernels(t);
   add_hybrid_backward_kernels(t);
 }

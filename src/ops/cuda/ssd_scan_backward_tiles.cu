@@ -1,0 +1,381 @@
+// Passes 1 and 3 of the SSD scan's backward (ssd_scan_backward.cu, whose
+// header gives the math) on the tensor cores, for chunks of 64 steps and
+// heads whose tiles fit shared memory (ssd_backward_tiles_fit):
+//   chunk_sums      a block per (b, h, chunk) and per side: the chunk's own
+//                   end state X^T diag(exp(cs_last - cs) dt) B (side 0) or
+//                   its state gradient at its start dY^T diag(exp(cs)) C
+//                   (side 1), a P x 64 by 64 x N product each;
+//   chunk_backward  a block per (b, h, chunk): the masked, decayed 64 x 64
+//                   matrices M1 = C B^T and M2 = dY X^T, then
+//                     dS B = diag(exp(cs_last - cs)) B F^T + M1^T dY   (-> dx, x^T dS B)
+//                     dB^h = diag(dt) (diag(exp(cs_last - cs)) X F + M2^T C)
+//                     dC^h = diag(exp(cs)) dY S0 + M2 diag(dt) B
+//                   with F the state gradient after the chunk and S0 the
+//                   state before it (pass 2's results).
+// The products are warp tiles of mma.sync m16n8k8 (tf32_warp_tiles.h): the
+// 3xTF32 split (F32-exact to about 1e-6 relative) unless the context
+// rounds its products (SsdScanBackwardLaunch::split false), F32
+// accumulation, each sum over k in a fixed order, so results repeat bit for
+// bit. Products with a causal factor (M1^T, M2^T, M2) run only over the k
+// that can be nonzero.
+#include <algorithm>
+
+#include "ops/cuda/launch_train.h"
+#include "ops/cuda/tf32_mma.h"
+#include "ops/cuda/tf32_warp_tiles.h"
+
+namespace ssm::cuda {
+namespace {
+
+using tiles::Acc;
+using tiles::for_each_acc;
+using tiles::kTileCols;
+using tiles::pitch;
+using tiles::round_up;
+using tiles::Smem;
+using tiles::warp_mma;
+
+constexpr int kRows = 64;  // steps per chunk
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr size_t kMaxSmem = 200 * 1024;  // of the H100's 227 KiB per block
+
+struct Geometry {
+  int P, N, Pp, Np;  // sizes, and padded to 16
+  int64_t chunks;
+  bool vec_x, vec_dy, vec_B, vec_C, vec_state;  // rows copied in 16-byte pieces
+};
+
+struct Chunk {
+  int64_t b, h, g, row0, slot;  // slot: (b H + h) chunks + c, the scratch's order
+  int len;
+};
+
+// Heads fastest: the heads of a group, which read the same B and C rows,
+// run side by side and share them in L2.
+__device__ Chunk chunk_of(const SsdScanBackwardLaunch& a, const Geometry& geo) {
+  Chunk k;
+  k.h = blockIdx.x % a.H;
+  const int64_t c = (blockIdx.x / a.H) % geo.chunks;
+  k.b = blockIdx.x / (a.H * geo.chunks);
+  k.g = k.h / (a.H / a.G);
+  k.row0 = k.b * a.L + c * kRows;
+  k.slot = (k.b * a.H + k.h) * geo.chunks + c;
+  k.len = static_cast<int>(min(int64_t{kRows}, a.L - c * kRows));
+  return k;
+}
+
+// Rows [0, total) of a pitch-`ld` shared-memory matrix from `rows` rows of
+// src (row stride `stride`), `cols` entries each padded with zeros to
+// `padded`; rows past `rows` are zeros. A warp per row; with `vec` 16-byte
+// cp.async pieces (the caller waits with wait_async before its barrier).
+__device__ void load_rows(float* dst, int ld, const float* src, int64_t stride, int rows, int total,
+                          int cols, int padded, bool vec) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = warp; r < total; r += kWarps) {
+    float* d = dst + r * ld;
+    const float* s = r < rows ? src + r * stride : nullptr;
+    if (vec) {
+      for (int c = 4 * lane; c < padded; c += 128) {
+        if (s && c < cols)
+          copy16_async(d + c, s + c);
+        else
+          *reinterpret_cast<float4*>(d + c) = float4{0.f, 0.f, 0.f, 0.f};
+      }
+    } else {
+      for (int c = lane; c < padded; c += 32) d[c] = s && c < cols ? s[c] : 0.f;
+    }
+  }
+}
+
+// The chunk's dt (zeros past its end) and cs_t = sum_{u<=t} dt_u A, the
+// first warp scanning with shuffles. Ends with a barrier.
+__device__ void load_decay(const SsdScanBackwardLaunch& a, const Chunk& k, float* dt, float* cs) {
+  if (threadIdx.x < 32) {
+    const int l = threadIdx.x;
+    const float* src = a.dt.p + k.row0 * a.dt.stride + k.h;
+    const float d0 = l < k.len ? src[l * a.dt.stride] : 0.f;
+    const float d1 = l + 32 < k.len ? src[(l + 32) * a.dt.stride] : 0.f;
+    dt[l] = d0;
+    dt[l + 32] = d1;
+    const float A = a.A[k.h];
+    float x0 = d0 * A, x1 = d1 * A;
+    for (int o = 1; o < 32; o *= 2) {
+      const float y0 = __shfl_up_sync(0xffffffffu, x0, o), y1 = __shfl_up_sync(0xffffffffu, x1, o);
+      if (l >= o) x0 += y0, x1 += y1;
+    }
+    x1 += __shfl_sync(0xffffffffu, x0, 31);
+    cs[l] = x0;
+    cs[l + 32] = x1;
+  }
+  __syncthreads();
+}
+
+struct SumsSmem {
+  int ldv, ldk;
+  __host__ __device__ static SumsSmem of(const Geometry& g) {
+    return {pitch(g.Pp, 8), pitch(g.Np, 8)};
+  }
+  __host__ __device__ size_t bytes() const {
+    return (size_t(kRows) * (ldv + ldk) + 2 * kRows) * sizeof(float);
+  }
+};
+
+template <bool kSplit>
+__global__ void __launch_bounds__(kThreads)
+    chunk_sums_kernel(SsdScanBackwardLaunch a, Geometry geo) {
+  extern __shared__ float smem[];
+  const SumsSmem lay = SumsSmem::of(geo);
+  float* sV = smem;                  // 64 x P: x or dy, rows weighted
+  float* sK = sV + kRows * lay.ldv;  // 64 x N: B or C
+  float* dt = sK + kRows * lay.ldk;
+  float* cs = dt + kRows;
+  const Chunk k = chunk_of(a, geo);
+  const bool grad = blockIdx.y == 1;
+  // The views' fields picked by value (a reference to either parameter
+  // would put the parameters in local memory).
+  const float* vp = grad ? a.dy.p : a.x.p;
+  const int64_t vs = grad ? a.dy.stride : a.x.stride;
+  const float* kp = grad ? a.C.p : a.Bm.p;
+  const int64_t ks = grad ? a.C.stride : a.Bm.stride;
+  load_rows(sV, lay.ldv, vp + k.row0 * vs + k.h * geo.P, vs, k.len, kRows, geo.P, geo.Pp,
+            grad ? geo.vec_dy : geo.vec_x);
+  load_rows(sK, lay.ldk, kp + k.row0 * ks + k.g * geo.N, ks, k.len, kRows, geo.N, geo.Np,
+            grad ? geo.vec_C : geo.vec_B);
+  wait_async();
+  load_decay(a, k, dt, cs);
+  const float last = cs[k.len - 1];
+  // Row t weighted by exp(cs_last - cs_t) dt_t (a source's weight at the
+  // chunk's end) or exp(cs_t) (the start state's weight at output t).
+  const int warp = threadIdx.x / 32;
+  for (int t = warp; t < k.len; t += kWarps) {
+    const float w = grad ? expf(cs[t]) : expf(last - cs[t]) * dt[t];
+    for (int p = threadIdx.x % 32; p < geo.P; p += 32) sV[t * lay.ldv + p] *= w;
+  }
+  __syncthreads();
+  // (P x N) = V^T (P x 64) K (64 x N), over the chunk's steps only.
+  const int mt = geo.Pp / 16, nt = (geo.Np + kTileCols - 1) / kTileCols;
+  const int K = static_cast<int>(round_up(k.len, 8));
+  float* out = (grad ? a.dstates : a.states) + k.slot * geo.P * geo.N;
+  for (int item = warp; item < mt * nt; item += kWarps) {
+    const int m0 = (item % mt) * 16, n0 = (item / mt) * kTileCols;
+    Acc acc;
+    tiles::zero(acc);
+    warp_mma<kSplit>(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, 0, K, m0, n0, geo.Np);
+    for_each_acc(m0, n0, geo.Np, [&](int p, int n, int j, int e) {
+      if (p < geo.P && n < geo.N) out[int64_t{p} * geo.N + n] = acc[j][e];
+    });
+  }
+  if (!grad && threadIdx.x == 0) a.decay[k.slot] = expf(last);
+}
+
+// The backward kernel's shared memory: x, dy (64 x P), B, C (64 x N), F
+// then S0 (P x N), M1, M2 (64 x 64), per step dt, cs and the two decays,
+// the row sums of x . dS B per 32 columns, and the dD reduction.
+struct BackSmem {
+  int ldx, ldn, ldm, col_items;
+  __host__ __device__ static BackSmem of(const Geometry& g) {
+    return {pitch(g.Pp, 4), pitch(g.Np, 4), pitch(kRows, 8), (g.Pp + kTileCols - 1) / kTileCols};
+  }
+  __host__ __device__ size_t floats(const Geometry& g) const {
+    return size_t(kRows) * (2 * ldx + 2 * ldn + 2 * ldm + 4 + col_items) + size_t(g.Pp) * ldn +
+           kThreads;
+  }
+};
+
+template <bool kSplit>
+__global__ void __launch_bounds__(kThreads)
+    chunk_backward_kernel(SsdScanBackwardLaunch a, Geometry geo) {
+  extern __shared__ float smem[];
+  const BackSmem lay = BackSmem::of(geo);
+  float* sx = smem;
+  float* sdy = sx + kRows * lay.ldx;
+  float* sB = sdy + kRows * lay.ldx;
+  float* sC = sB + kRows * lay.ldn;
+  float* sF = sC + kRows * lay.ldn;   // F (rows p, columns n), then S0
+  float* M1 = sF + geo.Pp * lay.ldn;  // (t', t): exp(cs_t' - cs_t) C_t'.B_t, t' >= t
+  float* M2 = M1 + kRows * lay.ldm;   // (t', t): exp(cs_t' - cs_t) dy_t'.x_t, t' >= t
+  float* dt = M2 + kRows * lay.ldm;
+  float* cs = dt + kRows;
+  float* eL = cs + kRows;                     // exp(cs_last - cs_t)
+  float* eS = eL + kRows;                     // exp(cs_t)
+  float* part = eS + kRows;                   // (column item, t): sum over its columns of x . dS B
+  float* red = part + kRows * lay.col_items;  // kThreads: dD
+  const Chunk k = chunk_of(a, geo);
+  const int P = geo.P, N = geo.N, len = k.len;
+  const float* S0 = a.states + k.slot * P * N;
+  const float* F = a.dstates + k.slot * P * N;
+  load_rows(sx, lay.ldx, a.x.p + k.row0 * a.x.stride + k.h * P, a.x.stride, len, kRows, P, geo.Pp,
+            geo.vec_x);
+  load_rows(sdy, lay.ldx, a.dy.p + k.row0 * a.dy.stride + k.h * P, a.dy.stride, len, kRows, P,
+            geo.Pp, geo.vec_dy);
+  load_rows(sB, lay.ldn, a.Bm.p + k.row0 * a.Bm.stride + k.g * N, a.Bm.stride, len, kRows, N,
+            geo.Np, geo.vec_B);
+  load_rows(sC, lay.ldn, a.C.p + k.row0 * a.C.stride + k.g * N, a.C.stride, len, kRows, N, geo.Np,
+            geo.vec_C);
+  load_rows(sF, lay.ldn, F, N, P, geo.Pp, N, geo.Np, geo.vec_state);
+  wait_async();
+  load_decay(a, k, dt, cs);
+  const float last = cs[len - 1];
+  for (int t = threadIdx.x; t < kRows; t += blockDim.x) {
+    eL[t] = t < len ? expf(last - cs[t]) : 0.f;
+    eS[t] = t < len ? expf(cs[t]) : 0.f;
+  }
+  const int warp = threadIdx.x / 32;
+  constexpr int kMt = kRows / 16, kNt = kRows / kTileCols;
+  // M1 and M2: tiles right of the diagonal block are all masked.
+  for (int item = warp; item < 2 * kMt * kNt; item += kWarps) {
+    const bool second = item >= kMt * kNt;
+    const int it = item % (kMt * kNt), m0 = (it % kMt) * 16, n0 = (it / kMt) * kTileCols;
+    Acc acc;
+    tiles::zero(acc);
+    if (second)
+      warp_mma<kSplit>(acc, Smem{sdy, lay.ldx, 1}, Smem{sx, 1, lay.ldx}, 0, geo.Pp, m0, n0,
+                       m0 + 16);
+    else
+      warp_mma<kSplit>(acc, Smem{sC, lay.ldn, 1}, Smem{sB, 1, lay.ldn}, 0, geo.Np, m0, n0, m0 + 16);
+    float* M = second ? M2 : M1;
+    for_each_acc(m0, n0, kRows, [&](int tp, int t, int j, int e) {
+      M[tp * lay.ldm + t] = t <= tp && tp < len ? acc[j][e] * expf(cs[tp] - cs[t]) : 0.f;
+    });
+  }
+  // dD's part: dy . x over the chunk, each thread's run then thread 0's sum.
+  float dD = 0;
+  for (int i = threadIdx.x; i < len * P; i += blockDim.x) {
+    const int t = i / P, p = i % P;
+    dD += sdy[t * lay.ldx + p] * sx[t * lay.ldx + p];
+  }
+  red[threadIdx.x] = dD;
+  __syncthreads();
+  const float Dh = a.D ? a.D[k.h] : 0.f;
+  const int K = static_cast<int>(round_up(len, 8));  // steps that can be nonzero
+  const int na = kMt * lay.col_items, nb = kMt * ((geo.Np + kTileCols - 1) / kTileCols);
+  const int lane = threadIdx.x % 32;
+  for (int item = warp; item < na + nb; item += kWarps) {
+    Acc acc, acc_m;
+    tiles::zero(acc);
+    tiles::zero(acc_m);
+    if (item < na) {  // dS B (t, p) -> dx, and the row sums of x . dS B
+      const int m0 = (item % kMt) * 16, ci = item / kMt, n0 = ci * kTileCols;
+      warp_mma<kSplit>(acc, Smem{sB, lay.ldn, 1}, Smem{sF, 1, lay.ldn}, 0, geo.Np, m0, n0, geo.Pp);
+      warp_mma<kSplit>(acc_m, Smem{M1, 1, lay.ldm}, Smem{sdy, lay.ldx, 1}, m0, K, m0, n0, geo.Pp);
+      float rows[2] = {0.f, 0.f};  // this lane's rows m0 + g and m0 + g + 8
+      for_each_acc(m0, n0, geo.Pp, [&](int t, int p, int j, int e) {
+        const float v = eL[t] * acc[j][e] + acc_m[j][e];
+        rows[e / 2] += sx[t * lay.ldx + p] * v;
+        if (t < len && p < P)
+          a.dx.p[(k.row0 + t) * a.dx.stride + k.h * P + p] = dt[t] * v + Dh * sdy[t * lay.ldx + p];
+      });
+      for (int o = 1; o < 4; o *= 2) {  // the 4 lanes of a row, in a fixed tree
+        rows[0] += __shfl_xor_sync(0xffffffffu, rows[0], o);
+        rows[1] += __shfl_xor_sync(0xffffffffu, rows[1], o);
+      }
+      if (lane % 4 == 0) {
+        part[ci * kRows + m0 + lane / 4] = rows[0];
+        part[ci * kRows + m0 + lane / 4 + 8] = rows[1];
+      }
+    } else {  // dB^h (t, n)
+      const int ib = item - na, m0 = (ib % kMt) * 16, n0 = (ib / kMt) * kTileCols;
+      warp_mma<kSplit>(acc, Smem{sx, lay.ldx, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0, n0, geo.Np);
+      warp_mma<kSplit>(acc_m, Smem{M2, 1, lay.ldm}, Smem{sC, lay.ldn, 1}, m0, K, m0, n0, geo.Np);
+      for_each_acc(m0, n0, geo.Np, [&](int t, int n, int j, int e) {
+        if (t < len && n < N)
+          a.dBh[((k.row0 + t) * a.H + k.h) * N + n] = dt[t] * (eL[t] * acc[j][e] + acc_m[j][e]);
+      });
+    }
+  }
+  __syncthreads();  // F, M1 and the partial sums are done with
+  for (int t = threadIdx.x; t < len; t += blockDim.x) {
+    float acc = 0;
+    for (int ci = 0; ci < lay.col_items; ++ci) acc += part[ci * kRows + t];
+    a.ddt.p[(k.row0 + t) * a.ddt.stride + k.h] = acc;  // decay terms: pass 5
+  }
+  if (threadIdx.x == 0) {
+    float sum = 0;
+    for (int j = 0; j < kThreads; ++j) sum += red[j];
+    // The chunk's decay is no longer needed (pass 2 used it): its slot holds dD's part.
+    a.decay[k.slot] = sum;
+  }
+  load_rows(sF, lay.ldn, S0, N, P, geo.Pp, N, geo.Np, geo.vec_state);
+  for (int i = threadIdx.x; i < kRows * kRows; i += blockDim.x)
+    M2[(i / kRows) * lay.ldm + i % kRows] *= dt[i % kRows];
+  wait_async();
+  __syncthreads();
+  for (int item = warp; item < nb; item += kWarps) {  // dC^h (t, n)
+    const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
+    Acc acc, acc_m;
+    tiles::zero(acc);
+    tiles::zero(acc_m);
+    warp_mma<kSplit>(acc, Smem{sdy, lay.ldx, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0, n0, geo.Np);
+    warp_mma<kSplit>(acc_m, Smem{M2, lay.ldm, 1}, Smem{sB, lay.ldn, 1}, 0, min(m0 + 16, K), m0, n0,
+                     geo.Np);
+    for_each_acc(m0, n0, geo.Np, [&](int t, int n, int j, int e) {
+      if (t < len && n < N)
+        a.dCh[((k.row0 + t) * a.H + k.h) * N + n] = eS[t] * acc[j][e] + acc_m[j][e];
+    });
+  }
+}
+
+bool vec_ok(const ConstRows& v, int64_t cols) {
+  return reinterpret_cast<uintptr_t>(v.p) % 16 == 0 && v.stride % 4 == 0 && cols % 4 == 0;
+}
+
+Geometry geometry_of(const SsdScanBackwardLaunch& a) {
+  Geometry g;
+  g.P = static_cast<int>(a.P);
+  g.N = static_cast<int>(a.N);
+  g.Pp = static_cast<int>(round_up(a.P, 16));
+  g.Np = static_cast<int>(round_up(a.N, 16));
+  g.chunks = (a.L + kRows - 1) / kRows;
+  g.vec_x = vec_ok(a.x, a.P);
+  g.vec_dy = vec_ok(a.dy, a.P);
+  g.vec_B = vec_ok(a.Bm, a.N);
+  g.vec_C = vec_ok(a.C, a.N);
+  g.vec_state = reinterpret_cast<uintptr_t>(a.states) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(a.dstates) % 16 == 0 && a.N % 4 == 0;
+  return g;
+}
+
+size_t sums_bytes(const Geometry& g) { return SumsSmem::of(g).bytes(); }
+size_t backward_bytes(const Geometry& g) { return BackSmem::of(g).floats(g) * sizeof(float); }
+
+}  // namespace
+
+bool ssd_backward_tiles_fit(int64_t P, int64_t N) {
+  if (P < 1 || N < 1 || P > 4096 || N > 4096) return false;
+  SsdScanBackwardLaunch a{};
+  a.P = P;
+  a.N = N;
+  const Geometry g = geometry_of(a);
+  return sums_bytes(g) <= kMaxSmem && backward_bytes(g) <= kMaxSmem;
+}
+
+void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s) {
+  const Geometry geo = geometry_of(a);
+  // Above 48 KiB a kernel's dynamic shared memory must be allowed first.
+  static const bool allowed = [] {
+    for (const void* f : {reinterpret_cast<const void*>(chunk_sums_kernel<true>),
+                          reinterpret_cast<const void*>(chunk_sums_kernel<false>),
+                          reinterpret_cast<const void*>(chunk_backward_kernel<true>),
+                          reinterpret_cast<const void*>(chunk_backward_kernel<false>)})
+      cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
+    return true;
+  }();
+  (void)allowed;
+  const dim3 grid(static_cast<unsigned>(a.B * a.H * geo.chunks), 2);
+  if (a.split)
+    chunk_sums_kernel<true><<<grid, kThreads, sums_bytes(geo), s>>>(a, geo);
+  else
+    chunk_sums_kernel<false><<<grid, kThreads, sums_bytes(geo), s>>>(a, geo);
+}
+
+void launch_ssd_chunk_backward_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s) {
+  const Geometry geo = geometry_of(a);
+  const unsigned grid = static_cast<unsigned>(a.B * a.H * geo.chunks);
+  if (a.split)
+    chunk_backward_kernel<true><<<grid, kThreads, backward_bytes(geo), s>>>(a, geo);
+  else
+    chunk_backward_kernel<false><<<grid, kThreads, backward_bytes(geo), s>>>(a, geo);
+}
+
+}  // namespace ssm::cuda
