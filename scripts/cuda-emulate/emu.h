@@ -191,4 +191,5 @@ inline float __uint_as_float(uint32_t u) {
 #undef __device__
 #define __device__ inline
 #define __launch_bounds__(...)
+#define __forceinline__
 #define cudaFuncSetAttribute(...) ((void)0)

@@ -29,11 +29,13 @@ struct NormLinearCase {
 const NormLinearCase kCases[] = {
     {1, 1536, 768, true, true, 0, false, false, true, false, DType::kBF16},  // 130m out_proj
     {1, 768, 200, false, true, 0, false, false, false, true, DType::kBF16},  // 130m in_proj's shape
-    {3, 96, 20, true, true, 32, true, true, false, true, DType::kF32},
+    {1, 96, 20, true, true, 32, true, true, false, true, DType::kF32},
+    {3, 96, 20, true, true, 32, true, true, false, true, DType::kF32},       // cuda: composed above 1 row
     {8, 64, 9, true, false, 0, false, true, true, false, DType::kF16},        // the plain gate
-    {2, 40, 5, false, false, 0, false, false, true, true, DType::kF32},      // weightless RMSNorm
+    {1, 40, 5, false, false, 0, false, false, true, true, DType::kF32},      // weightless RMSNorm
+    {1, 64, 9, true, false, 0, false, true, true, false, DType::kF16},       // the plain gate, one row
     {12, 32, 16, true, true, 16, false, true, false, false, DType::kBF16},   // more than 8 rows
-    {2, 36, 7, true, true, 12, true, false, false, true, DType::kBF16},      // 36: no 16-byte pieces
+    {1, 36, 7, true, true, 12, true, false, false, true, DType::kBF16},      // 36: no 16-byte pieces
 };
 
 testing::Outputs run_case(Context& ctx, const NormLinearCase& s) {

@@ -91,11 +91,24 @@ __device__ void normalise_rows(const SkinnyLinear& a, float* xs) {
   // plain gate); RMSNorm always is.
   const bool normalised = !gated || a.norm_weight;
   float* r = xs + M * K;  // M x groups
-  for (int64_t i = threadIdx.x; i < M * K; i += blockDim.x) {
-    const int64_t m = i / K, k = i % K;
-    float v = a.x.p[m * a.x.stride + k];
-    if (gated && !(a.norm_weight && a.norm_before_gate)) v *= silu(a.gate.p[m * a.gate.stride + k]);
-    xs[i] = v;
+  // kBatch values a thread loaded before any is used or stored (stores to
+  // xs between the loads kept one load in flight at a time: the prologue
+  // took longer than the projection).
+  constexpr int kBatch = 8;
+  const int64_t T = blockDim.x;
+  for (int64_t i0 = threadIdx.x; i0 < M * K; i0 += T * kBatch) {
+    float xv[kBatch], zv[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int64_t i = i0 + j * T, m = i / K, k = i % K;
+      xv[j] = i < M * K ? a.x.p[m * a.x.stride + k] : 0.f;
+      zv[j] = gated && i < M * K ? a.gate.p[m * a.gate.stride + k] : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int64_t i = i0 + j * T;
+      if (i < M * K) xs[i] = gated && !(a.norm_weight && a.norm_before_gate) ? xv[j] * silu(zv[j]) : xv[j];
+    }
   }
   if (!normalised) return;  // the caller's barrier follows
   __syncthreads();
@@ -103,17 +116,28 @@ __device__ void normalise_rows(const SkinnyLinear& a, float* xs) {
   for (int64_t item = warp; item < M * groups; item += blockDim.x / 32) {
     const float* v = xs + (item / groups) * K + (item % groups) * group;
     float ss = 0.f;
+#pragma unroll 4
     for (int64_t k = lane; k < group; k += 32) ss += v[k] * v[k];
     for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     if (lane == 0) r[item] = rsqrtf(ss / static_cast<float>(group) + a.eps);
   }
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < M * K; i += blockDim.x) {
-    const int64_t m = i / K, k = i % K;
-    float v = xs[i] * r[m * groups + k / group];
-    if (a.norm_weight) v *= a.norm_weight[k];
-    if (gated && a.norm_before_gate) v *= silu(a.gate.p[m * a.gate.stride + k]);
-    xs[i] = v;
+  for (int64_t i0 = threadIdx.x; i0 < M * K; i0 += T * kBatch) {
+    float wv[kBatch], zv[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int64_t i = i0 + j * T, m = i / K, k = i % K;
+      wv[j] = a.norm_weight && i < M * K ? a.norm_weight[k] : 1.f;
+      zv[j] = gated && a.norm_before_gate && i < M * K ? a.gate.p[m * a.gate.stride + k] : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int64_t i = i0 + j * T, m = i / K, k = i % K;
+      if (i >= M * K) continue;
+      float v = xs[i] * r[m * groups + k / group] * wv[j];
+      if (gated && a.norm_before_gate) v *= silu(zv[j]);
+      xs[i] = v;
+    }
   }
 }
 

@@ -32,7 +32,11 @@ void norm_linear(Context& ctx, const ops::NormLinearArgs& a) {
   l.eps = a.eps;
   l.norm_before_gate = a.norm_before_gate;
   const bool skinny_type = wt == DType::kF32 || wt == DType::kBF16 || wt == DType::kF16;
-  if (M > kSkinnyRows || !skinny_type || !skinny_norm_fits(l)) return ops::detail::norm_linear_composed(ctx, a);
+  // One row only (decode at batch 1): every block normalises all M rows, and
+  // at batch 8 (first version, H200) that made the step 1.7x slower than
+  // the separate norm. SSM_CUDA_FUSE_NORMS=0: always the composition.
+  if (M > 1 || !resources(ctx).fuse_norms || !skinny_type || !skinny_norm_fits(l))
+    return ops::detail::norm_linear_composed(ctx, a);
   launch_skinny_linear(l, stream(ctx));
   check_launch("norm_linear (few rows)");
 }

@@ -9,8 +9,7 @@
 // a chain of small latency-bound kernels: each one's launch and weight loads
 // then overlap the previous one's tail. Both calls do nothing in a kernel
 // launched without the attribute (and in the CPU emulator, which runs
-// kernels one after another). Included by .cu files only (the __device__
-// functions are compiled into each, as a .cu file's own).
+// kernels one after another). Included by .cu files only.
 #pragma once
 
 #ifndef SSM_CUDA_EMULATOR
@@ -21,13 +20,13 @@
 
 namespace ssm::cuda {
 
-__device__ void wait_for_previous_kernel() {
+__device__ __forceinline__ void wait_for_previous_kernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 
-__device__ void let_next_kernel_start() {
+__device__ __forceinline__ void let_next_kernel_start() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif

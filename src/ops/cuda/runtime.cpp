@@ -53,6 +53,8 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   record_graphs_ = !(graphs && std::string_view(graphs) == "0");
   const char* overlap = std::getenv("SSM_CUDA_OVERLAP");
   overlap_launches = !(overlap && std::string_view(overlap) == "0");
+  const char* fuse = std::getenv("SSM_CUDA_FUSE_NORMS");
+  fuse_norms = !(fuse && std::string_view(fuse) == "0");
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, stream), "cublasSetStream");

@@ -63,6 +63,9 @@ class CudaResources : public BackendResources {
   // programmatic dependent launch (overlap_launch.h), so that each starts
   // while the one before finishes: off with SSM_CUDA_OVERLAP=0.
   bool overlap_launches = true;
+  // norm_linear's one-row kernel normalises inside the projection (else the
+  // norm, then linear): off with SSM_CUDA_FUSE_NORMS=0.
+  bool fuse_norms = true;
 
  private:
   void* blas_workspace_ = nullptr;  // fixed, so that recorded GEMMs allocate nothing
