@@ -191,5 +191,6 @@ inline float __uint_as_float(uint32_t u) {
 #undef __device__
 #define __device__ inline
 #define __launch_bounds__(...)
+#undef __forceinline__
 #define __forceinline__
 #define cudaFuncSetAttribute(...) ((void)0)
