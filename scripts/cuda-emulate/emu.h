@@ -5,6 +5,7 @@
 // memory starts as NaN bytes. Blocks run one after another. It checks
 // indices, barriers and reductions, not CUDA's memory model or speed.
 #pragma once
+#define SSM_CUDA_EMULATOR 1  // overlap_launch.h launches through emu::launch
 #include <cuda_runtime_api.h>  // dim3, uint3, cudaStream_t (host header)
 #include <ucontext.h>
 
@@ -162,6 +163,18 @@ inline std::array<std::array<float, 8>, 32> warp_gather(const std::array<float, 
 }  // namespace emu
 // CUDA's device maths that C++ lacks.
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
+// Blocks run one after another: atomics are plain updates, fences nothing.
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  const unsigned old = *p;
+  *p += v;
+  return old;
+}
+#define __threadfence() ((void)0)
+inline float __uint_as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
 #define threadIdx emu::t_thread
 #define blockIdx emu::t_block
 #define blockDim emu::t_bdim
@@ -178,4 +191,6 @@ inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 #undef __device__
 #define __device__ inline
 #define __launch_bounds__(...)
+#undef __forceinline__
+#define __forceinline__
 #define cudaFuncSetAttribute(...) ((void)0)

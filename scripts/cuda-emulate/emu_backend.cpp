@@ -1,13 +1,14 @@
 // The "cuda" backend of the CPU emulator (run.sh): host memory, ref's op
 // table with the entries of mamba3_attention_backward_ops.cpp,
-// hybrid_backward_ops.cpp, ssd_step_ops.cpp, mixer_ops.cpp (the norms,
-// conv1d, the SSD scan's chunked and step kernels), ssd_scan_backward_ops.cpp
-// and mamba3_ops.cpp
+// hybrid_backward_ops.cpp, ssd_step_ops.cpp, norm_linear_ops.cpp (with the
+// few-row projection kernel), mixer_ops.cpp (the norms, conv1d, the SSD
+// scan's chunked and step kernels), ssd_scan_backward_ops.cpp and mamba3_ops.cpp
 // (prepare, the chunked and step scans, output) with their kernels
 // emulated, and stand-ins for the runtime's stream and checks.
 #include "ops/backend_registry.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch_mamba3.h"
+#include "ops/cuda/launch_ssd_step.h"
 #include "ops/cuda/launch_train.h"
 #include "ops/cuda/mamba3_launch_inputs.h"
 #include "ops/cuda/runtime.h"
@@ -19,7 +20,11 @@ namespace ssm {
 namespace cuda {
 CudaResources& resources(Context&) {
   alignas(64) static char buf[sizeof(CudaResources)] = {};
-  return *reinterpret_cast<CudaResources*>(buf);
+  static std::vector<unsigned> counters(kStepCounters, 0u);  // as the constructor's, zero
+  auto& r = *reinterpret_cast<CudaResources*>(buf);
+  r.step_counters = counters.data();
+  r.fuse_norms = true;  // as the constructor's default
+  return r;
 }
 void check_launch(const char*) {}
 void check(cudaError_t, const char*) {}
@@ -40,6 +45,7 @@ class EmuBackend : public Backend {
     cuda::add_hybrid_backward_kernels(table_);
     cuda::add_ssd_step_kernels(table_);
     cuda::add_ssd_scan_backward_kernels(table_);
+    cuda::add_norm_linear_kernels(table_);
 #ifdef SSM_EMU_REF_FORWARD
     // Training (run.sh TRAIN=1): of the forward ops only mamba3_prepare is
     // emulated; emulated norms and scans would make the training curves

@@ -16,5 +16,5 @@ src = re.sub(r'extern __shared__ (\w+) (\w+)\[\];', r'\1* \2 = reinterpret_cast<
 src = src.replace('__shared__', 'static')
 def repl(m):
     return 'emu::launch([&] { %s(%s); }, %s);' % (m.group(1), m.group(3), m.group(2))
-src = re.sub(r'(\w+(?:<\w+>)?)<<<(.*?)>>>\((.*?)\);', repl, src, flags=re.S)
+src = re.sub(r'(\w+(?:<[\w, :]+>)?)<<<(.*?)>>>\((.*?)\);', repl, src, flags=re.S)
 open(sys.argv[2], 'w').write(src)

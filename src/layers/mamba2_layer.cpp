@@ -51,8 +51,58 @@ void Mamba2Layer::forward_add(const Tensor& x, const Tensor& h, LayerState* stat
   run(x, h, true, state, ctx, nullptr);
 }
 
+void Mamba2Layer::forward_add_normed(const Tensor& h, const Tensor& norm_weight, float eps,
+                                     const Tensor& normed, LayerState* state, Context& ctx) {
+  if (!fused_step(h, state, ctx) || cfg_.has_multipliers())
+    return SequenceLayer::forward_add_normed(h, norm_weight, eps, normed, state, ctx);
+  const InputNorm norm{norm_weight, eps};
+  run_step(h, h, true, *state, ctx, &norm);
+}
+
+bool Mamba2Layer::fused_step(const Tensor& x, LayerState* state, Context& ctx) const {
+  return state && x.dim(1) == 1 && ops::has_ssd_step(ctx);
+}
+
+// A decode step (one token, states, nothing kept): the block's RMSNorm
+// inside the in projection (when given), the fused op between the
+// projections, ungated, and the gated norm inside the out projection, which
+// a GPU backend runs in three launches (ops::norm_linear twice, ssd_step),
+// not eight.
+void Mamba2Layer::run_step(const Tensor& x, const Tensor& y, bool add_to_y, LayerState& state,
+                           Context& ctx, const InputNorm* norm) {
+  const auto& c = cfg_;
+  const Mamba2Split s(c);
+  const int64_t B = x.dim(0);
+  auto& st = static_cast<Mamba2State&>(state);
+  SSM_CHECK(st.ssm.dim(0) == B, "state holds ", st.ssm.dim(0), " sequences, input has ", B);
+  Arena::Scope scope(ctx.arena());
+  const Workspace work(ctx, false);
+  const Tensor zxbcdt = work({B, 1, c.d_in_proj()});
+  if (norm) {
+    ops::norm_linear(ctx, {.x = x, .norm_weight = norm->weight, .eps = norm->eps,
+                           .W = value(in_proj_), .bias = value(in_bias_), .y = zxbcdt});
+  } else if (c.has_multipliers()) {
+    project_with_multipliers(x, zxbcdt, ctx);
+  } else {
+    ops::linear(ctx, {.x = x, .W = value(in_proj_), .bias = value(in_bias_), .y = zxbcdt});
+  }
+  const Tensor ys_step = work({B, 1, s.d_inner});
+  ops::ssd_step(ctx, {.groups = c.ngroups, .z = s.z(zxbcdt), .xbc = s.conv_in(zxbcdt),
+                      .dt_raw = s.dt(zxbcdt), .conv_weight = value(conv_),
+                      .conv_bias = value(conv_bias_), .conv_state = st.conv,
+                      .dt_bias = value(dt_bias_), .A_log = value(A_log_),
+                      .dt_min = static_cast<float>(c.dt_limit_lo),
+                      .dt_max = static_cast<float>(c.dt_limit_hi), .D = value(D_),
+                      .state = st.ssm, .out = ys_step, .gated = false});
+  ops::norm_linear(ctx, {.x = ys_step, .gate = s.z(zxbcdt), .norm_weight = value(norm_),
+                         .group = s.d_inner / c.ngroups, .eps = c.norm_eps,
+                         .norm_before_gate = c.norm_before_gate, .W = value(out_proj_),
+                         .bias = value(out_bias_), .y = y, .accumulate = add_to_y});
+}
+
 void Mamba2Layer::run(const Tensor& x, const Tensor& y, bool add_to_y, LayerState* state, Context& ctx,
                       std::unique_ptr<LayerActivations>* keep) {
+  if (!keep && fused_step(x, state, ctx)) return run_step(x, y, add_to_y, *state, ctx, nullptr);
   const auto& c = cfg_;
   const Mamba2Split s(c);
   const int64_t B = x.dim(0), L = x.dim(1);
@@ -67,24 +117,6 @@ void Mamba2Layer::run(const Tensor& x, const Tensor& y, bool add_to_y, LayerStat
     project_with_multipliers(x, zxbcdt, ctx);
   } else {
     ops::linear(ctx, {.x = x, .W = value(in_proj_), .bias = value(in_bias_), .y = zxbcdt});
-  }
-
-  // A decode step (one token, states, nothing kept): the fused op between
-  // the projections, which a GPU backend runs in two launches, not five.
-  if (st && L == 1 && !keep && ops::has_ssd_step(ctx)) {
-    const Tensor ys_step = work({B, L, s.d_inner});
-    ops::ssd_step(ctx, {.groups = c.ngroups, .z = s.z(zxbcdt), .xbc = s.conv_in(zxbcdt),
-                        .dt_raw = s.dt(zxbcdt), .conv_weight = value(conv_),
-                        .conv_bias = value(conv_bias_), .conv_state = st->conv,
-                        .dt_bias = value(dt_bias_), .A_log = value(A_log_),
-                        .dt_min = static_cast<float>(c.dt_limit_lo),
-                        .dt_max = static_cast<float>(c.dt_limit_hi), .D = value(D_),
-                        .norm_weight = value(norm_), .norm_group = s.d_inner / c.ngroups,
-                        .eps = c.norm_eps, .norm_before_gate = c.norm_before_gate,
-                        .state = st->ssm, .out = ys_step});
-    ops::linear(ctx, {.x = ys_step, .W = value(out_proj_), .bias = value(out_bias_), .y = y,
-                      .accumulate = add_to_y});
-    return;
   }
 
   // xBC = SiLU(conv(xBC) + bias)

@@ -1,6 +1,7 @@
 #include "ssm/layers/sequence_layer.h"
 
 #include "ssm/ops/elementwise.h"
+#include "ssm/ops/rms_norm.h"
 
 namespace ssm {
 
@@ -14,6 +15,12 @@ void SequenceLayer::forward_add(const Tensor& x, const Tensor& h, LayerState* st
   Tensor y = ctx.arena().alloc(DType::kF32, h.shape());
   forward(x, y, state, ctx);
   ops::add(ctx, h, y);
+}
+
+void SequenceLayer::forward_add_normed(const Tensor& h, const Tensor& norm_weight, float eps,
+                                       const Tensor& normed, LayerState* state, Context& ctx) {
+  ops::rms_norm(ctx, {.x = h, .w = norm_weight, .eps = eps, .out = normed});
+  forward_add(normed, h, state, ctx);
 }
 
 void SequenceLayer::step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx) {

@@ -73,12 +73,13 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
   // h += layer(RMSNorm(h; w)), keeping what the tape asks for.
   auto sub_block = [&](SequenceLayer& layer, const Param& w, LayerState* layer_state) {
     if (tape) tape->inputs.push_back(kept.copy(h));
-    ops::rms_norm(ctx, {.x = h, .w = w.value, .eps = eps, .out = normed});
-    // Nothing kept or traced (the trace reads `out`): the layer adds into h.
+    // Nothing kept or traced (the trace reads `out`): the layer normalises
+    // and adds into h.
     if (!tape && !trace && config_.residual_multiplier == 1.f) {
-      layer.forward_add(normed, h, layer_state, ctx);
+      layer.forward_add_normed(h, w.value, eps, normed, layer_state, ctx);
       return;
     }
+    ops::rms_norm(ctx, {.x = h, .w = w.value, .eps = eps, .out = normed});
     std::unique_ptr<LayerActivations> kept;
     layer.forward(normed, out, layer_state, ctx, tape && tape->keep_activations ? &kept : nullptr);
     if (tape) tape->activations.push_back(std::move(kept));

@@ -53,7 +53,8 @@ void ssd_step_composed(Context& ctx, const SsdStepArgs& a) {
                     .dt_max = a.dt_max,
                     .dt = dt,
                     .A = A});
-  const Tensor ys = arena.alloc(DType::kF32, {B, 1, HP});
+  // Ungated: the scan's y is the output.
+  const Tensor ys = a.gated ? arena.alloc(DType::kF32, {B, 1, HP}) : a.out;
   ssd_scan(ctx, {.groups = a.groups,
                  .x = xbc.cols(0, HP),
                  .B = xbc.cols(HP, HP + GN),
@@ -63,6 +64,7 @@ void ssd_step_composed(Context& ctx, const SsdStepArgs& a) {
                  .D = a.D,
                  .y = ys,
                  .state = a.state});
+  if (!a.gated) return;
   gated_rms_norm(ctx, {.y = ys,
                        .z = a.z,
                        .w = a.norm_weight,

@@ -49,8 +49,10 @@ struct StepInputs {
   Tensor zxbcdt, conv_weight, conv_bias, conv_state, dt_bias, A_log, D, norm_weight, state;
 };
 
-// Runs the step on ctx: fused (ssd_step) or as its four ops.
-testing::Outputs run_step(Context& ctx, const StepCase& s, const StepInputs& in, bool fused) {
+// Runs the step on ctx: fused (ssd_step) or as its four ops (three
+// ungated: the gated norm left out).
+testing::Outputs run_step(Context& ctx, const StepCase& s, const StepInputs& in, bool fused,
+                          bool gated = true) {
   const Tensor row = on(ctx, in.zxbcdt), conv_state = on(ctx, in.conv_state),
                state = on(ctx, in.state);
   const Tensor z = row.cols(0, in.HP), xbc = row.cols(in.HP, in.HP + in.C);
@@ -79,7 +81,8 @@ testing::Outputs run_step(Context& ctx, const StepCase& s, const StepInputs& in,
                         .eps = 1e-5f,
                         .norm_before_gate = s.norm_before_gate,
                         .state = state,
-                        .out = out});
+                        .out = out,
+                        .gated = gated});
   } else {
     const Tensor x = on(ctx, Tensor::zeros(DType::kF32, {s.B, 1, in.C}));
     ops::conv1d(ctx, {.in = xbc,
@@ -97,7 +100,7 @@ testing::Outputs run_step(Context& ctx, const StepCase& s, const StepInputs& in,
                            .dt_max = dt_max,
                            .dt = dt,
                            .A = A});
-    const Tensor y = on(ctx, Tensor::zeros(DType::kF32, {s.B, 1, in.HP}));
+    const Tensor y = gated ? on(ctx, Tensor::zeros(DType::kF32, {s.B, 1, in.HP})) : out;
     const int64_t GN = s.G * s.N;
     ops::ssd_scan(ctx, {.groups = s.G,
                         .x = x.cols(0, in.HP),
@@ -108,7 +111,8 @@ testing::Outputs run_step(Context& ctx, const StepCase& s, const StepInputs& in,
                         .D = D,
                         .y = y,
                         .state = state});
-    ops::gated_rms_norm(ctx, {.y = y,
+    if (gated)
+      ops::gated_rms_norm(ctx, {.y = y,
                               .z = z,
                               .w = w,
                               .group = group,
@@ -123,26 +127,48 @@ class SsdStepTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SsdStepTest, MatchesRef) {
   for (const StepCase& s : kCases) {
-    SCOPED_TRACE(::testing::Message() << "B " << s.B << " H " << s.H << " P " << s.P << " N " << s.N
-                                      << " G " << s.G << " K " << s.K);
-    const StepInputs in(s);
-    testing::expect_matches_ref(GetParam(),
-                                [&](Context& ctx) { return run_step(ctx, s, in, true); });
+    for (const bool gated : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "B " << s.B << " H " << s.H << " P " << s.P << " N " << s.N
+                                        << " G " << s.G << " K " << s.K << " gated " << gated);
+      const StepInputs in(s);
+      testing::expect_matches_ref(GetParam(),
+                                  [&](Context& ctx) { return run_step(ctx, s, in, true, gated); });
+    }
   }
+}
+
+// A second step on the same states: the first left the convolution state
+// shifted and (cuda) its counters back at zero.
+TEST_P(SsdStepTest, TwoStepsMatchRef) {
+  const StepCase& s = kCases[1];
+  const StepInputs in(s);
+  testing::expect_matches_ref(GetParam(), [&](Context& ctx) {
+    testing::Outputs first = run_step(ctx, s, in, true, false);
+    StepInputs next(s);
+    next.conv_state = testing::host(first[1].second);
+    next.state = testing::host(first[2].second);
+    testing::Outputs second = run_step(ctx, s, next, true, false);
+    second.insert(second.end(), first.begin(), first.end());
+    return second;
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SsdStepTest, ::testing::ValuesIn(testing::all_backends()),
                          testing::backend_param_name);
 
-// The op's definition: ref's ssd_step equals its four ops called in turn.
+// The op's definition: ref's ssd_step equals its four ops called in turn
+// (ungated: the first three).
 TEST(SsdStepRef, EqualsItsFourOps) {
   for (const StepCase& s : kCases) {
-    const StepInputs in(s);
-    Context ctx("ref", 1);
-    const testing::Outputs fused = run_step(ctx, s, in, true), ops4 = run_step(ctx, s, in, false);
-    ASSERT_EQ(fused.size(), ops4.size());
-    for (size_t i = 0; i < fused.size(); ++i)
-      EXPECT_TRUE(testing::bitwise_equal(fused[i].second, ops4[i].second)) << fused[i].first;
+    for (const bool gated : {true, false}) {
+      const StepInputs in(s);
+      Context ctx("ref", 1);
+      const testing::Outputs fused = run_step(ctx, s, in, true, gated),
+                             ops4 = run_step(ctx, s, in, false, gated);
+      ASSERT_EQ(fused.size(), ops4.size());
+      for (size_t i = 0; i < fused.size(); ++i)
+        EXPECT_TRUE(testing::bitwise_equal(fused[i].second, ops4[i].second)) << fused[i].first;
+    }
   }
 }
 

@@ -26,14 +26,27 @@ class Mamba2Layer : public SequenceLayer {
                 std::vector<Tensor>& grads, Context& ctx) override;
   // The out projection adds into h (LinearArgs::accumulate).
   void forward_add(const Tensor& x, const Tensor& h, LayerState* state, Context& ctx) override;
+  // A decode step normalises inside the in projection (ops::norm_linear).
+  void forward_add_normed(const Tensor& h, const Tensor& norm_weight, float eps, const Tensor& normed,
+                          LayerState* state, Context& ctx) override;
   bool can_train() const override { return true; }
   std::vector<TrainableSlice> trainable_parameters() override;
   const Mamba2Config& config() const { return cfg_; }
 
  private:
+  // The RMSNorm run_step applies to x inside the in projection.
+  struct InputNorm {
+    Tensor weight;
+    float eps;
+  };
   // forward, with y += the output instead of y = when add_to_y.
   void run(const Tensor& x, const Tensor& y, bool add_to_y, LayerState* state, Context& ctx,
            std::unique_ptr<LayerActivations>* keep);
+  // Whether run takes x (B, L, D) with this state as a fused decode step.
+  bool fused_step(const Tensor& x, LayerState* state, Context& ctx) const;
+  // The fused decode step: y (+)= forward(norm ? RMSNorm(x) : x).
+  void run_step(const Tensor& x, const Tensor& y, bool add_to_y, LayerState& state, Context& ctx,
+                const InputNorm* norm);
   // zxbcdt = in_proj(x * in_multiplier), each block times its multiplier.
   void project_with_multipliers(const Tensor& x, const Tensor& zxbcdt, Context& ctx);
   Mamba2Config cfg_;

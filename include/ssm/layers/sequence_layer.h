@@ -61,6 +61,14 @@ class SequenceLayer {
   // decoding on a GPU).
   virtual void forward_add(const Tensor& x, const Tensor& h, LayerState* state, Context& ctx);
 
+  // h += forward(RMSNorm(h; norm_weight, eps)), nothing kept: a block's
+  // whole update. The default normalises into `normed` (like h) and calls
+  // forward_add; a layer whose first op is a projection may override it to
+  // normalise inside the projection (ops::norm_linear: a launch fewer per
+  // layer when decoding on a GPU).
+  virtual void forward_add_normed(const Tensor& h, const Tensor& norm_weight, float eps,
+                                  const Tensor& normed, LayerState* state, Context& ctx);
+
   // One token per sequence: x (B, D) -> y (B, D), state advanced in place.
   // The forward with L = 1; allocates nothing once the arena has grown.
   void step(const Tensor& x, Tensor& y, LayerState& state, Context& ctx);

@@ -26,6 +26,28 @@ struct LinearArgs {
 };
 void linear(Context& ctx, const LinearArgs& a);
 
+// A projection of normalised rows, one op so that a backend can normalise
+// while it loads the activations (a decode step, where each launch costs
+// more than its work; rms_norm.h defines the norms):
+//   gate undefined:  y (+)= rms_norm(x; norm_weight, eps) W^T (+ bias)
+//   gate defined:    y (+)= gated_rms_norm(x, gate; norm_weight, group, eps,
+//                                          norm_before_gate) W^T (+ bias)
+// Backends without their own kernel (OpTable::norm_linear null) run the norm
+// into a workspace, then linear.
+struct NormLinearArgs {
+  Tensor x;            // (..., K) F32 rows; M = x.rows()
+  Tensor gate;         // like x, or undefined: the plain RMSNorm
+  Tensor norm_weight;  // (K), or undefined (rms_norm.h: weightless norm, or the plain gate)
+  int64_t group = 0;   // the gated norm's channels normalised together; 0: all K
+  float eps = 1e-5f;
+  bool norm_before_gate = false;
+  Tensor W;     // as LinearArgs'
+  Tensor bias;  // (N), or undefined
+  Tensor y;     // (..., N) F32 rows, M rows; may not alias x or gate
+  bool accumulate = false;
+};
+void norm_linear(Context& ctx, const NormLinearArgs& a);
+
 struct LinearBackwardArgs {
   Tensor x;   // the forward's input (M, K), F32
   Tensor W;   // (N, K) F32

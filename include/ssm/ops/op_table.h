@@ -26,6 +26,8 @@ using Kernel = void (*)(Context& ctx, const Args& args);
 struct OpTable {
   Kernel<ops::LinearArgs> linear = nullptr;
   Kernel<ops::LinearBackwardArgs> linear_backward = nullptr;
+  // Optional: ops::norm_linear runs the norm, then linear, where it is null.
+  Kernel<ops::NormLinearArgs> norm_linear = nullptr;
   Kernel<ops::Conv1dArgs> conv1d = nullptr;
   Kernel<ops::Conv1dBackwardArgs> conv1d_backward = nullptr;
   Kernel<ops::RmsNormArgs> rms_norm = nullptr;

@@ -97,6 +97,10 @@ struct SsdStepArgs {
   bool norm_before_gate = false;
   Tensor state;         // (B, H, P, N) dense, updated
   Tensor out;           // (B, 1, H*P) rows, written
+  // false: out = y + D x as ssd_scan gives it, neither gated nor normalised
+  // (the norm fields unused): the caller applies gated_rms_norm itself, as
+  // ops::norm_linear fused into the out projection.
+  bool gated = true;
 };
 void ssd_step(Context& ctx, const SsdStepArgs& a);
 // True when ctx's backend has its own ssd_step (the layer calls the op only

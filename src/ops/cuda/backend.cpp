@@ -18,6 +18,7 @@ class CudaBackend : public Backend {
   explicit CudaBackend(int index) : index_(index) {
     cuda::register_memory();
     cuda::add_linear_kernels(table_);
+    cuda::add_norm_linear_kernels(table_);
     cuda::add_elementwise_kernels(table_);
     cuda::add_mixer_kernels(table_);
     cuda::add_ssd_step_kernels(table_);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/cuda/launch_ssd_step.h"
+#include "ops/cuda/overlap_launch.h"
 
 namespace ssm::cuda {
 namespace {
@@ -206,15 +207,21 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
 // state rows), threads as in ssd_scan_kernel. Each block convolves what it
 // reads: its own x channels (and shifts their convolution state: no other
 // block reads them) and its group's B and C channels, whose state other
-// blocks read too, so it is left as it was here and shifted by the second
-// launch. dt and exp(dt A) of the head, then one step of the recurrence; y
-// + D x goes to out, normalised by the second launch.
+// blocks read too: the sequence's blocks count themselves in once they have
+// read it (a.counters[b]), and the last one shifts it and puts the counter
+// back to zero. (The second launch shifted it before, a single block at
+// batch 1.) dt and exp(dt A) of the head, then one step of the recurrence;
+// y + D x goes to out, normalised by the second launch when gated.
 // PER <= 16 (N <= 512; ssd_step_ops.cpp sends larger states to the four
 // ops): PER = 32 took 168 registers a thread, more than a 512-thread block
 // has, and a bound that fits it costs the common sizes registers (47 at
 // PER = 8 unbounded, 80 bounded).
 template <int PER>
 __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
+  // Launched to overlap the in projection's tail (a.overlap): everything it
+  // reads but the weights comes from there or from the state.
+  let_next_kernel_start();
+  wait_for_previous_kernel();
   extern __shared__ float smem[];
   const int N = static_cast<int>(a.N);
   const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -252,7 +259,14 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
     sstep[0] = dt;
     sstep[1] = expf(dt * -expf(a.A_log[h]));
   }
-  __syncthreads();
+  __syncthreads();  // every read of the B and C channels' convolution state is done
+  __shared__ unsigned last_of_sequence;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned arrived = atomicAdd(a.counters + b, 1u) + 1u;
+    last_of_sequence = arrived == static_cast<unsigned>(a.H * row_blocks);
+    __threadfence();
+  }
   const int pl = threadIdx.x / S, j = threadIdx.x % S;
   const bool active = pl < rows_here;
   const int pr = active ? pl : 0;
@@ -287,6 +301,14 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
       if (n < N) state[n] = st[k];
     }
   }
+  __syncthreads();  // last_of_sequence, written before the step, is seen by all
+  if (last_of_sequence && W > 0) {
+    for (int64_t c = HP + threadIdx.x; c < C; c += blockDim.x) {
+      for (int64_t k = 1; k < W; ++k) cst[(k - 1) * C + c] = cst[k * C + c];
+      cst[(W - 1) * C + c] = in[c];
+    }
+  }
+  if (last_of_sequence && threadIdx.x == 0) a.counters[b] = 0;
 }
 
 int blocks_for(int64_t n) {
@@ -354,12 +376,13 @@ void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
   const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
   const dim3 grid(static_cast<unsigned>(a.B * a.H * row_blocks));
   const dim3 block(static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * S));
-  if (need <= 1) ssd_step_kernel<1><<<grid, block, smem, s>>>(a, S);
-  else if (need <= 2) ssd_step_kernel<2><<<grid, block, smem, s>>>(a, S);
-  else if (need <= 4) ssd_step_kernel<4><<<grid, block, smem, s>>>(a, S);
-  else if (need <= 8) ssd_step_kernel<8><<<grid, block, smem, s>>>(a, S);
-  else ssd_step_kernel<16><<<grid, block, smem, s>>>(a, S);
-  launch_ssd_step_norm(a, s);
+  void (*kernel)(SsdStepLaunch, int) = need <= 1   ? ssd_step_kernel<1>
+                                       : need <= 2 ? ssd_step_kernel<2>
+                                       : need <= 4 ? ssd_step_kernel<4>
+                                       : need <= 8 ? ssd_step_kernel<8>
+                                                   : ssd_step_kernel<16>;
+  launch_overlapped(a.overlap, kernel, grid, block, smem, s, a, S);
+  if (a.gated) launch_ssd_step_norm(a, s);
 }
 
 }  // namespace ssm::cuda

@@ -8,6 +8,7 @@
 namespace ssm::cuda {
 
 void add_linear_kernels(OpTable& t);       // linear.cpp
+void add_norm_linear_kernels(OpTable& t);  // norm_linear_ops.cpp: a decode step's norm and projection
 void add_elementwise_kernels(OpTable& t);  // elementwise.cpp
 void add_mixer_kernels(OpTable& t);        // mixer_ops.cpp: norms, embedding, conv1d, ssd
 void add_ssd_step_kernels(OpTable& t);     // ssd_step_ops.cpp: the fused Mamba-2 decode step

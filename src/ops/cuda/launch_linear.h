@@ -21,7 +21,22 @@ struct SkinnyLinear {
   const float* bias = nullptr;
   Rows y;  // M x N
   bool accumulate = false;
+  // Launched to start while the kernel before it finishes, its weights'
+  // loads first (overlap_launch.h; CudaResources::overlap_launches).
+  bool overlap = false;
+  // norm_linear (ssm/ops/linear.h): x's rows normalised as every block loads
+  // them (each block recomputes the rows' sums of squares: a decode step's
+  // few rows cost less than a launch), into shared memory.
+  bool norm = false;
+  ConstRows gate;                      // null p: rms_norm, else gated_rms_norm
+  const float* norm_weight = nullptr;  // (K) or null
+  int64_t norm_group = 0;              // > 0, divides K
+  float eps = 0.f;
+  bool norm_before_gate = false;
 };
+// Whether launch_skinny_linear takes a's norm: the normalised rows and their
+// factors fit in 48 KB of shared memory.
+bool skinny_norm_fits(const SkinnyLinear& a);
 void launch_skinny_linear(const SkinnyLinear& a, cudaStream_t s);
 
 }  // namespace ssm::cuda

@@ -31,6 +31,7 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
     l.bias = a.bias.defined() ? a.bias.data<float>() : nullptr;
     l.y = y;
     l.accumulate = a.accumulate;
+    l.overlap = r.overlap_launches;
     launch_skinny_linear(l, r.stream);
     check_launch("linear (few rows)");
     return;

@@ -2,17 +2,22 @@
 // 16-byte pieces of W's row (8 bf16/f16 values or 4 floats, when the rows
 // allow it; else one value at a time), each lane keeping the partial sums of
 // all M rows; the lanes' sums are combined by shuffles in a fixed order.
+// norm_linear's variant first normalises x's rows into shared memory.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
 #include "ops/cuda/launch_linear.h"
+#include "ops/cuda/overlap_launch.h"
 
 namespace ssm::cuda {
 namespace {
 
-constexpr int kWarps = 8;
+// Four warps a block: a decode step's out projection (768 columns) is 192
+// blocks, more than the 132 multiprocessors of an H100 (at eight, 96 left a
+// third of them idle).
+constexpr int kWarps = 4;
 constexpr int M_MAX = static_cast<int>(kSkinnyRows);
 
 template <WeightType T>
@@ -29,10 +34,25 @@ __device__ float widen(const void* w, int64_t i) {
 template <WeightType T>
 constexpr int kVec = T == WeightType::kF32 ? 4 : 8;
 
+// The 16-byte piece of W's row at element k: read-only for the whole
+// launch, and read once, so through the non-coherent path without a place
+// in L1 (the activations keep it).
 template <WeightType T>
-__device__ void widen_piece(const void* row, int64_t k, float (&w)[kVec<T>]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const char*>(row) +
-                                                    k * (T == WeightType::kF32 ? 4 : 2));
+__device__ uint4 load_piece(const void* row, int64_t k) {
+  const char* p = static_cast<const char*>(row) + k * (T == WeightType::kF32 ? 4 : 2);
+#if defined(__CUDA_ARCH__)
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+#else
+  return *reinterpret_cast<const uint4*>(p);
+#endif
+}
+
+template <WeightType T>
+__device__ void widen_piece(const uint4 raw, float (&w)[kVec<T>]) {
   if constexpr (T == WeightType::kF32) {
     w[0] = __uint_as_float(raw.x), w[1] = __uint_as_float(raw.y), w[2] = __uint_as_float(raw.z),
     w[3] = __uint_as_float(raw.w);
@@ -53,45 +73,153 @@ __device__ void widen_piece(const void* row, int64_t k, float (&w)[kVec<T>]) {
   }
 }
 
-template <WeightType T, bool VEC>
+__device__ float silu(float z) { return z / (1.f + expf(-z)); }
+
+// Shared memory of the norm: the M normalised rows of K, then the factor
+// 1/rms of each (row, norm group).
+size_t norm_smem_floats(const SkinnyLinear& a) {
+  return static_cast<size_t>(a.x.rows * a.x.cols + a.x.rows * (a.x.cols / a.norm_group));
+}
+
+// norm_linear's prologue, by the whole block: x's rows, gated, into xs
+// (M rows of K), each (row, group)'s sum of squares by a warp, then the
+// rows scaled in place. The same in every block of the launch.
+__device__ void normalise_rows(const SkinnyLinear& a, float* xs) {
+  const int64_t M = a.x.rows, K = a.x.cols, group = a.norm_group, groups = K / group;
+  const bool gated = a.gate.p != nullptr;
+  // Normalised unless the gate comes without a weight (gated_rms_norm's
+  // plain gate); RMSNorm always is.
+  const bool normalised = !gated || a.norm_weight;
+  float* r = xs + M * K;  // M x groups
+  // kBatch values a thread loaded before any is used or stored (stores to
+  // xs between the loads kept one load in flight at a time: the prologue
+  // took longer than the projection).
+  constexpr int kBatch = 8;
+  const int64_t T = blockDim.x;
+  for (int64_t i0 = threadIdx.x; i0 < M * K; i0 += T * kBatch) {
+    float xv[kBatch], zv[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int64_t i = i0 + j * T, m = i / K, k = i % K;
+      xv[j] = i < M * K ? a.x.p[m * a.x.stride + k] : 0.f;
+      zv[j] = gated && i < M * K ? a.gate.p[m * a.gate.stride + k] : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int64_t i = i0 + j * T;
+      if (i < M * K) xs[i] = gated && !(a.norm_weight && a.norm_before_gate) ? xv[j] * silu(zv[j]) : xv[j];
+    }
+  }
+  if (!normalised) return;  // the caller's barrier follows
+  __syncthreads();
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t item = warp; item < M * groups; item += blockDim.x / 32) {
+    const float* v = xs + (item / groups) * K + (item % groups) * group;
+    float ss = 0.f;
+#pragma unroll 4
+    for (int64_t k = lane; k < group; k += 32) ss += v[k] * v[k];
+    for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) r[item] = rsqrtf(ss / static_cast<float>(group) + a.eps);
+  }
+  __syncthreads();
+  for (int64_t i0 = threadIdx.x; i0 < M * K; i0 += T * kBatch) {
+    float wv[kBatch], zv[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int64_t i = i0 + j * T, m = i / K, k = i % K;
+      wv[j] = a.norm_weight && i < M * K ? a.norm_weight[k] : 1.f;
+      zv[j] = gated && a.norm_before_gate && i < M * K ? a.gate.p[m * a.gate.stride + k] : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int64_t i = i0 + j * T, m = i / K, k = i % K;
+      if (i >= M * K) continue;
+      float v = xs[i] * r[m * groups + k / group] * wv[j];
+      if (gated && a.norm_before_gate) v *= silu(zv[j]);
+      xs[i] = v;
+    }
+  }
+}
+
+// The first kAhead 16-byte pieces of each lane's share of W's row are
+// loaded before the kernel waits for the one before it (overlap_launch.h)
+// and all at once: a decode step's rows are 3 (in_proj, K = 768, bf16) to
+// 6 (out_proj, K = 1536) pieces a lane, so its whole weight traffic is in
+// flight while the previous kernel finishes (and the tied F32 head's 6,
+// K = 768). 8 made the F32 kernel spill.
+constexpr int kAhead = 6;
+
+// acc[m] += the piece's 16 bytes of W (widened) times x's row m at k.
+template <WeightType T>
+__device__ void add_piece(const uint4 raw, const ConstRows& x, int M, int64_t k, float (&acc)[M_MAX]) {
+  constexpr int V = kVec<T>;
+  float w[V];
+  widen_piece<T>(raw, w);
+#pragma unroll
+  for (int m = 0; m < M_MAX; ++m)
+    if (m < M) {
+      const float* xm = x.p + m * x.stride + k;
+#pragma unroll
+      for (int i = 0; i < V; i += 4) {
+        const float4 xv = *reinterpret_cast<const float4*>(xm + i);
+        acc[m] += w[i] * xv.x + w[i + 1] * xv.y + w[i + 2] * xv.z + w[i + 3] * xv.w;
+      }
+    }
+}
+
+template <WeightType T, bool VEC, bool NORM>
 __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(SkinnyLinear a) {
+  let_next_kernel_start();
   const int64_t n = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
-  if (n >= a.y.cols) return;  // the whole warp
+  const bool column = n < a.y.cols;  // the whole warp
   const int lane = threadIdx.x % 32, M = static_cast<int>(a.x.rows);
   const int64_t K = a.x.cols;
   const size_t elem = T == WeightType::kF32 ? 4 : 2;
-  const void* row = static_cast<const char*>(a.W) + n * a.w_stride * elem;
+  const void* row = static_cast<const char*>(a.W) + (column ? n : 0) * a.w_stride * elem;
+  constexpr int V = kVec<T>;
+  uint4 ahead[kAhead] = {};
+  if constexpr (VEC) {
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      const int64_t k = (int64_t{lane} + 32 * i) * V;
+      if (column && k < K) ahead[i] = load_piece<T>(row, k);
+    }
+  }
+  wait_for_previous_kernel();
+  // The rows of x: a's, or (NORM) normalised into shared memory by every
+  // block before its warps part.
+  extern __shared__ float4 norm_smem[];
+  ConstRows x = a.x;
+  if constexpr (NORM) {
+    float* xs = reinterpret_cast<float*>(norm_smem);
+    normalise_rows(a, xs);
+    __syncthreads();
+    x.p = xs;
+    x.stride = x.cols;
+  }
+  if (!column) return;
   float acc[M_MAX];
 #pragma unroll
   for (int m = 0; m < M_MAX; ++m) acc[m] = 0.f;
-  // The k loops unrolled by 4: a decode step's row is 3 (K = 768, bf16) to
-  // 12 pieces a lane, and each round trip to memory waited on the one
-  // before; unrolled, four pieces' loads are in flight at once (the sums
-  // keep their order, so results are unchanged).
+  // Each lane's pieces in order of k (the pieces loaded ahead, then the
+  // rest, unrolled by 4 so that four loads are in flight at once): the sums'
+  // order does not depend on how far ahead the loads went.
   if constexpr (VEC) {
-    constexpr int V = kVec<T>;
-#pragma unroll 4
-    for (int64_t k = int64_t{lane} * V; k < K; k += 32 * V) {
-      float w[V];
-      widen_piece<T>(row, k, w);
 #pragma unroll
-      for (int m = 0; m < M_MAX; ++m)
-        if (m < M) {
-          const float* x = a.x.p + m * a.x.stride + k;
-#pragma unroll
-          for (int i = 0; i < V; i += 4) {
-            const float4 xv = *reinterpret_cast<const float4*>(x + i);
-            acc[m] += w[i] * xv.x + w[i + 1] * xv.y + w[i + 2] * xv.z + w[i + 3] * xv.w;
-          }
-        }
+    for (int i = 0; i < kAhead; ++i) {
+      const int64_t k = (int64_t{lane} + 32 * i) * V;
+      if (k < K) add_piece<T>(ahead[i], x, M, k, acc);
     }
+#pragma unroll 4
+    for (int64_t k = (int64_t{lane} + 32 * kAhead) * V; k < K; k += 32 * V)
+      add_piece<T>(load_piece<T>(row, k), x, M, k, acc);
   } else {
 #pragma unroll 4
     for (int64_t k = lane; k < K; k += 32) {
       const float w = widen<T>(row, k);
 #pragma unroll
       for (int m = 0; m < M_MAX; ++m)
-        if (m < M) acc[m] += w * a.x.p[m * a.x.stride + k];
+        if (m < M) acc[m] += w * x.p[m * x.stride + k];
     }
   }
 #pragma unroll
@@ -111,17 +239,23 @@ template <WeightType T>
 void launch_typed(const SkinnyLinear& a, cudaStream_t s) {
   const unsigned grid = static_cast<unsigned>((a.y.cols + kWarps - 1) / kWarps);
   const int64_t V = kVec<T>, elem = T == WeightType::kF32 ? 4 : 2;
-  // 16-byte pieces need K, both row strides and both base addresses aligned.
-  const bool vec = a.x.cols % V == 0 && (a.w_stride * elem) % 16 == 0 && a.x.stride % 4 == 0 &&
+  // 16-byte pieces need K, both row strides and both base addresses aligned
+  // (the normalised rows in shared memory are).
+  const bool vec = a.x.cols % V == 0 && (a.w_stride * elem) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(a.W) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(a.x.p) % 16 == 0;
-  if (vec)
-    skinny_kernel<T, true><<<grid, kWarps * 32, 0, s>>>(a);
-  else
-    skinny_kernel<T, false><<<grid, kWarps * 32, 0, s>>>(a);
+                   (a.norm || (a.x.stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x.p) % 16 == 0));
+  const size_t smem = a.norm ? norm_smem_floats(a) * sizeof(float) : 0;
+  void (*kernel)(SkinnyLinear) = a.norm ? (vec ? skinny_kernel<T, true, true> : skinny_kernel<T, false, true>)
+                                        : (vec ? skinny_kernel<T, true, false> : skinny_kernel<T, false, false>);
+  launch_overlapped(a.overlap, kernel, dim3(grid), dim3(kWarps * 32), smem, s, a);
 }
 
 }  // namespace
+
+bool skinny_norm_fits(const SkinnyLinear& a) {
+  return a.norm_group > 0 && a.x.cols % a.norm_group == 0 &&
+         norm_smem_floats(a) * sizeof(float) <= size_t{48} << 10;
+}
 
 void launch_skinny_linear(const SkinnyLinear& a, cudaStream_t s) {
   if (a.y.rows * a.y.cols == 0) return;

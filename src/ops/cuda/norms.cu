@@ -160,20 +160,11 @@ __global__ void __launch_bounds__(kThreads)
                    norm_before_gate, out.p + row * out.stride + g0);
 }
 
-// ssd_step's second launch, block (b, norm group q): the shift of the B and
-// C channels' convolution state (every block of the first launch has read
-// it by now; these channels are split over the row's groups), then the
-// gated norm of the step's y, in place in out.
+// ssd_step's second launch when gated, block (b, norm group q): the gated
+// norm of the step's y, in place in out.
 __global__ void __launch_bounds__(kThreads) ssd_step_norm_kernel(SsdStepLaunch a) {
   const int64_t HP = a.H * a.P, groups = HP / a.norm_group;
   const int64_t b = blockIdx.x / groups, q = blockIdx.x % groups;
-  const int64_t C = HP + 2 * a.G * a.N, W = a.K - 1;
-  float* cst = a.conv_state + b * W * C;
-  const float* in = a.xbc.p + b * a.xbc.stride;
-  for (int64_t c = HP + q * kThreads + threadIdx.x; c < C && W > 0; c += groups * kThreads) {
-    for (int64_t k = 1; k < W; ++k) cst[(k - 1) * C + c] = cst[k * C + c];
-    cst[(W - 1) * C + c] = in[c];
-  }
   const int64_t g0 = q * a.norm_group;
   float* o = a.out.p + b * a.out.stride + g0;
   gated_norm_group(o, a.z.p + b * a.z.stride + g0, a.norm_weight ? a.norm_weight + g0 : nullptr,

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "ops/cuda/launch_ssd_step.h"
 #include "ssm/core/error.h"
 #include "ssm/ops/backend.h"
 
@@ -50,6 +51,10 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   round_activations = round && std::string_view(round) == "1";
   const char* graphs = std::getenv("SSM_CUDA_GRAPHS");
   record_graphs_ = !(graphs && std::string_view(graphs) == "0");
+  const char* overlap = std::getenv("SSM_CUDA_OVERLAP");
+  overlap_launches = !(overlap && std::string_view(overlap) == "0");
+  const char* fuse = std::getenv("SSM_CUDA_FUSE_NORMS");
+  fuse_norms = !(fuse && std::string_view(fuse) == "0");
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, stream), "cublasSetStream");
@@ -60,6 +65,11 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   constexpr size_t kWorkspace = size_t{32} << 20;
   check(cudaMalloc(&blas_workspace_, kWorkspace), "cudaMalloc (cuBLAS workspace)");
   check(cublasSetWorkspace(blas, blas_workspace_, kWorkspace), "cublasSetWorkspace");
+  const size_t counter_bytes = sizeof(unsigned) * kStepCounters;
+  void* counters = nullptr;
+  check(cudaMalloc(&counters, counter_bytes), "cudaMalloc (step counters)");
+  step_counters = static_cast<unsigned*>(counters);
+  check(cudaMemset(step_counters, 0, counter_bytes), "cudaMemset (step counters)");
 }
 
 bool CudaResources::replay(uint64_t key) {
@@ -109,6 +119,7 @@ CudaResources::~CudaResources() {
     cudaStreamDestroy(stream);
   }
   if (blas_workspace_) cudaFree(blas_workspace_);
+  if (step_counters) cudaFree(step_counters);
 }
 
 CudaResources& resources(Context& ctx) {

@@ -55,6 +55,17 @@ class CudaResources : public BackendResources {
   bool bf16_compute = false;  // F32 products on bf16 tensor cores (gemm_f32.h)
   // Either of the two: the scans' products may round too (chunk_scan.cu).
   bool rounds_products() const { return round_activations || bf16_compute; }
+  // launch_ssd_step.h's kStepCounters counters, zero between kernels (each
+  // kernel that counts on them leaves them at zero): fixed, so that a
+  // recorded step allocates nothing.
+  unsigned* step_counters = nullptr;
+  // Decode-step kernels (the few-row projections, ssd_step) launched with
+  // programmatic dependent launch (overlap_launch.h), so that each starts
+  // while the one before finishes: off with SSM_CUDA_OVERLAP=0.
+  bool overlap_launches = true;
+  // norm_linear's one-row kernel normalises inside the projection (else the
+  // norm, then linear): off with SSM_CUDA_FUSE_NORMS=0.
+  bool fuse_norms = true;
 
  private:
   void* blas_workspace_ = nullptr;  // fixed, so that recorded GEMMs allocate nothing

@@ -20,8 +20,9 @@ void ssd_step(Context& ctx, const ops::SsdStepArgs& a) {
   l.K = a.conv_weight.dim(2);
   // The fused kernel keeps at most 16 entries of a state row per thread (32
   // threads a row: N <= 512, conv_ssd.cu says why); larger states take the
-  // four ops.
-  if (l.N > 512) return ops::detail::ssd_step_composed(ctx, a);
+  // four ops, and so do more sequences than there are counters
+  // (launch_ssd_step.h).
+  if (l.N > 512 || l.B > kStepCounters) return ops::detail::ssd_step_composed(ctx, a);
   if (l.B == 0) return;
   l.z = const_rows_of(a.z);
   l.xbc = const_rows_of(a.xbc);
@@ -40,6 +41,9 @@ void ssd_step(Context& ctx, const ops::SsdStepArgs& a) {
   l.norm_before_gate = a.norm_before_gate;
   l.state = ptr_or_null(a.state);
   l.out = rows_of(a.out);
+  l.gated = a.gated;
+  l.counters = resources(ctx).step_counters;
+  l.overlap = resources(ctx).overlap_launches;
   launch_ssd_step(l, stream(ctx));
   check_launch("ssd_step");
 }
