@@ -1,8 +1,8 @@
 // The "cuda" backend of the CPU emulator (run.sh): host memory, ref's op
 // table with the entries of mamba3_attention_backward_ops.cpp,
 // hybrid_backward_ops.cpp, ssd_step_ops.cpp, mixer_ops.cpp (the norms,
-// conv1d, the SSD scan's chunked and step kernels) and mamba3_ops.cpp
-// (prepare, the chunked and step scans, output) with their kernels
+// conv1d, the SSD scan's chunked and step kernels), mamba3_ops.cpp
+// (prepare, the chunked and step scans, output) and dropout_ops.cpp with their kernels
 // emulated, and stand-ins for the runtime's stream and checks.
 #include "ops/backend_registry.h"
 #include "ops/cuda/kernels.h"
@@ -38,6 +38,7 @@ class EmuBackend : public Backend {
     cuda::add_mamba3_attention_backward_kernels(table_);
     cuda::add_hybrid_backward_kernels(table_);
     cuda::add_ssd_step_kernels(table_);
+    cuda::add_dropout_kernels(table_);
 #ifdef SSM_EMU_REF_FORWARD
     // Training (run.sh TRAIN=1): of the forward ops only mamba3_prepare is
     // emulated; emulated norms and scans would make the training curves
