@@ -3,6 +3,8 @@
 // generator, ops/dropout_mask.h) times float(1 / (1 - p)), in wider rows
 // (the padding untouched); the kept fraction within binomial bounds; the
 // backward the same mask over dy; p = 0 the identity.
+#include "ssm/ops/dropout.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 
 #include "ops/against_ref.h"
 #include "ops/op_test_support.h"
-#include "ssm/ops/dropout.h"
 
 namespace ssm {
 namespace {
@@ -44,7 +45,8 @@ Tensor reference_dropout(const Tensor& x, double p, uint64_t seed, uint64_t step
   const std::vector<bool> keep = reference_mask(p, seed, step, site, x.numel());
   const float scale = static_cast<float>(1.0 / (1.0 - p));
   Tensor y = x.clone();
-  for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = keep[i] ? x.data<float>()[i] * scale : 0.f;
+  for (int64_t i = 0; i < y.numel(); ++i)
+    y.data<float>()[i] = keep[i] ? x.data<float>()[i] * scale : 0.f;
   return y;
 }
 
@@ -63,7 +65,8 @@ TEST_P(DropoutTest, ForwardAndBackwardAreTheHashedMaskTimesTheScaleInWiderRows) 
         Tensor want = testing::host(b.rows).clone();
         const Tensor dropped = reference_dropout(x, p, seed, step, site);
         for (int64_t r = 0; r < R; ++r)
-          for (int64_t c = 0; c < C; ++c) want.data<float>()[r * (C + 5) + 3 + c] = dropped.data<float>()[r * C + c];
+          for (int64_t c = 0; c < C; ++c)
+            want.data<float>()[r * (C + 5) + 3 + c] = dropped.data<float>()[r * C + c];
         const ops::DropoutArgs args{.t = b.view, .p = p, .seed = seed, .step = step, .site = site};
         if (backward)
           ops::dropout_backward(ctx, args);
@@ -96,7 +99,8 @@ TEST_P(DropoutTest, BackwardIsTheForwardsMaskTimesDyOverOneMinusP) {
   Context ctx(GetParam(), 2);
   const double p = 0.25;
   const float scale = static_cast<float>(1.0 / (1.0 - p));
-  const Tensor x = random_tensor({13, 57}, 3, 0.5f, 2.f);  // never zero: zero marks a dropped element
+  const Tensor x =
+      random_tensor({13, 57}, 3, 0.5f, 2.f);  // never zero: zero marks a dropped element
   const Tensor dy = random_tensor({13, 57}, 4);
   const ops::DropoutArgs forward{.t = testing::on(ctx, x), .p = p, .seed = 9, .step = 4, .site = 2};
   ops::dropout(ctx, forward);

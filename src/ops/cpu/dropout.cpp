@@ -17,8 +17,9 @@ void dropout(Context& ctx, const ops::DropoutArgs& a) {
       float* v = rows[r];
       const uint64_t first = static_cast<uint64_t>(r * cols);
       for (int64_t c = 0; c < cols; ++c)
-        v[c] = ops::dropout_mask::keep(d.key, first + static_cast<uint64_t>(c), d.threshold) ? v[c] * d.scale
-                                                                                             : 0.f;
+        v[c] = ops::dropout_mask::keep(d.key, first + static_cast<uint64_t>(c), d.threshold)
+                   ? v[c] * d.scale
+                   : 0.f;
     }
   });
 }

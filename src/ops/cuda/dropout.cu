@@ -25,7 +25,8 @@ __global__ void dropout_kernel(Rows t, uint64_t key, uint32_t threshold, float s
 void launch_dropout(Rows t, uint64_t key, uint32_t threshold, float scale, cudaStream_t s) {
   const int64_t n = t.rows * t.cols;
   if (n == 0) return;
-  const auto blocks = static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 65535 * 16));
+  const auto blocks =
+      static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 65535 * 16));
   dropout_kernel<<<blocks, kThreads, 0, s>>>(t, key, threshold, scale);
 }
 
