@@ -5,6 +5,7 @@
 #
 #   ARCH=mamba3 (default) or mamba2 (the fallback while Mamba-3 cannot train)
 #   STEPS, BATCH, SEQ_LEN, LR: the schedule (defaults fit ~25 minutes on 2 cores)
+#   DROPOUT: residual dropout probability, ssm train --dropout (default 0: none)
 #   WORK: scratch directory (data, checkpoints); rerunning resumes from its
 #         checkpoint, so Ctrl-C and a second run continue the same run.
 #   DRY_RUN=1: a few hundred steps of a smaller model, only to see the loss fall.
@@ -30,6 +31,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 WORK=${WORK:-/tmp/ssm-default-model-$ARCH}
 THREADS=${THREADS:-2}
 SEED=${SEED:-1}
+DROPOUT=${DROPOUT:-0}
 if [ "${DRY_RUN:-0}" = 1 ]; then
   D_MODEL=${D_MODEL:-128} N_LAYER=${N_LAYER:-2} STEPS=${STEPS:-300} BATCH=${BATCH:-8} SEQ_LEN=${SEQ_LEN:-128}
 elif [ "$BACKEND" = cuda ]; then
@@ -99,7 +101,7 @@ fi
 # 4. Training, with a held-out 5% (the end of Revelation), checkpoints every
 #    100 steps.
 "$ssm" train "$model" --data "$data" --steps "$STEPS" --batch "$BATCH" --seq-len "$SEQ_LEN" \
-  --lr "$LR" --warmup "$WARMUP" --weight-decay "$WEIGHT_DECAY" --clip 1.0 --seed "$SEED" \
+  --lr "$LR" --warmup "$WARMUP" --weight-decay "$WEIGHT_DECAY" --clip 1.0 --seed "$SEED" --dropout "$DROPOUT" \
   --checkpoint-every 100 --eval-every 200 --eval-tokens 65536 --log-every 25 \
   "${device_args[@]}" --in-place "${resume[@]}"
 

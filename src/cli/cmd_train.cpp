@@ -89,10 +89,13 @@ TrainOptions resumed_options(const TrainArgs& a, const fs::path& checkpoint) {
   const std::pair<const char*, const char*> flags[] = {
       {"steps", "--steps"}, {"batch", "--batch"}, {"seq_len", "--seq-len"},
       {"accumulation", "--accumulation"}, {"lr", "--lr"}, {"warmup", "--warmup"},
-      {"weight_decay", "--weight-decay"}, {"clip", "--clip"}, {"seed", "--seed"}, {"wsla", "--wsla"}};
+      {"weight_decay", "--weight-decay"}, {"clip", "--clip"}, {"seed", "--seed"}, {"wsla", "--wsla"},
+      {"dropout", "--dropout"}};
+  // dropout is stored only when above 0.
+  const auto at = [](const Json& j, const char* key) { return j.contains(key) ? j[key] : Json(0); };
   for (const auto& [key, flag] : flags)
-    if (a.cmd->count(flag) && s[key] != given[key])
-      throw Error(cat(checkpoint.string(), ": was made with ", flag, " ", s[key].dump(),
+    if (a.cmd->count(flag) && at(s, key) != at(given, key))
+      throw Error(cat(checkpoint.string(), ": was made with ", flag, " ", at(s, key).dump(),
                       "; resume with the checkpoint's options"));
   TrainOptions o = stored;
   o.recompute = a.opt.recompute;  // not stored: it does not change the run
@@ -147,11 +150,12 @@ int run_train(TrainArgs& a) {
   if (rank) rank->attach(trainer, ctx);
   // The other ranks say nothing on stdout: rank 0 speaks for the run.
   if (!root && !std::freopen("/dev/null", "w", stdout)) throw Error("cannot silence a rank's stdout");
-  std::printf("training %s: %lld train / %lld held-out tokens, %lld steps of %lld x %lld x %lld%s%s\n",
+  std::printf("training %s: %lld train / %lld held-out tokens, %lld steps of %lld x %lld x %lld%s%s%s\n",
               out.c_str(), static_cast<long long>(data.train.size()),
               static_cast<long long>(data.held_out.size()), static_cast<long long>(opt.steps),
               static_cast<long long>(opt.batch * opt.world), static_cast<long long>(opt.seq_len),
               static_cast<long long>(opt.accumulation), opt.wsla ? ", WSLA" : "",
+              opt.dropout > 0 ? cat(", dropout ", opt.dropout).c_str() : "",
               a.resume ? cat(", resuming at step ", trainer.steps_done()).c_str() : "");
   std::fflush(stdout);
 
@@ -246,7 +250,11 @@ void setup_train(CLI::App& app, Action& action) {
       ->type_name("X")->capture_default_str()->check(real_number(0, 10));
   cmd->add_option("--clip", o.clip, "global gradient-norm clip (0: none)")
       ->type_name("X")->capture_default_str()->check(real_number(0, 1e9));
-  cmd->add_option("-s,--seed", o.seed, "data-sampling seed")
+  cmd->add_option("--dropout", o.dropout,
+                  "residual dropout: the probability of zeroing each element of the embedding's and of "
+                  "every layer's output in training (0: none)")
+      ->type_name("P")->capture_default_str()->check(real_number(0, 1, false, /*max_excluded=*/true));
+  cmd->add_option("-s,--seed", o.seed, "data-sampling and dropout seed")
       ->type_name("N")->capture_default_str()->check(unsigned_number());
   cmd->add_option("--checkpoint-every", a.checkpoint_every, "checkpoint every N steps (0: only at the end)")
       ->type_name("N")->capture_default_str()->check(count(0));

@@ -72,16 +72,17 @@ CLI::Validator unsigned_number() {
       "");
 }
 
-CLI::Validator real_number(double min, double max, bool min_excluded) {
+CLI::Validator real_number(double min, double max, bool min_excluded, bool max_excluded) {
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         const std::string_view s = number_text(text);
         double v = 0;
         const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        const std::string range = cat(min_excluded ? "greater than " : "from ", min, " to ", max);
+        const std::string range =
+            cat(min_excluded ? "greater than " : "from ", min, max_excluded ? " to less than " : " to ", max);
         if (ec != std::errc() || end != s.data() + s.size() || s.empty() || !std::isfinite(v))
           return cat("'", text, "' is not a number: give one ", range);
-        if ((min_excluded ? v <= min : v < min) || v > max) return cat(text, " is out of range: give a number ", range);
+        if ((min_excluded ? v <= min : v < min) || (max_excluded ? v >= max : v > max)) return cat(text, " is out of range: give a number ", range);
         return "";
       },
       "");

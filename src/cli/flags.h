@@ -16,8 +16,8 @@ namespace ssm::cli {
 CLI::Validator whole_number(int64_t min, int64_t max = std::numeric_limits<int64_t>::max());
 // Any integer in [0, 2^64 - 1], for seeds.
 CLI::Validator unsigned_number();
-// A finite number in [min, max], or (min, max] when min_excluded.
-CLI::Validator real_number(double min, double max, bool min_excluded = false);
+// A finite number in [min, max]; min_excluded: above min, max_excluded: below max.
+CLI::Validator real_number(double min, double max, bool min_excluded = false, bool max_excluded = false);
 // parse_memory_size's syntax (2G, 512M, 1.5GiB).
 CLI::Validator memory_size();
 CLI::Validator one_of(const std::vector<std::string>& values);

@@ -2,6 +2,7 @@
 // step, and the block loop both are made of (training runs it too).
 #include "ssm/layers/attention_layer.h"
 #include "ssm/model/language_model.h"
+#include "ssm/ops/dropout.h"
 #include "ssm/ops/elementwise.h"
 #include "ssm/ops/embedding.h"
 #include "ssm/ops/linear.h"
@@ -70,8 +71,15 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
   const float eps = config_.norm_eps;
   // The tape's copies of h live where kept activations do.
   const Workspace kept(ctx, true);
+  // Training's dropout, every site of it (the backward in model_grad.cpp
+  // mirrors each): the embedding's output here, each layer's output in sub_block.
+  const ResidualDropout drop = tape ? tape->dropout : ResidualDropout{};
+  auto dropout = [&](const Tensor& t, uint64_t site) {
+    ops::dropout(ctx, {.t = t, .p = drop.p, .seed = drop.seed, .step = drop.step, .site = site});
+  };
+  if (drop.on()) dropout(h, ResidualDropout::kEmbeddingSite);
   // h += layer(RMSNorm(h; w)), keeping what the tape asks for.
-  auto sub_block = [&](SequenceLayer& layer, const Param& w, LayerState* layer_state) {
+  auto sub_block = [&](SequenceLayer& layer, const Param& w, LayerState* layer_state, uint64_t site) {
     if (tape) tape->inputs.push_back(kept.copy(h));
     // Nothing kept or traced (the trace reads `out`): the layer normalises
     // and adds into h.
@@ -83,6 +91,7 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
     std::unique_ptr<LayerActivations> kept;
     layer.forward(normed, out, layer_state, ctx, tape && tape->keep_activations ? &kept : nullptr);
     if (tape) tape->activations.push_back(std::move(kept));
+    if (drop.on()) dropout(out, site);
     ops::add(ctx, h, out, config_.residual_multiplier);
   };
   // Falcon-H1: h += m_ssm * mamba(n) + m_out * attention(m_in * n), n = RMSNorm(h).
@@ -93,6 +102,7 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
     tape->activations.push_back(nullptr);
   };
   auto parallel_block = [&](Block& b, LayerState* mixer_state, LayerState* attention_state) {
+    SSM_CHECK(!drop.on(), "no dropout in parallel blocks (model_loss_and_grad refuses it)");
     tape_input_only();
     ops::rms_norm(ctx, {.x = h, .w = b.norm.value, .eps = eps, .out = normed});
     b.mixer->forward(normed, out, mixer_state, ctx);
@@ -112,6 +122,7 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
   }
   // h += mamba(RMSNorm(h + shared(h, embeddings)))
   auto shared_block = [&](Block& b, LayerState* mixer_state, LayerState* cache) {
+    SSM_CHECK(!drop.on(), "no dropout in shared blocks (model_loss_and_grad refuses it)");
     tape_input_only();
     ops::copy(ctx, joined.cols(0, config_.d_model), h);
     b.shared->forward(joined, out, cache, ctx);
@@ -130,12 +141,12 @@ void LanguageModel::run_blocks(const Tensor& h, ModelState* state, Context& ctx,
     else if (b.shared)
       shared_block(b, mixer_state, next_state());
     else
-      sub_block(*b.mixer, b.norm, mixer_state);
+      sub_block(*b.mixer, b.norm, mixer_state, ResidualDropout::layer_site(i, false));
     if (trace) {
       trace->mixer_in.push_back(normed.clone());
       trace->mixer_out.push_back(out.clone());
     }
-    if (b.mlp) sub_block(*b.mlp, b.norm2, nullptr);
+    if (b.mlp) sub_block(*b.mlp, b.norm2, nullptr, ResidualDropout::layer_site(i, true));
     if (trace) trace->hidden.push_back(h.clone());
   }
 }

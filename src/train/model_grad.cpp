@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "ssm/ops/cross_entropy.h"
+#include "ssm/ops/dropout.h"
 #include "ssm/ops/elementwise.h"
 #include "ssm/ops/embedding.h"
 #include "ssm/ops/rms_norm.h"
@@ -45,12 +46,24 @@ Tensor scaled(const Tensor& dh, float alpha, Context& ctx) {
   return t;
 }
 
+// The gradient of a layer's output from dh: alpha dh, and where the forward
+// dropped elements of that output (model_forward.cpp), the same mask over it.
+Tensor layer_output_grad(const Tensor& dh, float alpha, const ResidualDropout& drop, uint64_t site,
+                         Context& ctx) {
+  if (!drop.on()) return scaled(dh, alpha, ctx);
+  const Tensor t = ctx.arena().alloc(DType::kF32, dh.shape());
+  ops::copy(ctx, t, dh);
+  if (alpha != 1.f) ops::scale(ctx, t, alpha);
+  ops::dropout_backward(ctx, {.t = t, .p = drop.p, .seed = drop.seed, .step = drop.step, .site = site});
+  return t;
+}
+
 // dh += the backward of h + m layer(RMSNorm(h; w)) at the sub-block's input
 // x (m the residual multiplier), from the activations the forward kept, or
 // recomputing them.
 void sub_block_backward(SequenceLayer& layer, const Param& norm_w, const Tensor& x,
                         std::unique_ptr<LayerActivations> kept, const Tensor& dh, Gradients& g,
-                        float eps, float m, Context& ctx) {
+                        float eps, float m, const ResidualDropout& drop, uint64_t site, Context& ctx) {
   Arena::Scope scope(ctx.arena());
   const NestedKeptScope kept_scope(ctx);
   const Tensor normed = ctx.arena().alloc(DType::kF32, x.shape());
@@ -61,7 +74,7 @@ void sub_block_backward(SequenceLayer& layer, const Param& norm_w, const Tensor&
     layer.forward(normed, out, nullptr, ctx, &kept);
   }
   std::vector<Tensor> grads = layer_grads(layer, g);
-  layer.backward(*kept, normed, scaled(dh, m, ctx), dnormed, grads, ctx);
+  layer.backward(*kept, normed, layer_output_grad(dh, m, drop, site, ctx), dnormed, grads, ctx);
   ops::rms_norm_backward(ctx, {.x = x, .w = norm_w.value, .eps = eps, .dout = dnormed, .dx = dh,
                                .accumulate_dx = true, .dw = grad_or_none(g, norm_w)});
 }
@@ -224,8 +237,14 @@ std::vector<int64_t> next_token_targets(const Tensor& ids, int64_t vocab_size) {
 
 LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
                             Context& ctx, std::vector<double>* position_loss, bool keep_activations,
-                            const GradientsFinal* on_final) {
+                            const GradientsFinal* on_final, const ResidualDropout& dropout) {
   const ModelConfig& c = model.config();
+  if (dropout.on())
+    for (int64_t i = 0; i < c.n_layer; ++i)
+      if (model.block(i).parallel || model.block(i).shared)
+        throw Error(cat("dropout: layer ", i, " of this ", c.family, " model is a ",
+                        model.block(i).parallel ? "parallel attention" : "shared-block",
+                        " block, which has no dropout yet (train it with dropout 0)"));
   // Refused before any work: the first layer without a backward, by name.
   for (int64_t i = 0; grads && i < c.n_layer; ++i) {
     if (!model.mixer(i).can_train())
@@ -260,7 +279,10 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
   model.embed(ids_on, h, ctx);
   BlockTape tape;
   tape.keep_activations = keep_activations;
-  model.run_blocks(h, nullptr, ctx, grads ? &tape : nullptr);
+  tape.dropout = dropout;
+  // A forward without gradients keeps the tape too when it drops (the
+  // finite-difference checks of training with dropout).
+  model.run_blocks(h, nullptr, ctx, grads || dropout.on() ? &tape : nullptr);
 
   const Tensor f = step_tensors({B, L, D});
   ops::rms_norm(ctx, {.x = h, .w = model.norm_f().value, .eps = eps, .out = f});
@@ -317,7 +339,8 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
     if (b.mlp) {
       --sub;
       sub_block_backward(*b.mlp, b.norm2, tape.inputs[sub], std::move(tape.activations[sub]), dh,
-                         *grads, eps, c.residual_multiplier, ctx);
+                         *grads, eps, c.residual_multiplier, dropout, ResidualDropout::layer_site(i, true),
+                         ctx);
       tape.inputs[sub] = Tensor();  // each input is released once read for the last time
       part_done();
     }
@@ -328,11 +351,15 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
       shared_block_backward(c, b, tape.inputs[sub], tape.embedded, dh, demb, *grads, ctx);
     else
       sub_block_backward(*b.mixer, b.norm, tape.inputs[sub], std::move(tape.activations[sub]), dh,
-                         *grads, eps, c.residual_multiplier, ctx);
+                         *grads, eps, c.residual_multiplier, dropout,
+                         ResidualDropout::layer_site(i, false), ctx);
     tape.inputs[sub] = Tensor();
     part_done();
   }
   if (demb.defined()) ops::add(ctx, dh, demb);
+  if (dropout.on())
+    ops::dropout_backward(ctx, {.t = dh, .p = dropout.p, .seed = dropout.seed, .step = dropout.step,
+                                .site = ResidualDropout::kEmbeddingSite});
   if (c.embedding_multiplier != 1.f) ops::scale(ctx, dh, c.embedding_multiplier);
   if (Tensor dE = grad_or_none(*grads, model.embedding()); dE.defined())
     ops::embedding_backward(ctx, {.ids = ids_on, .dout = dh, .dtable = dE});
@@ -341,8 +368,8 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
 }
 
 LossSum model_loss(LanguageModel& model, const Tensor& ids, Context& ctx,
-                   std::vector<double>* position_loss) {
-  return model_loss_and_grad(model, ids, nullptr, 0.0, ctx, position_loss);
+                   std::vector<double>* position_loss, const ResidualDropout& dropout) {
+  return model_loss_and_grad(model, ids, nullptr, 0.0, ctx, position_loss, false, nullptr, dropout);
 }
 
 }  // namespace ssm

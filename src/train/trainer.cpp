@@ -19,6 +19,7 @@ Json TrainOptions::to_json() const {
          {"wsla", wsla}};
   // Only a data-parallel run says so: one-process checkpoints stay as they were.
   if (world > 1) j["world"] = world;
+  if (dropout > 0) j["dropout"] = dropout;  // likewise, runs without dropout
   return j;
 }
 
@@ -41,6 +42,7 @@ TrainOptions TrainOptions::from_json(const Json& j, const std::string& source) {
     o.seed = j.at("seed").get<uint64_t>();
     o.wsla = j.at("wsla").get<bool>();
     if (j.contains("world")) o.world = j.at("world").get<int64_t>();
+    if (j.contains("dropout")) o.dropout = j.at("dropout").get<double>();
   } catch (const Json::exception& e) {
     throw Error(cat(source, ": malformed training options: ", e.what()));
   }
@@ -62,6 +64,8 @@ Trainer::Trainer(LanguageModel& model, const std::vector<int32_t>& train_tokens,
   if (options.batch < 1 || options.seq_len < 2 || options.accumulation < 1 || options.steps < 0)
     throw Error(cat("training needs batch >= 1, seq_len >= 2, accumulation >= 1 (got ",
                     options.batch, ", ", options.seq_len, ", ", options.accumulation, ")"));
+  if (!(options.dropout >= 0 && options.dropout < 1))
+    throw Error(cat("dropout must be at least 0 and below 1, got ", options.dropout));
   if (options.world < 1 || options.rank < 0 || options.rank >= options.world)
     throw Error(cat("rank ", options.rank, " of ", options.world, " is not a rank of the run"));
 }
@@ -83,8 +87,14 @@ StepReport Trainer::step() {
     // Only the last micro-batch's backward finishes gradients.
     const bool last = k + 1 == options_.accumulation;
     if (reducer_ && last) reducer_->begin();
+    // Every forward pass of the run (step, micro-batch, rank) its own masks,
+    // numbered from what a checkpoint restores: a resumed run draws the same.
+    const auto draw = (static_cast<uint64_t>(optimizer_.steps()) * static_cast<uint64_t>(options_.accumulation) +
+                       static_cast<uint64_t>(k)) * static_cast<uint64_t>(options_.world) +
+                      static_cast<uint64_t>(options_.rank);
+    const ResidualDropout dropout{.p = options_.dropout, .seed = options_.seed, .step = draw};
     r.loss += model_loss_and_grad(model_, ids, &grads_, scale, ctx_, nullptr, keep,
-                                  reducer_ && last ? &on_final : nullptr)
+                                  reducer_ && last ? &on_final : nullptr, dropout)
                   .mean() *
               scale;
     r.tokens += ids.numel() * options_.world;

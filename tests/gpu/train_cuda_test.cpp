@@ -2,8 +2,9 @@
 // SISO and MIMO, the Mamba-3 + attention hybrid) hold on cuda, 100 F32
 // training steps from one seed give the same losses on the CPU and the GPU
 // (1e-4 relative, step by step) for a tiny Mamba-2, Mamba-3 SISO, Mamba-3
-// MIMO and hybrid with attention, and a checkpoint written on either device
-// resumes on the other, continuing the same run.
+// MIMO and hybrid with attention, also with residual dropout (the masks are
+// a hash both devices compute alike), and a checkpoint written on either
+// device resumes on the other, continuing the same run (with dropout too).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -135,6 +136,21 @@ TEST_P(GpuTrainingKinds, HundredStepsAgreeWithTheCpu) {
   EXPECT_LT(got.back(), 0.7 * got.front());  // and it learns
 }
 
+// Dropout 0.1 on the embedding's and every layer's output: the same masks
+// on both devices, so the same curve; and not the curve without dropout.
+TEST_P(GpuTrainingKinds, HundredStepsWithDropoutAgreeWithTheCpu) {
+  const auto tokens = testing::tiny_tokens(20000);
+  TrainOptions o = options(100);
+  o.dropout = 0.1;
+  LanguageModel cpu = tiny_kind_model(GetParam(), 11), gpu = tiny_kind_model(GetParam(), 11);
+  const std::vector<double> want = run(cpu, tokens, o, "cpu", 100);
+  const std::vector<double> got = run(gpu, tokens, o, "cuda", 100);
+  expect_close(got, want, 1e-4);
+  EXPECT_LT(got.back(), 0.7 * got.front());
+  LanguageModel plain = tiny_kind_model(GetParam(), 11);
+  EXPECT_NE(run(plain, tokens, options(100), "cpu", 3), std::vector<double>(want.begin(), want.begin() + 3));
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, GpuTrainingKinds,
                          ::testing::Values("mamba2", "mamba3_siso", "mamba3_mimo", "hybrid"));
 
@@ -159,12 +175,13 @@ fs::path temp_dir(const std::string& name) {
 
 // 10 steps on `first`, a checkpoint, 10 more on `second` from it: the same
 // losses (1e-4) as 20 steps on the CPU alone.
-void resume_across(const std::string& first, const std::string& second) {
+void resume_across(const std::string& first, const std::string& second, double dropout = 0) {
   const auto tokens = testing::tiny_tokens(20000);
-  const TrainOptions o = options(20);
+  TrainOptions o = options(20);
+  o.dropout = dropout;
   LanguageModel straight = testing::tiny_model(13);
   const std::vector<double> want = run(straight, tokens, o, "cpu", 20);
-  const fs::path dir = temp_dir(first + "_" + second);
+  const fs::path dir = temp_dir(cat(first, "_", second, "_", dropout));
   LanguageModel a = testing::tiny_model(13);
   std::vector<double> got = run(a, tokens, o, first, 10, dir);
   LanguageModel b(testing::tiny_config());
@@ -178,6 +195,10 @@ void resume_across(const std::string& first, const std::string& second) {
 
 TEST(GpuTraining, AGpuCheckpointResumesOnTheCpu) { resume_across("cuda", "cpu"); }
 TEST(GpuTraining, ACpuCheckpointResumesOnTheGpu) { resume_across("cpu", "cuda"); }
+TEST(GpuTraining, ADropoutRunResumesAcrossDevices) {
+  resume_across("cuda", "cpu", 0.1);
+  resume_across("cpu", "cuda", 0.1);
+}
 
 }  // namespace
 }  // namespace ssm

@@ -35,6 +35,21 @@ struct ForwardTrace {
   std::vector<Tensor> hidden;     // residual after layer i; last: norm_f output
 };
 
+// Training's residual dropout (ops/dropout.h), p = 0: none. The forward
+// with a tape drops elements of the embedding's output and of each mixer's
+// and MLP's output before it joins the residual stream; inference never
+// does. The masks are those of (seed, step, site): `step` numbers the run's
+// forward passes, so that the backward, a resumed run and another backend
+// draw the same ones.
+struct ResidualDropout {
+  double p = 0;
+  uint64_t seed = 0, step = 0;
+  bool on() const { return p > 0; }
+  static constexpr uint64_t kEmbeddingSite = 0;
+  // Block i's mixer: 1 + 2i, its MLP 2 + 2i.
+  static uint64_t layer_site(int64_t block, bool mlp) { return 1 + 2 * static_cast<uint64_t>(block) + (mlp ? 1 : 0); }
+};
+
 // What the block loop keeps for training's backward. Sub-blocks are
 // numbered mixer_0, (mlp_0), mixer_1, ...: for each, the residual stream
 // entering it and, unless the backward is to recompute them, the
@@ -45,6 +60,7 @@ struct ForwardTrace {
 // `embedded`.
 struct BlockTape {
   bool keep_activations = false;
+  ResidualDropout dropout;
   std::vector<Tensor> inputs;
   std::vector<std::unique_ptr<LayerActivations>> activations;
   Tensor embedded;

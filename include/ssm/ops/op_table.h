@@ -10,6 +10,7 @@
 #include "ssm/ops/attention.h"
 #include "ssm/ops/conv1d.h"
 #include "ssm/ops/cross_entropy.h"
+#include "ssm/ops/dropout.h"
 #include "ssm/ops/embedding.h"
 #include "ssm/ops/linear.h"
 #include "ssm/ops/mamba3.h"
@@ -60,6 +61,10 @@ struct OpTable {
   Kernel<ops::EmbeddingArgs> embedding = nullptr;
   Kernel<ops::EmbeddingBackwardArgs> embedding_backward = nullptr;
   Kernel<ops::AdamWArgs> adamw = nullptr;
+  // The backward is the forward's product over dy: backends may point both
+  // slots at one kernel.
+  Kernel<ops::DropoutArgs> dropout = nullptr;
+  Kernel<ops::DropoutArgs> dropout_backward = nullptr;
   double (*head_cross_entropy)(Context& ctx, const ops::HeadLossArgs& args) = nullptr;
   void (*add)(Context& ctx, const Tensor& dst, const Tensor& src, float alpha) = nullptr;
   void (*copy)(Context& ctx, const Tensor& dst, const Tensor& src) = nullptr;

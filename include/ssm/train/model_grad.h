@@ -61,14 +61,17 @@ using GradientsFinal = std::function<void(const std::vector<const Param*>&)>;
 // (scale = 1 / micro-batches under gradient accumulation). keep_activations:
 // each layer keeps its internals from the forward for its backward (memory
 // for speed; the same results) instead of recomputing them. on_final: see
-// GradientsFinal (a parameter is named at most once).
+// GradientsFinal (a parameter is named at most once). dropout: training's
+// residual dropout (ResidualDropout; p = 0, the default, is none), refused
+// for Falcon-H1's parallel and Zamba2's shared blocks.
 LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
                             Context& ctx, std::vector<double>* position_loss = nullptr,
-                            bool keep_activations = false, const GradientsFinal* on_final = nullptr);
+                            bool keep_activations = false, const GradientsFinal* on_final = nullptr,
+                            const ResidualDropout& dropout = {});
 
-// Forward only (no residuals kept), the same loss; position_loss (B*L) is
-// filled with each position's loss when given.
+// Forward only (no residuals kept unless it drops), the same loss;
+// position_loss (B*L) is filled with each position's loss when given.
 LossSum model_loss(LanguageModel& model, const Tensor& ids, Context& ctx,
-                   std::vector<double>* position_loss = nullptr);
+                   std::vector<double>* position_loss = nullptr, const ResidualDropout& dropout = {});
 
 }  // namespace ssm

@@ -31,6 +31,10 @@ struct TrainOptions {
   double clip = 1.0;  // <= 0: no clipping
   uint64_t seed = 0;
   bool wsla = false;
+  // Residual dropout (ResidualDropout in language_model.h), 0 <= dropout < 1;
+  // its masks come from seed and the step, so a resumed run draws the
+  // unbroken run's. Part of a checkpoint's options when above 0.
+  double dropout = 0;
   // Layers keep their internals for the backward unless this is set (then
   // recomputed from each block's input: less memory, the same results). Not part of a checkpoint's options: it does not change the run.
   bool recompute = false;

@@ -19,6 +19,7 @@ void fill(OpTable& t) {
   cpu::add_moe_kernels(t);
   cpu::add_loss_kernels(t);
   cpu::add_optimizer_kernels(t);
+  cpu::add_dropout_kernels(t);
 }
 
 }  // namespace

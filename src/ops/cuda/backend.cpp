@@ -25,6 +25,7 @@ class CudaBackend : public Backend {
     cuda::add_mamba3_kernels(table_);
     cuda::add_hybrid_kernels(table_);
     cuda::add_train_kernels(table_);
+    cuda::add_dropout_kernels(table_);
   }
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return Device::cuda(index_); }

@@ -19,6 +19,7 @@ void fill(OpTable& t) {
   ref::add_moe_kernels(t);
   ref::add_loss_kernels(t);
   ref::add_optimizer_kernels(t);
+  ref::add_dropout_kernels(t);
 }
 
 }  // namespace

@@ -19,5 +19,6 @@ void add_activation_kernels(OpTable& t);   // activation.cpp
 void add_moe_kernels(OpTable& t);          // moe.cpp
 void add_loss_kernels(OpTable& t);         // cross_entropy.cpp
 void add_optimizer_kernels(OpTable& t);    // adamw.cpp
+void add_dropout_kernels(OpTable& t);      // dropout.cpp
 
 }  // namespace ssm::ref
