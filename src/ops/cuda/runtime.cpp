@@ -54,7 +54,7 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   const char* overlap = std::getenv("SSM_CUDA_OVERLAP");
   overlap_launches = !(overlap && std::string_view(overlap) == "0");
   const char* fuse = std::getenv("SSM_CUDA_FUSE_NORMS");
-  fuse_norms = !(fuse && std::string_view(fuse) == "0");
+  fuse_norms = fuse && std::string_view(fuse) == "1";
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, stream), "cublasSetStream");

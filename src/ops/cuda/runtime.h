@@ -64,8 +64,10 @@ class CudaResources : public BackendResources {
   // while the one before finishes: off with SSM_CUDA_OVERLAP=0.
   bool overlap_launches = true;
   // norm_linear's one-row kernel normalises inside the projection (else the
-  // norm, then linear): off with SSM_CUDA_FUSE_NORMS=0.
-  bool fuse_norms = true;
+  // norm, then linear): on with SSM_CUDA_FUSE_NORMS=1. Off by default: on an
+  // H100 the fused step was slower (Mamba-2 batch 1: 990 tokens/s fused,
+  // 1,574 composed; docs/CUDA.md).
+  bool fuse_norms = false;
 
  private:
   void* blas_workspace_ = nullptr;  // fixed, so that recorded GEMMs allocate nothing
