@@ -100,11 +100,22 @@ std::string model_fingerprint(LanguageModel& model, Context& ctx) {
   model.for_each_param([&](const std::string& name, Param& p) {
     const std::string entry = cat(name, shape_str(p.shape), ";");
     layout = crc_update(layout, entry.data(), entry.size());
-    SSM_CHECK(p.value.defined() && p.value.dtype() == DType::kF32, "parameter ", name, " is not loaded");
+    SSM_CHECK(p.value.defined(), "parameter ", name, " is not loaded");
+    // The weights as computed with: a model loaded with --dtype bf16 (or
+    // stored so) is another model than its F32 original, its states differ.
+    // F32 models keep the fingerprint they had before other dtypes counted.
+    if (p.value.dtype() != DType::kF32) {
+      const std::string dtype = cat(dtype_name(p.value.dtype()), ";");
+      layout = crc_update(layout, dtype.data(), dtype.size());
+    }
     const Tensor& v = p.value.device().is_host() ? p.value : host_copies.emplace_back(p.value.to(Device::host()));
-    const char* bytes = static_cast<const char*>(v.raw());
-    for (size_t at = 0; at < v.nbytes(); at += kPiece)
-      pieces.push_back({bytes + at, std::min(kPiece, v.nbytes() - at), 0});
+    auto add = [&](const Tensor& t) {
+      const char* bytes = static_cast<const char*>(t.raw());
+      for (size_t at = 0; at < t.nbytes(); at += kPiece)
+        pieces.push_back({bytes + at, std::min(kPiece, t.nbytes() - at), 0});
+    };
+    add(v);
+    if (v.dtype() == DType::kQ8) add(v.scales());
   });
   ctx.pool().parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)

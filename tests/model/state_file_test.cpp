@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <filesystem>
+#include <set>
 
 #include "decode_support.h"
 #include "ssm/io/atomic_file.h"
@@ -222,6 +223,32 @@ TEST(ModelFingerprint, IndependentOfThreads) {
   // The pytorch_model.bin copy is the same model.
   LanguageModel bin = LanguageModel::load(testing::golden_dir("mamba2_ssm_bin"));
   EXPECT_EQ(model_fingerprint(bin, one), model_fingerprint(model, one));
+}
+
+// A model loaded with 16- or 8-bit projections saves and resumes its states
+// (the built-in model is stored as BF16), and is another model than the F32
+// load of the same checkpoint: their states differ.
+TEST(ModelFingerprint, LowPrecisionWeightsSaveStatesOfTheirOwn) {
+  const std::string dir = testing::golden_dir("mamba2_hf_tiny");
+  LanguageModel f32 = LanguageModel::load(dir);
+  Context ctx(2);
+  const std::string f32_fp = model_fingerprint(f32, ctx);
+  std::set<std::string> seen = {f32_fp};
+  for (const DType dtype : {DType::kBF16, DType::kF16, DType::kQ8}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    LanguageModel model = LanguageModel::load(dir, LoadOptions{.weights = dtype});
+    SessionState s = busy_session(model, ctx);
+    TempDir tmp;
+    save_state(tmp / "a.state", model, s, ctx);
+    SessionState r = load_state(tmp / "a.state", model, ctx);
+    Generator gen(model, ctx);
+    const auto x = gen.generate(s, {{7}, {}}, GenerationConfig{.max_new_tokens = 5});
+    const auto y = gen.generate(r, {{7}, {}}, GenerationConfig{.max_new_tokens = 5});
+    for (int b = 0; b < 2; ++b) EXPECT_EQ(x[b].tokens, y[b].tokens);
+    const std::string fp = model_fingerprint(model, ctx);
+    EXPECT_TRUE(seen.insert(fp).second) << fp;
+    expect_refused(tmp / "a.state", f32, f32_fp, "different model");
+  }
 }
 
 }  // namespace
