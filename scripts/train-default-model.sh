@@ -7,8 +7,8 @@
 #   STEPS, BATCH, SEQ_LEN, LR: the schedule (defaults fit ~25 minutes on 2 cores)
 #   DROPOUT: residual dropout probability, ssm train --dropout (GPU recipe
 #            0.25, CPU recipe 0: none)
-#   STORE_DTYPE: bf16 (GPU recipe) or f32 (CPU recipe), the weights' dtype in
-#            models/default (ssm convert --dtype)
+#   STORE_DTYPE: f32 (default) or bf16, the weights' dtype in models/default
+#            (ssm convert --dtype)
 #   WORK: scratch directory (data, checkpoints); rerunning resumes from its
 #         checkpoint, so Ctrl-C and a second run continue the same run.
 #   DRY_RUN=1: a few hundred steps of a smaller model, only to see the loss fall.
@@ -37,7 +37,7 @@ SEED=${SEED:-1}
 if [ "${DRY_RUN:-0}" = 1 ]; then
   D_MODEL=${D_MODEL:-128} N_LAYER=${N_LAYER:-2} STEPS=${STEPS:-300} BATCH=${BATCH:-8} SEQ_LEN=${SEQ_LEN:-128}
 elif [ "$BACKEND" = cuda ]; then
-  # ~5.8M parameters (11.7 MB written as BF16), about 10 epochs of the
+  # ~5.8M parameters (23.3 MB in F32), about 10 epochs of the
   # training text (240 steps of 32 x 512 bytes an epoch) under residual
   # dropout 0.25; without dropout the held-out score is best near 1000
   # steps and 2000 memorise (train 0.71 bits per byte, held-out 1.77).
@@ -58,9 +58,9 @@ else
   device_args=(--threads "$THREADS")
 fi
 DROPOUT=${DROPOUT:-0}
-# The weights as models/default holds them: bf16 (half the file; loads as
-# BF16, trains as F32) or f32.
-STORE_DTYPE=${STORE_DTYPE:-$([ "$BACKEND" = cuda ] && echo bf16 || echo f32)}
+# The weights' dtype in models/default: f32 (what training and the Python
+# quickstart's fine-tuning load by default) or bf16 (half the file).
+STORE_DTYPE=${STORE_DTYPE:-f32}
 ssm="$BUILD_DIR/ssm"
 
 # 1. The text: every verse of the KJV through the bible program, verse
