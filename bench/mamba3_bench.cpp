@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <random>
+#include <vector>
 
 #include "random_tensor.h"
 #include "ssm/ops/mamba3.h"
@@ -134,6 +135,32 @@ void BM_Mamba3PrepareScan(benchmark::State& state) {
       benchmark::Counter(512, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Mamba3PrepareScan)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Args: R. One decode step (L = 1) of all 24 layers of the 130m shapes,
+// prepare and scan as inference runs them, each layer with its own state
+// (24 x 32 KB x 24 heads, 19 MB: from memory, as in decoding). The step
+// kernels read and write the state once; "state GB/s" is those bytes (read
+// once) over the time, to hold against a streaming read.
+void BM_Mamba3DecodeStep(benchmark::State& state) {
+  const int64_t R = state.range(0), layers = 24;
+  std::vector<Mamba3Bench> m;
+  m.reserve(layers);
+  for (int64_t l = 0; l < layers; ++l) {
+    m.emplace_back(1, R);
+    m.back().scan.ssm = Tensor::zeros(DType::kF32, {1, 24, 64, 128});
+    m.back().scan.k_prev = Tensor::zeros(DType::kF32, {1, 24, R, 128});
+    m.back().scan.v_prev = Tensor::zeros(DType::kF32, {1, 24, R, 64});
+  }
+  Context ctx("cpu", bench_threads());
+  for (auto _ : state) {
+    for (auto& l : m) ops::mamba3_prepare_scan(ctx, {.prepare = l.prep, .scan = l.scan});
+    benchmark::DoNotOptimize(m.back().scan.o.raw());
+  }
+  const double bytes = static_cast<double>(layers) * m[0].scan.ssm.numel() * sizeof(float);
+  state.counters["state GB/s"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Mamba3DecodeStep)->Arg(1)->Arg(4)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace ssm

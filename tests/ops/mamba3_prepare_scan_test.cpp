@@ -37,6 +37,8 @@ const FusedCase kCases[] = {
     {{3, 13, 6, 4, 8, 3, 2, 1, true}, 8, false},    // 3 groups, batch 3, fresh
     {{2, 17, 2, 4, 8, 1, 1, 2, false}, 64, false},  // SISO fresh, one chunk
     {{2, 1, 2, 4, 16, 1, 2, 3, true}, 64},          // one step (decoding)
+    {{1, 1, 3, 8, 16, 1, 4, 4, true}, 64},          // one step, MIMO R = 4, 3 heads
+    {{3, 1, 2, 4, 8, 1, 1, 2, false}, 8, false},    // one step, SISO, batch 3, fresh
 };
 
 // The state the scan reads: random, the same for both runs.

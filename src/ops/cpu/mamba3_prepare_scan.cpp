@@ -38,10 +38,23 @@ void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& args) {
   const ops::Mamba3PrepareArgs& p = args.prepare;
   const PrepareHeads heads(p);
   const PrepareDims& d = heads.dims();
-  if (d.L <= 1) {
-    // A decode step: the sequential recurrence, which has no chunks.
-    cpu::mamba3_prepare(ctx, p);
-    cpu::mamba3_scan(ctx, args.scan);
+  if (d.L == 0) return;
+  if (d.L == 1) {
+    // A decode step: the sequential recurrence, which has no chunks. Each
+    // head's q, k and v are prepared and stepped in one loop on the pool
+    // (one hand-off a layer fewer than the two ops, and q, k, v read back
+    // from L1), with the separate ops' arithmetic: the same values.
+    prepare_rows(ctx, p, d);
+    const ScanView a(ctx, args.scan);  // its q, k, v are the prepare's (checked)
+    float *q = out(p.q), *k = out(p.k), *v = out(p.v);
+    ctx.pool().parallel_for_dynamic(d.B * d.H, [&](int64_t i0, int64_t i1) {
+      const int64_t R = d.R, N = d.N, P = d.P;
+      for (int64_t i = i0; i < i1; ++i) {
+        heads.scalars(i);
+        heads.vectors(i, 0, q + i * R * N, k + i * R * N, v + i * R * P);
+        step_head(a, i);
+      }
+    });
     return;
   }
   prepare_rows(ctx, p, d);

@@ -135,6 +135,38 @@ int64_t scan_chunk_steps(const ScanView& a, int64_t chunk) {
   return std::clamp<int64_t>(chunk / a.R, 1, a.L);
 }
 
+void step_head(const ScanView& a, int64_t i) {
+  const int64_t L = a.L, P = a.P, N = a.N, R = a.R;
+  const float D = a.D ? a.D[i % a.H] : 0.f;
+  float* S = a.ssm + i * P * N;
+  float* k_prev = a.k_prev + i * R * N;
+  float* v_prev = a.v_prev + i * R * P;
+  for (int64_t t = 0; t < L; ++t) {
+    const int64_t step = i * L + t;
+    const float dt = a.dt[step], lam = a.lam[step];
+    const float alpha = std::exp(a.A[step] * dt);
+    const float beta = (1.f - lam) * dt * alpha, gamma = lam * dt;
+    const float* k = a.k + step * R * N;
+    const float* v = a.v + step * R * P;
+    mamba3_step_head({.P = P,
+                      .N = N,
+                      .R = R,
+                      .alpha = alpha,
+                      .beta = beta,
+                      .gamma = gamma,
+                      .D = D,
+                      .q = a.q + step * R * N,
+                      .k = k,
+                      .v = v,
+                      .k_prev = k_prev,
+                      .v_prev = v_prev,
+                      .o = a.o + step * R * P,
+                      .S = S});
+    std::copy(k, k + R * N, k_prev);
+    std::copy(v, v + R * P, v_prev);
+  }
+}
+
 }  // namespace m3
 
 namespace {
@@ -162,40 +194,10 @@ void scan_chunked(Context& ctx, const ScanView& a, int64_t chunk) {
   });
 }
 
-// The recurrence one step at a time, in fp32: the decode path.
+// The decode path: a head's steps, heads handed out while they run.
 void scan_sequential(Context& ctx, const ScanView& a) {
   ctx.pool().parallel_for_dynamic(a.B * a.H, [&a](int64_t i0, int64_t i1) {
-    const int64_t L = a.L, P = a.P, N = a.N, R = a.R;
-    for (int64_t i = i0; i < i1; ++i) {
-      const float D = a.D ? a.D[i % a.H] : 0.f;
-      float* S = a.ssm + i * P * N;
-      float* k_prev = a.k_prev + i * R * N;
-      float* v_prev = a.v_prev + i * R * P;
-      for (int64_t t = 0; t < L; ++t) {
-        const int64_t step = i * L + t;
-        const float dt = a.dt[step], lam = a.lam[step];
-        const float alpha = std::exp(a.A[step] * dt);
-        const float beta = (1.f - lam) * dt * alpha, gamma = lam * dt;
-        const float* k = a.k + step * R * N;
-        const float* v = a.v + step * R * P;
-        mamba3_step_head({.P = P,
-                          .N = N,
-                          .R = R,
-                          .alpha = alpha,
-                          .beta = beta,
-                          .gamma = gamma,
-                          .D = D,
-                          .q = a.q + step * R * N,
-                          .k = k,
-                          .v = v,
-                          .k_prev = k_prev,
-                          .v_prev = v_prev,
-                          .o = a.o + step * R * P,
-                          .S = S});
-        std::copy(k, k + R * N, k_prev);
-        std::copy(v, v + R * P, v_prev);
-      }
-    }
+    for (int64_t i = i0; i < i1; ++i) step_head(a, i);
   });
 }
 

@@ -60,4 +60,9 @@ inline float decay_weight(double log_decay) {
   return log_decay < -80.0 ? 0.f : static_cast<float>(std::exp(log_decay));
 }
 
+// The recurrence one step at a time, in fp32 (the decode path, L = 1; any
+// L works): the L steps of (batch row, head) i, its state updated in place
+// (mamba3_scan.cpp). Allocates nothing.
+void step_head(const ScanView& a, int64_t i);
+
 }  // namespace ssm::cpu::m3
