@@ -1,6 +1,6 @@
 // Decode throughput (tokens/s) of 130m-shaped models with random weights
 // (d_model 768, 24 layers, d_state 128, headdim 64, vocabulary 50277 padded
-// to 50288): Mamba-2 and Mamba-3 SISO, batch 1 and 8, projections in F32,
+// to 50288): Mamba-2, Mamba-3 SISO and MIMO R = 4, batch 1 and 8, projections in F32,
 // BF16 or int8 (second argument 0, 1, 2), one LanguageModel::step per
 // iteration on SSM_BENCH_THREADS threads (default 2). With
 // SSM_BENCH_THREADS=1 the CPU column is the whole step's CPU time, which a
@@ -132,10 +132,10 @@ Bandwidth g_bandwidth;
 constexpr DType kDecodeDtypes[] = {DType::kF32, DType::kBF16, DType::kQ8};
 
 // Args: batch, dtype index.
-void run_decode(benchmark::State& state, const std::string& layer) {
+void run_decode(benchmark::State& state, const std::string& layer, bool mimo = false) {
   const int64_t B = state.range(0);
   const DType dtype = kDecodeDtypes[state.range(1)];
-  LanguageModel model(config_130m(layer));
+  LanguageModel model(config_130m(layer, mimo));
   fill_weights(model);
   const double wbytes = weight_bytes_per_token(model, dtype),
                sbytes = state_bytes_per_sequence(model);
@@ -167,6 +167,7 @@ void run_decode(benchmark::State& state, const std::string& layer) {
 
 void BM_DecodeMamba2_130m(benchmark::State& s) { run_decode(s, "Mamba2"); }
 void BM_DecodeMamba3Siso_130m(benchmark::State& s) { run_decode(s, "Mamba3"); }
+void BM_DecodeMamba3Mimo4_130m(benchmark::State& s) { run_decode(s, "Mamba3", true); }
 
 BENCHMARK(BM_DecodeMamba2_130m)
     ->ArgNames({"batch", "dtype"})
@@ -175,6 +176,13 @@ BENCHMARK(BM_DecodeMamba2_130m)
     ->UseRealTime()
     ->MinTime(3.0);
 BENCHMARK(BM_DecodeMamba3Siso_130m)
+    ->ArgNames({"batch", "dtype"})
+    ->ArgsProduct({{1, 8}, {0, 1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(3.0);
+
+BENCHMARK(BM_DecodeMamba3Mimo4_130m)
     ->ArgNames({"batch", "dtype"})
     ->ArgsProduct({{1, 8}, {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)
