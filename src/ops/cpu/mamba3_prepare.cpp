@@ -104,6 +104,16 @@ void PrepareHeads::vectors(int64_t i, int64_t t, float* q, float* k, float* v) c
   }
 }
 
+void PrepareHeads::prefetch_params(int64_t i) const {
+  const int64_t h = i % d_.H, RN = d_.R * d_.N, RP = d_.R * d_.P;
+  for (int64_t j = 0; j < RN; j += kLineFloats) {
+    __builtin_prefetch(B_bias_ + h * RN + j);
+    __builtin_prefetch(C_bias_ + h * RN + j);
+  }
+  if (mimo_x_)
+    for (int64_t j = 0; j < RP; j += kLineFloats) __builtin_prefetch(mimo_x_ + h * RP + j);
+}
+
 }  // namespace m3
 
 void mamba3_prepare(Context& ctx, const ops::Mamba3PrepareArgs& a) {

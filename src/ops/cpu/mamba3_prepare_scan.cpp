@@ -52,6 +52,8 @@ void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& args) {
       for (int64_t i = i0; i < i1; ++i) {
         heads.scalars(i);
         heads.vectors(i, 0, q + i * R * N, k + i * R * N, v + i * R * P);
+        // The next head's own parameters, fetched while this head steps.
+        if (i + 1 < i1) heads.prefetch_params(i + 1);
         step_head(a, i);
       }
     });

@@ -28,6 +28,12 @@ class PrepareHeads {
   // phase to the kept phases if any.
   void vectors(int64_t i, int64_t t, float* q, float* k, float* v) const;
 
+  // Asks for the cache lines of the parameters vectors(i, ...) reads that no
+  // other head reads (i's rows of B_bias, C_bias and mimo_x): a decode step
+  // reads them once per token, after the weights streamed by have evicted
+  // them, and their loads missed the caches (perf).
+  void prefetch_params(int64_t i) const;
+
   const PrepareDims& dims() const { return d_; }
 
  private:
