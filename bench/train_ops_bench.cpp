@@ -6,13 +6,17 @@
 //   linear forward, linear_backward's dx and dW alone, and the head's fused
 //   loss with df and dhead;
 //   conv1d's backward on the Mamba-2 layer's views (1792 channels of the
-//   in_proj output's 3352 columns).
+//   in_proj output's 3352 columns);
+//   the SSD scan's backward at the layer's shapes (24 heads of 64, one
+//   group, states of 128, chunks of 256): most of its time is the small
+//   products of x86_small_gemm.cpp.
 // The figure to compare on a shared machine is GFMA per CPU second (the CPU
 // time of all the process's threads), against the core's peak
 // (2 x 16 F32 multiply-adds a cycle on Zen 5).
 //   build/bench/train_ops_bench
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <random>
@@ -22,6 +26,7 @@
 #include "ssm/ops/conv1d.h"
 #include "ssm/ops/cross_entropy.h"
 #include "ssm/ops/linear.h"
+#include "ssm/ops/ssd.h"
 
 namespace ssm {
 namespace {
@@ -121,6 +126,37 @@ void BM_Conv1dBackward130m(benchmark::State& state) {
       1e3 * (process_cpu_seconds() - cpu0) / static_cast<double>(state.iterations());
 }
 BENCHMARK(BM_Conv1dBackward130m)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The SSD scan's backward as the Mamba-2 layer runs it (dense operands; dt
+// after ssd_prepare, positive; A negative), CPU ms per call.
+void BM_SsdScanBackward130m(benchmark::State& state) {
+  const int64_t Bn = 4, L = 512, H = 24, P = 64, N = 128;
+  const Tensor x = random_f32({Bn, L, H * P}, 11, 1.f), B = random_f32({Bn, L, N}, 12, 0.3f);
+  const Tensor C = random_f32({Bn, L, N}, 13, 0.3f), dy = random_f32({Bn, L, H * P}, 14, 1.f);
+  Tensor dt = random_f32({Bn, L, H}, 15, 1.f), A = random_f32({H}, 16, 1.f);
+  for (int64_t i = 0; i < dt.numel(); ++i)
+    dt.data<float>()[i] = 0.01f + 0.05f * std::abs(dt.data<float>()[i]);
+  for (int64_t h = 0; h < H; ++h) A.data<float>()[h] = -1.f - std::abs(A.data<float>()[h]);
+  const Tensor D = random_f32({H}, 17, 1.f);
+  const Tensor dx = Tensor::empty(DType::kF32, {Bn, L, H * P});
+  const Tensor dB = Tensor::empty(DType::kF32, {Bn, L, N}),
+               dC = Tensor::empty(DType::kF32, {Bn, L, N});
+  const Tensor ddt = Tensor::empty(DType::kF32, {Bn, L, H});
+  const Tensor dA = Tensor::zeros(DType::kF32, {H}), dD = Tensor::zeros(DType::kF32, {H});
+  Context ctx("cpu", bench_threads());
+  const ops::SsdScanArgs fwd{.x = x, .B = B, .C = C, .dt = dt, .A = A, .D = D};
+  auto op = [&] {
+    ops::ssd_scan_backward(
+        ctx, {.fwd = fwd, .dy = dy, .dx = dx, .dB = dB, .dC = dC, .ddt = ddt, .dA = dA, .dD = dD});
+  };
+  op();  // sizes the arena
+  op();  // touches its merged block
+  const double cpu0 = process_cpu_seconds();
+  for (auto _ : state) op();
+  state.counters["cpu_ms/op"] =
+      1e3 * (process_cpu_seconds() - cpu0) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_SsdScanBackward130m)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace ssm

@@ -97,6 +97,42 @@ TEST(F32GemmTransposed, DxFromPackedColumnsEqualsDyPackedTimesTransposedW) {
     }
 }
 
+// packed_product and packed_product_transposed hand their blocks of 96
+// weight rows to whichever thread is free (parallel_for_dynamic): on 1, 2
+// and 3 threads they equal to the bit one call of the kernel over all rows
+// (many blocks and a partial one: N 500 = 5 x 96 + 20).
+TEST(PackedProduct, EqualsOneKernelCallOnAnyThreadCount) {
+  if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512";
+  const int64_t M = 70, N = 500, K = 37, ldy = N + 3, ldyt = M + 5;
+  const std::vector<float> x = ssm::testing::random_vector(M * K, 11),
+                           W = ssm::testing::random_vector(N * K, 12);
+  const std::vector<float> y0 = ssm::testing::random_vector(M * ldy, 13),
+                           yt0 = ssm::testing::random_vector(N * ldyt, 14);
+  std::vector<float> packed(cpu::f32_pack_bytes(M, K) / 4);
+  const cpu::F32PackedRows xp =
+      cpu::pack_f32_rows(x.data(), K, M, K, packed.data(), 0, (M + 15) / 16);
+  for (bool accumulate : {false, true}) {
+    std::vector<float> want = y0, want_t = yt0;
+    cpu::f32_gemm_avx512(
+        xp, {.W = W.data(), .n = N, .accumulate = accumulate, .y = want.data(), .ldy = ldy});
+    cpu::f32_gemm_avx512(xp, {.W = W.data(),
+                              .n = N,
+                              .accumulate = accumulate,
+                              .y = want_t.data(),
+                              .ldy = ldyt,
+                              .transposed_y = true});
+    for (int threads : {1, 2, 3}) {
+      SCOPED_TRACE(::testing::Message() << "threads " << threads << " accumulate " << accumulate);
+      ThreadPool pool(threads);
+      std::vector<float> got = y0, got_t = yt0;
+      cpu::packed_product(pool, xp, W.data(), N, accumulate, got.data(), ldy);
+      cpu::packed_product_transposed(pool, xp, W.data(), K, N, accumulate, got_t.data(), ldyt);
+      EXPECT_EQ(got, want);
+      EXPECT_EQ(got_t, want_t);
+    }
+  }
+}
+
 // pack_f32_columns' layout from its definition: block b holds columns
 // [16 b, 16 b + 16) of every row, zeros past the last column; any split of
 // the blocks between calls (the pool's tasks) writes the same bytes.

@@ -1,10 +1,11 @@
 // The cpu backend's small matrix products (blas.h gemm; on CPUs with
 // AVX-512 the scans' shapes take x86_small_gemm.cpp) against a sequential
 // reference in double: every combination of transposes, row counts that
-// leave a partial tile of rows, column counts that leave partial vectors,
-// row strides wider than the rows, alpha, and beta 0 (C not read: it holds
-// NaN), 1 and another value. Each output may differ from the reference only
-// by F32 rounding of its K products: K ulps of the sum of their magnitudes.
+// leave a partial tile of rows (tiles of 6: 1 to 5 rows left), column
+// counts that leave partial vectors, row strides wider than the rows, alpha,
+// and beta 0 (C not read: it holds NaN), 1 and another value. Each output
+// may differ from the reference only by F32 rounding of its K products: K
+// ulps of the sum of their magnitudes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,7 +70,7 @@ std::vector<Case> cases() {
   std::vector<Case> out;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
-      for (int64_t M : {1, 3, 4, 7, 64})
+      for (int64_t M : {1, 3, 4, 5, 7, 11, 64})
         for (int64_t N : {1, 5, 16, 33, 64, 70, 128})
           for (int64_t K : {1, 9, 40, 64, 128})
             for (float beta : {0.f, 1.f, 0.5f}) out.push_back({ta, tb, M, N, K, 0.75f, beta});

@@ -75,7 +75,9 @@ void rows_loss(ThreadPool& pool, float* logits, int64_t n, int64_t V, const int6
 // by chunk with both operands in cache: df^T = head^T g^T, the chunk's
 // packed columns against g's rows as stored, written transposed into df's
 // rows (g is not packed). Taken while that copy of the head stays under
-// kMaxHeadCopy floats.
+// kMaxHeadCopy floats. The products' tasks are handed out as the threads
+// come free (parallel_for_dynamic): each output is one sum in a fixed order
+// whichever thread runs its task.
 constexpr int64_t kBlockLogitsAvx512 = int64_t{16} << 20;
 constexpr int64_t kHeadChunk = 256;
 constexpr int64_t kMaxHeadCopy = int64_t{128} << 20;
@@ -130,7 +132,7 @@ double head_cross_entropy_avx512(Context& ctx, const ops::HeadLossArgs& a) {
     // floats: whole vectors of df's rows).
     const ops::Rows<float> df(a.df);
     constexpr int64_t kDfColumns = 96;
-    pool.parallel_for((D + kDfColumns - 1) / kDfColumns, [&](int64_t b0, int64_t b1) {
+    pool.parallel_for_dynamic((D + kDfColumns - 1) / kDfColumns, [&](int64_t b0, int64_t b1) {
       const int64_t d0 = b0 * kDfColumns, d1 = std::min(D, b1 * kDfColumns);
       for (int64_t c = 0; c < chunks; ++c) {
         const int64_t vc = chunk_size(c);
@@ -152,7 +154,7 @@ double head_cross_entropy_avx512(Context& ctx, const ops::HeadLossArgs& a) {
     transpose_f32(pool, f[r0], f.ld, n, D, f_t);
     float* dhead = ops::elements<float>(a.dhead);
     const auto* gcol = static_cast<const float*>(g_columns);
-    pool.parallel_for((V + kDheadRows - 1) / kDheadRows, [&](int64_t b0, int64_t b1) {
+    pool.parallel_for_dynamic((V + kDheadRows - 1) / kDheadRows, [&](int64_t b0, int64_t b1) {
       const int64_t v0 = b0 * kDheadRows, v1 = std::min(V, b1 * kDheadRows);
       f32_gemm_avx512({.data = gcol + v0 * n, .M = v1 - v0, .K = n},
                       {.W = f_t, .n = D, .accumulate = true, .y = dhead + v0 * D, .ldy = D});

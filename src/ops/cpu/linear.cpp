@@ -206,7 +206,9 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
     const Tensor work = ctx.arena().alloc(DType::kF32, {f32_pack_bytes(M, K) / 4});
     void* packed = elements<float>(work);
     const F32PackedRows xp = pack_f32_rows_parallel(pool, x, ldx, M, K, packed);
-    pool.parallel_for((N + kBf16GemmRows - 1) / kBf16GemmRows, [&](int64_t b0, int64_t b1) {
+    // Handed out as the threads come free: each output's sum is the same
+    // whichever task computes it (transposed_products.h, packed_product).
+    pool.parallel_for_dynamic((N + kBf16GemmRows - 1) / kBf16GemmRows, [&](int64_t b0, int64_t b1) {
       const int64_t n0 = b0 * kBf16GemmRows, n1 = std::min(N, b1 * kBf16GemmRows);
       f32_gemm_avx512(xp, {.W = W + n0 * K,
                            .n = n1 - n0,

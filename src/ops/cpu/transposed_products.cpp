@@ -72,7 +72,7 @@ void transpose_f32(ThreadPool& pool, const float* a, int64_t lda, int64_t rows, 
 
 void packed_product(ThreadPool& pool, const F32PackedRows& x, const float* W, int64_t N,
                     bool accumulate, float* y, int64_t ldy) {
-  pool.parallel_for((N + kProductRows - 1) / kProductRows, [&](int64_t b0, int64_t b1) {
+  pool.parallel_for_dynamic((N + kProductRows - 1) / kProductRows, [&](int64_t b0, int64_t b1) {
     const int64_t n0 = b0 * kProductRows, n1 = std::min(N, b1 * kProductRows);
     f32_gemm_avx512(
         x, {.W = W + n0 * x.K, .n = n1 - n0, .accumulate = accumulate, .y = y + n0, .ldy = ldy});
@@ -81,7 +81,7 @@ void packed_product(ThreadPool& pool, const F32PackedRows& x, const float* W, in
 
 void packed_product_transposed(ThreadPool& pool, const F32PackedRows& x, const float* W,
                                int64_t ldw, int64_t N, bool accumulate, float* y, int64_t ldy) {
-  pool.parallel_for((N + kProductRows - 1) / kProductRows, [&](int64_t b0, int64_t b1) {
+  pool.parallel_for_dynamic((N + kProductRows - 1) / kProductRows, [&](int64_t b0, int64_t b1) {
     const int64_t n0 = b0 * kProductRows, n1 = std::min(N, b1 * kProductRows);
     f32_gemm_avx512(x, {.W = W + n0 * ldw,
                         .n = n1 - n0,
