@@ -36,7 +36,8 @@ std::vector<int32_t> training_tokens(ModelHandle& m, const py::handle& data) {
 
 std::unique_ptr<TrainerHandle> make_trainer(const ModelPtr& m, const py::handle& data, double lr, int64_t steps,
                                             bool wsla, int64_t batch, int64_t seq_len, int64_t warmup,
-                                            double weight_decay, double clip, uint64_t seed) {
+                                            double weight_decay, double clip, uint64_t seed,
+                                            double dropout) {
   const auto check = [](bool ok, const std::string& what) {
     if (!ok) throw Error(cat("Trainer: ", what));
   };
@@ -46,12 +47,14 @@ std::unique_ptr<TrainerHandle> make_trainer(const ModelPtr& m, const py::handle&
   check(seq_len >= 2 && seq_len <= (1 << 20), cat("seq_len=", seq_len, ": must be in [2, 2^20]"));
   check(warmup >= 0, cat("warmup=", warmup, ": must be at least 0"));
   check(weight_decay >= 0, cat("weight_decay=", weight_decay, ": must be at least 0"));
+  check(dropout >= 0 && dropout < 1, cat("dropout=", dropout, ": must be in [0, 1)"));
   m->check_free();
-  // Training updates F32 master weights: a model loaded with 16-bit or int8
-  // projections (a bfloat16 checkpoint's default) is refused, not trained.
-  check(m->model.projection_dtype() == DType::kF32,
-        "the model's projections were loaded in a low-precision dtype; training needs float32 weights: "
-        "ssm.load(path, dtype='float32')");
+  // Training updates F32 master weights: bfloat16 and float16 projections
+  // (a bfloat16 checkpoint's default) are widened to them exactly by the
+  // Trainer; int8 ones are a rounding of the weights, not the weights.
+  check(m->model.projection_dtype() != DType::kQ8,
+        "the model's projections were loaded as int8; training needs float32 master weights "
+        "(bfloat16 and float16 are widened to them): ssm.load(path, dtype='float32')");
   auto h = std::make_unique<TrainerHandle>();
   h->model = m;
   h->tokens = training_tokens(*m, data);
@@ -68,6 +71,7 @@ std::unique_ptr<TrainerHandle> make_trainer(const ModelPtr& m, const py::handle&
   opt.weight_decay = weight_decay;
   opt.clip = clip;
   opt.seed = seed;
+  opt.dropout = dropout;
   py::gil_scoped_release release;
   std::lock_guard lock(m->busy);
   h->trainer = std::make_unique<Trainer>(m->model, h->tokens, opt, m->ctx);
@@ -91,9 +95,11 @@ void bind_trainer(py::module_& m) {
       .def(py::init(&make_trainer), py::arg("model"), py::arg("data"), py::kw_only(), py::arg("lr") = 1e-3,
            py::arg("steps") = 1000, py::arg("wsla") = false, py::arg("batch") = 8, py::arg("seq_len") = 256,
            py::arg("warmup") = 100, py::arg("weight_decay") = 0.1, py::arg("clip") = 1.0,
-           py::arg("seed") = 0,
+           py::arg("seed") = 0, py::arg("dropout") = 0.0,
            "data: a str (through the model's tokenizer) or token ids. wsla: train only the B and C rows of "
-           "each SSM in_proj.")
+           "each SSM in_proj. dropout: residual dropout, as `ssm train --dropout` (the probability of "
+           "zeroing each element of the embedding's and each mixer's output; masks drawn from seed). "
+           "bfloat16/float16 projections are widened to float32 master weights in place.")
       .def("step", &step, "One optimizer step; returns its mean training loss (nats per token).")
       .def_property_readonly("steps_done", [](const TrainerHandle& h) { return h.trainer->steps_done(); })
       .def_property_readonly("finished", [](const TrainerHandle& h) { return h.trainer->finished(); })

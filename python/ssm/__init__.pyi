@@ -24,8 +24,9 @@ def load(
     weights once loaded: None (or "auto", the default) keeps the dtype the
     checkpoint stores them in (float32 when stored in several dtypes), or
     "float32", "bfloat16", "float16", "int8" with a scale per row, as
-    `ssm --dtype`; the rest stays float32. Model.parameters() and Trainer need
-    float32 projections. threads: default every core.
+    `ssm --dtype`; the rest stays float32. Model.parameters() needs
+    float32 projections; Trainer widens bfloat16/float16 ones to float32
+    master weights in place. threads: default every core.
     """
 
 class Tokenizer:
@@ -121,7 +122,9 @@ class Model:
 class Trainer:
     def __init__(self, model: Model, data: Union[str, Sequence[int]], *, lr: float = 1e-3, steps: int = 1000,
                  wsla: bool = False, batch: int = 8, seq_len: int = 256, warmup: int = 100,
-                 weight_decay: float = 0.1, clip: float = 1.0, seed: int = 0) -> None: ...
+                 weight_decay: float = 0.1, clip: float = 1.0, seed: int = 0, dropout: float = 0.0) -> None:
+        """dropout: residual dropout, as `ssm train --dropout`. bfloat16/float16 projections are
+        widened to float32 master weights in place; int8 ones are refused."""
     def step(self) -> float:
         """One optimizer step; returns its mean training loss."""
     @property

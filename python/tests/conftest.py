@@ -45,6 +45,10 @@ def read_safetensors(path):
             continue
         begin, end = info["data_offsets"]
         raw = data[8 + n + begin : 8 + n + end]
+        if info["dtype"] == "BF16":  # the high half of an F32: widened exactly
+            wide = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
+            out[name] = wide.view(np.float32).reshape(info["shape"])
+            continue
         out[name] = np.frombuffer(raw, dtype=_NUMPY_DTYPES[info["dtype"]]).reshape(info["shape"])
     return out
 

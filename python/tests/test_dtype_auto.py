@@ -1,6 +1,7 @@
 """ssm.load's default dtype (None, as `--dtype auto`): the projections stay in
 the dtype the checkpoint stores them in, and compute what an explicit dtype
-computes; training refuses low-precision weights instead of training them."""
+computes; training widens 16-bit weights to float32 master weights (exactly)
+and refuses int8 ones."""
 import json
 
 import numpy as np
@@ -30,8 +31,24 @@ def test_default_keeps_bf16_as_stored(bf16_model):
     assert ssm.load(str(bf16_model), dtype="float32", threads=2).dtype == "float32"
     with pytest.raises(ssm.Error, match="dtype='float32'"):
         by_default.parameters()
-    with pytest.raises(ssm.Error, match="training needs float32 weights"):
-        ssm.Trainer(by_default, list(range(40)), steps=1, seq_len=8)
+
+
+def test_trainer_widens_bf16_to_float32_master_weights(bf16_model):
+    data = list(range(40))
+    as_stored = ssm.load(str(bf16_model), threads=2)
+    wide = ssm.load(str(bf16_model), dtype="float32", threads=2)
+    trainers = [ssm.Trainer(m, data, steps=2, seq_len=8, batch=2, warmup=0, seed=5) for m in (as_stored, wide)]
+    assert as_stored.dtype == "float32"
+    wide_parameters = wide.parameters()
+    for name, value in as_stored.parameters().items():
+        assert np.array_equal(value, wide_parameters[name]), name  # widened exactly, before any step
+    for _ in range(2):
+        assert trainers[0].step() == trainers[1].step()
+    trained = wide.parameters()
+    for name, value in as_stored.parameters().items():
+        assert np.array_equal(value, trained[name]), name
+    with pytest.raises(ssm.Error, match="int8"):
+        ssm.Trainer(ssm.load(str(bf16_model), dtype="int8", threads=2), data, steps=1, seq_len=8)
 
 
 def test_default_keeps_f32_as_stored():

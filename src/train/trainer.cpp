@@ -3,7 +3,19 @@
 namespace ssm {
 namespace {
 
-LanguageModel& with_wsla(LanguageModel& model, bool wsla) {
+// The model as training takes it: 16-bit projections (a BF16 or F16
+// checkpoint loaded as stored) widened to the F32 master weights the
+// optimiser updates, before the gradients and moments are shaped after them.
+// Every 16-bit value is exactly an F32, so nothing is lost; Q8 values are a
+// rounding of the weights, not the weights, and are refused.
+LanguageModel& for_training(LanguageModel& model, bool wsla) {
+  model.for_each_param([](const std::string& name, Param& p) {
+    if (!p.value.defined() || p.value.dtype() == DType::kF32) return;
+    if (p.value.dtype() != DType::kBF16 && p.value.dtype() != DType::kF16)
+      throw Error(cat("training needs F32 master weights: ", name, " is ", dtype_name(p.value.dtype()),
+                      ", which cannot be widened to them exactly; load the checkpoint in F32"));
+    p.value = p.value.to_dtype(DType::kF32);
+  });
   model.set_wsla(wsla);
   return model;
 }
@@ -51,7 +63,7 @@ TrainOptions TrainOptions::from_json(const Json& j, const std::string& source) {
 
 Trainer::Trainer(LanguageModel& model, const std::vector<int32_t>& train_tokens,
                  TrainOptions options, Context& ctx)
-    : model_(with_wsla(model, options.wsla)),
+    : model_(for_training(model, options.wsla)),
       tokens_(train_tokens),
       options_(options),
       ctx_(ctx),

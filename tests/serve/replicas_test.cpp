@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <optional>
 
 #include "serve/serve_helpers.h"
 #include "ssm/model/language_model.h"
@@ -145,10 +146,20 @@ TEST(ServeReplicas, ConcurrentSessionsOnTwoReplicasMatchServedAlone) {
   EXPECT_EQ(two.stop().code, 0);
 }
 
+// What model_dir's model takes once loaded as `ssm serve` loads it
+// (--dtype auto: the projections as stored).
+uint64_t served_bytes(const std::string& model_dir, std::optional<DType> weights = std::nullopt) {
+  LanguageModel model = LanguageModel::load(model_dir, LoadOptions{.weights = weights});
+  return model_memory_bytes(model, model.projection_dtype());
+}
+
 TEST(ServeReplicas, BadReplicaFlagsAreUsageErrorsNamingTheFlag) {
   const std::string m = default_model();
-  // What one host replica of the model takes: three do not fit in 2.5 of it.
-  const uint64_t one = model_memory_bytes(*std::make_unique<LanguageModel>(LanguageModel::load(m)));
+  // What one host replica of the model takes as served (its projections in
+  // the dtype they are stored in, `--dtype auto`): three do not fit in 2.5
+  // of it. (Counted in F32, the library's default, the limit let three
+  // replicas of a BF16-stored model start, and the server served.)
+  const uint64_t one = served_bytes(m);
   const std::string limit = std::to_string(one * 5 / 2);
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--gpus", ""}, "--gpus: the list is empty"},
@@ -172,7 +183,7 @@ TEST(ServeReplicas, BadReplicaFlagsAreUsageErrorsNamingTheFlag) {
   for (const auto& [args, expected] : cases) {
     std::vector<std::string> argv = {"serve", m, "--port", "0"};
     argv.insert(argv.end(), args.begin(), args.end());
-    const CliRun r = run_ssm(argv);
+    const CliRun r = run_ssm_expecting_exit(argv);
     EXPECT_EQ(r.code, 2) << args[0] << " " << (args.size() > 1 ? args[1] : "") << "\n" << r.err;
     EXPECT_TRUE(contains(r.err, expected)) << "expected '" << expected << "' in:\n" << r.err;
   }
@@ -180,6 +191,38 @@ TEST(ServeReplicas, BadReplicaFlagsAreUsageErrorsNamingTheFlag) {
   TempDir dir;
   ServeProcess fits(m, dir / "s", {"--devices", "cpu,cpu", "--max-memory", limit});
   EXPECT_EQ(fits.stop().code, 0);
+}
+
+// The host replicas' memory check counts the weights in the dtype they are
+// served in: a BF16-stored model's replicas take half an F32 one's. A server
+// that starts where a test expected a usage error is killed and reported,
+// not waited for (this case hung the suite when the test counted F32).
+TEST(ServeReplicas, HostMemoryCheckCountsTheDtypeServed) {
+  TempDir dir;
+  const std::string bf16 = (dir / "bf16").string();
+  const CliRun converted = run_ssm({"convert", default_model(), bf16, "--dtype", "bf16"});
+  ASSERT_EQ(converted.code, 0) << converted.err;
+  const uint64_t half = served_bytes(bf16), full = served_bytes(bf16, DType::kF32);
+  ASSERT_LT(half, full * 6 / 10);
+  const std::vector<std::string> serve = {"serve", bf16, "--port", "0", "--sessions",
+                                          (dir / "s").string(), "--devices", "cpu,cpu,cpu"};
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = serve;
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run_ssm_expecting_exit(argv);
+  };
+  // Three BF16 replicas do not fit in 2.5 of one; in F32 they do not fit in 2.5 BF16 ones either.
+  const std::string small = std::to_string(half * 5 / 2);
+  CliRun r = with({"--max-memory", small});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "--devices: 3 replicas on the host need 3 x")) << r.err;
+  r = with({"--max-memory", small, "--dtype", "f32"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  // In 2.5 F32 replicas' bytes, three BF16 ones fit: the server starts (and
+  // is stopped here, seen listening).
+  r = with({"--max-memory", std::to_string(full * 5 / 2)});
+  EXPECT_EQ(r.code, kStillRunning) << r.err;
+  EXPECT_TRUE(contains(r.err, "listening on")) << r.err;
 }
 
 }  // namespace

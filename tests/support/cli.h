@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/temp_dir.h"
@@ -28,6 +30,10 @@ inline std::string slurp_file(const std::filesystem::path& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
 }
 
 // A running ssm whose output lands in files of its own temp directory.
@@ -76,6 +82,11 @@ class CliProcess {
     code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return true;
   }
+  // Kills it (SIGKILL) and reaps it.
+  CliRun wait_killed() {
+    if (!exited()) ::kill(pid_, SIGKILL);
+    return wait();
+  }
   CliRun wait() {
     if (!reaped_) {
       int status = 0;
@@ -98,8 +109,28 @@ inline CliRun run_ssm(const std::vector<std::string>& args, const std::string& i
   return CliProcess(args, input).wait();
 }
 
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+// For a command expected to stop at once (a usage error): run_ssm, but a
+// command that runs on instead is killed, not waited for forever, and
+// reported with code kStillRunning. It is killed as soon as its stderr shows
+// `running` (a server's "listening on": it would serve until stopped), else
+// after `limit`. A test whose expectation is wrong then fails, not hangs.
+inline constexpr int kStillRunning = -2;
+inline CliRun run_ssm_expecting_exit(const std::vector<std::string>& args,
+                                     const std::string& running = "listening on",
+                                     std::chrono::seconds limit = std::chrono::seconds(300)) {
+  CliProcess p(args);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!p.exited()) {
+    if (std::chrono::steady_clock::now() > deadline || (!running.empty() && contains(p.err(), running))) {
+      CliRun r = p.wait_killed();
+      r.code = kStillRunning;
+      r.err = "(still running; killed by the test)\n" + r.err;
+      return r;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return p.wait();
 }
+
 
 }  // namespace ssm::testing

@@ -14,7 +14,8 @@
 namespace ssm::testing {
 
 inline void expect_usage_error(const std::vector<std::string>& args, const std::string& names) {
-  const CliRun r = run_ssm(args);
+  // Bounded: a command that starts instead (a server) fails the test, not hangs it.
+  const CliRun r = run_ssm_expecting_exit(args);
   std::string shown;
   for (const std::string& a : args) shown += a + " ";
   EXPECT_EQ(r.code, 2) << shown << "\n" << r.err;

@@ -61,7 +61,9 @@ struct StepReport {
 
 class Trainer {
  public:
-  // train_tokens must outlive the trainer. set_wsla is applied to model.
+  // train_tokens must outlive the trainer. set_wsla is applied to model, and
+  // its BF16/F16 weights are widened (exactly) to the F32 master weights the
+  // optimiser needs; Q8 ones are refused.
   Trainer(LanguageModel& model, const std::vector<int32_t>& train_tokens, TrainOptions options,
           Context& ctx);
   ~Trainer();
