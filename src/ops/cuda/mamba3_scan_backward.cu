@@ -40,9 +40,13 @@
 #include <algorithm>
 
 #include "ops/cuda/launch_mamba3_attention_backward.h"
+#include "ops/cuda/mamba3_scan_backward_scratch.h"
 
 namespace ssm::cuda {
 namespace {
+
+using mamba3_backward::Scratch;
+using mamba3_backward::scratch_of;
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxSmem = 200 * 1024;  // of the H200's 227 KiB per block
@@ -77,26 +81,6 @@ __device__ Chunk chunk_of(const Mamba3ScanBackwardLaunch& a, int64_t block) {
   k.rows = k.T * static_cast<int>(a.R);
   k.row0 = (k.bh * a.L + k.t0) * a.R;
   return k;
-}
-
-// Scratch layout (floats), nc chunks per (b, h):
-//   states  B H nc P N: a chunk's own end state, then S_in
-//   dstates B H nc P N: a chunk's own start gradient, then F
-//   decay   B H nc:     exp(cs_last) of each chunk
-//   dstart  B H P N:    dS'_{-1}
-//   steps   B H L 3:    dw, dwd, g per step
-struct Scratch {
-  float *states, *dstates, *decay, *dstart, *steps;
-};
-__device__ Scratch scratch_of(const Mamba3ScanBackwardLaunch& a) {
-  const int64_t BH = a.B * a.H, nc = (a.L + a.T - 1) / a.T, PN = a.P * a.N;
-  Scratch s;
-  s.states = a.scratch;
-  s.dstates = s.states + BH * nc * PN;
-  s.decay = s.dstates + BH * nc * PN;
-  s.dstart = s.decay + BH * nc;
-  s.steps = s.dstart + BH * PN;
-  return s;
 }
 
 // A chunk's per-step weights in shared memory (T floats each): cs (the
@@ -454,7 +438,8 @@ unsigned blocks(int64_t n, int threads) {
 
 }  // namespace
 
-int64_t mamba3_backward_steps(int64_t R, int64_t P, int64_t N) {
+int64_t mamba3_backward_steps(int64_t R, int64_t P, int64_t N, bool split) {
+  if (!split && mamba3_backward_tiles_fit(R, P, N)) return kChunkRows / R;
   int64_t T = std::max<int64_t>(1, kChunkRows / R);
   while (T > 1 && backward_smem(T, R, P, N) > kMaxSmem) T /= 2;
   return T;
@@ -472,11 +457,24 @@ void launch_mamba3_scan_backward(const Mamba3ScanBackwardLaunch& a, cudaStream_t
   const unsigned chunks = static_cast<unsigned>(a.B * a.H * nc);
   const int64_t s1 = 5 * a.T * static_cast<int64_t>(sizeof(float));
   const int64_t s3 = backward_smem(a.T, a.R, a.P, a.N);
-  cudaFuncSetAttribute(chunk_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(s3));
-  chunk_sums_kernel<<<chunks, kThreads, static_cast<size_t>(s1), s>>>(a);
+  // Passes 1 and 3 on the tensor cores when the context rounds its products
+  // and their tiles fit; else the kernels here (sums in double where they
+  // matter). The exact path keeps these: F32 accumulators lost too much of
+  // the decay's gradient in the SSD case (docs/CUDA.md).
+  const bool tiles = !a.split && a.T * a.R == kChunkRows && mamba3_backward_tiles_fit(a.R, a.P, a.N);
+  if (tiles) {
+    launch_mamba3_chunk_sums_tiles(a, s);
+  } else {
+    chunk_sums_kernel<<<chunks, kThreads, static_cast<size_t>(s1), s>>>(a);
+  }
   chunk_pass_kernel<<<blocks(a.B * a.H * a.P * a.N, kThreads), kThreads, 0, s>>>(a);
-  chunk_backward_kernel<<<chunks, kThreads, static_cast<size_t>(s3), s>>>(a);
+  if (tiles) {
+    launch_mamba3_chunk_backward_tiles(a, s);
+  } else {
+    cudaFuncSetAttribute(chunk_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(s3));
+    chunk_backward_kernel<<<chunks, kThreads, static_cast<size_t>(s3), s>>>(a);
+  }
   step_grads_kernel<<<static_cast<unsigned>(a.B * a.H), kThreads, 0, s>>>(a);
   if (a.dD) skip_grad_kernel<<<static_cast<unsigned>(a.H), kThreads, 0, s>>>(a);
 }
