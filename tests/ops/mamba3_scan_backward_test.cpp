@@ -132,7 +132,7 @@ TEST_P(Mamba3ScanBackward, RoundedProductsStayNearRef) {
       EXPECT_TRUE(identical(got[i].second, repeat[i].second)) << want[i].first;
       if (std::getenv("SSM_PRINT_ERRORS"))
         std::cout << "[error] rounded " << want[i].first << " "
-                  << testing::max_rel_error(host(got[i].second), host(want[i].second)) << "\n";
+                  << testing::max_rel_error(testing::host(got[i].second), testing::host(want[i].second)) << "\n";
     }
     EXPECT_FALSE(identical(got[0].second, precise[0].second));  // dq
   }

@@ -7,6 +7,8 @@
 //   decay   B H nc:     exp(cs_last) of each chunk
 //   dstart  B H P N:    dS'_{-1}
 //   steps   B H L 3:    dw, dwd, g per step
+// Device functions without `inline` (the CPU emulator's __device__ is
+// inline already), as in tf32_warp_tiles.h.
 #pragma once
 
 #include "ops/cuda/launch_mamba3_attention_backward.h"
@@ -17,11 +19,11 @@ struct Scratch {
   float *states, *dstates, *decay, *dstart, *steps;
 };
 
-__host__ __device__ inline int64_t chunks(const Mamba3ScanBackwardLaunch& a) {
+__host__ __device__ constexpr int64_t chunks(const Mamba3ScanBackwardLaunch& a) {
   return (a.L + a.T - 1) / a.T;
 }
 
-__device__ inline Scratch scratch_of(const Mamba3ScanBackwardLaunch& a) {
+__device__ Scratch scratch_of(const Mamba3ScanBackwardLaunch& a) {
   const int64_t BH = a.B * a.H, nc = chunks(a), PN = a.P * a.N;
   Scratch s;
   s.states = a.scratch;

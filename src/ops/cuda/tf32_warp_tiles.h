@@ -102,8 +102,8 @@ __device__ void for_each_acc(int m0, int n0, int ncols, F f) {
 // in turn); with `vec` 16-byte cp.async pieces (src, stride and cols
 // multiples of 4 floats; the caller waits with wait_async before its
 // barrier). ssd_scan_backward_tiles.cu keeps its own copy of this loader.
-__device__ inline void load_rows(float* dst, int ld, const float* src, int64_t stride, int rows,
-                                 int total, int cols, int padded, bool vec) {
+__device__ void load_rows(float* dst, int ld, const float* src, int64_t stride, int rows,
+                          int total, int cols, int padded, bool vec) {
   const int warps = static_cast<int>(blockDim.x / 32), warp = threadIdx.x / 32,
             lane = threadIdx.x % 32;
   for (int r = warp; r < total; r += warps) {
