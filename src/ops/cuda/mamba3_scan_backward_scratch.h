@@ -7,8 +7,9 @@
 //   decay   B H nc:     exp(cs_last) of each chunk
 //   dstart  B H P N:    dS'_{-1}
 //   steps   B H L 3:    dw, dwd, g per step
-// Device functions without `inline` (the CPU emulator's __device__ is
-// inline already), as in tf32_warp_tiles.h.
+// Device functions are templates, not `inline` (the CPU emulator's
+// __device__ is inline already; a plain one would be defined in each
+// object), as in tf32_warp_tiles.h.
 #pragma once
 
 #include "ops/cuda/launch_mamba3_attention_backward.h"
@@ -23,7 +24,8 @@ __host__ __device__ constexpr int64_t chunks(const Mamba3ScanBackwardLaunch& a) 
   return (a.L + a.T - 1) / a.T;
 }
 
-__device__ Scratch scratch_of(const Mamba3ScanBackwardLaunch& a) {
+template <class Launch>  // Mamba3ScanBackwardLaunch (a template: defined in a header without inline)
+__device__ Scratch scratch_of(const Launch& a) {
   const int64_t BH = a.B * a.H, nc = chunks(a), PN = a.P * a.N;
   Scratch s;
   s.states = a.scratch;

@@ -102,13 +102,14 @@ __device__ void for_each_acc(int m0, int n0, int ncols, F f) {
 // in turn); with `vec` 16-byte cp.async pieces (src, stride and cols
 // multiples of 4 floats; the caller waits with wait_async before its
 // barrier). ssd_scan_backward_tiles.cu keeps its own copy of this loader.
-__device__ void load_rows(float* dst, int ld, const float* src, int64_t stride, int rows,
+template <class Float>  // float (a template: defined in a header without inline)
+__device__ void load_rows(Float* dst, int ld, const Float* src, int64_t stride, int rows,
                           int total, int cols, int padded, bool vec) {
   const int warps = static_cast<int>(blockDim.x / 32), warp = threadIdx.x / 32,
             lane = threadIdx.x % 32;
   for (int r = warp; r < total; r += warps) {
-    float* d = dst + r * ld;
-    const float* s = r < rows ? src + r * stride : nullptr;
+    Float* d = dst + r * ld;
+    const Float* s = r < rows ? src + r * stride : nullptr;
     if (vec) {
       for (int c = 4 * lane; c < padded; c += 128) {
         if (s && c < cols)
