@@ -5,6 +5,8 @@
 // scan's chunked and step kernels), ssd_scan_backward_ops.cpp and mamba3_ops.cpp
 // (prepare, the chunked and step scans, output) and dropout_ops.cpp with their kernels
 // emulated, and stand-ins for the runtime's stream and checks.
+#include <memory>
+
 #include "ops/backend_registry.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch_mamba3.h"
@@ -17,13 +19,28 @@
 #include "ssm/ops/op_table.h"
 
 namespace ssm {
+namespace {
+// A context's resources in the emulator: only the rounded-products switch
+// (set_bf16_compute), so that the op tests reach the kernels' one-TF32
+// paths (RoundedProductsStayNearRef) as on the GPU.
+class EmuResources : public BackendResources {
+ public:
+  bool set_bf16_compute(bool on) override {
+    bf16_compute = on;
+    return true;
+  }
+  bool bf16_compute = false;
+};
+}  // namespace
 namespace cuda {
-CudaResources& resources(Context&) {
+CudaResources& resources(Context& ctx) {
   alignas(64) static char buf[sizeof(CudaResources)] = {};
   static std::vector<unsigned> counters(kStepCounters, 0u);  // as the constructor's, zero
   auto& r = *reinterpret_cast<CudaResources*>(buf);
   r.step_counters = counters.data();
   r.fuse_norms = true;  // as the constructor's default
+  const auto* own = dynamic_cast<const EmuResources*>(ctx.resources());
+  r.bf16_compute = own && own->bf16_compute;
   return r;
 }
 void check_launch(const char*) {}
@@ -62,6 +79,9 @@ class EmuBackend : public Backend {
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return Device::host(); }
   const OpTable& ops() const override { return table_; }
+  std::unique_ptr<BackendResources> make_resources() const override {
+    return std::make_unique<EmuResources>();
+  }
 
  private:
   OpTable table_;

@@ -6,7 +6,8 @@
 # its norm (norm_linear: linear_skinny.cu), of conv1d, the norms and the chunked
 # SSD and Mamba-3 scans (chunk_scan.cu, with emu_tf32_mma.h for its
 # tensor-core products; mamba3_scan.cu) and the SSD scan's backward
-# (ssd_scan_backward.cu, ssd_scan_backward_tiles.cu) rewritten for emu.h, their host side
+# (ssd_scan_backward.cu, ssd_scan_backward_tiles.cu) and the Mamba-3 scan's
+# backward tiles (mamba3_scan_backward_tiles.cu) rewritten for emu.h, their host side
 # (mamba3_attention_backward_ops.cpp, hybrid_backward_ops.cpp,
 # ssd_step_ops.cpp, norm_linear_ops.cpp, mixer_ops.cpp, mamba3_ops.cpp, ssd_scan_backward_ops.cpp, dropout_ops.cpp, with the
 # forward MoE kernels of hybrid_kernels.cu they reuse) and the op tests of tests/ops built
@@ -41,7 +42,8 @@ cd "$WORK"
 CXX=${CXX:-g++}
 FLAGS="-std=c++20 -O2 -g -pthread -I$SRC/src -I$SRC/include -I$SRC/tests -I$HERE -isystem /usr/local/cuda/include -DSSM_GPU_TESTS=1 -DSSM_GOLDEN_DIR=\"$SRC/tests/golden\""
 kernels="mamba3_prepare mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention_backward hybrid_backward hybrid_kernels
-  conv_ssd norms chunk_scan mamba3_scan ssd_scan_backward ssd_scan_backward_tiles linear_skinny dropout"
+  conv_ssd norms chunk_scan mamba3_scan ssd_scan_backward ssd_scan_backward_tiles mamba3_scan_backward_tiles
+  linear_skinny dropout"
 # An object is rebuilt when it is older than its source or the emulator's
 # headers (the engine's headers are not followed: a fresh WORK_DIR rebuilds
 # everything).

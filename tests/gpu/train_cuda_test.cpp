@@ -166,6 +166,24 @@ TEST(GpuTraining, Bf16LossCurveFollowsF32) {
   EXPECT_NE(got, want);  // the products did change precision
 }
 
+// The same for Mamba-3 SISO and MIMO (rank 2: 32 steps a chunk), whose scan
+// backward runs its chunk passes on the tensor cores (one TF32 product
+// each) when the context rounds its products.
+class GpuBf16Kinds : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuBf16Kinds, Bf16LossCurveFollowsF32) {
+  const auto tokens = testing::tiny_tokens(40000);
+  const TrainOptions o = options(200);
+  LanguageModel f32 = tiny_kind_model(GetParam(), 17), bf16 = tiny_kind_model(GetParam(), 17);
+  const std::vector<double> want = run(f32, tokens, o, "cuda", 200);
+  const std::vector<double> got = run(bf16, tokens, o, "cuda", 200, {}, {}, true);
+  expect_close(got, want, 0.02);
+  EXPECT_NE(got, want);
+  EXPECT_LT(got.back(), 0.7 * got.front());  // and it learns
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, GpuBf16Kinds, ::testing::Values("mamba3_siso", "mamba3_mimo"));
+
 fs::path temp_dir(const std::string& name) {
   const fs::path p = fs::temp_directory_path() / cat("ssm_gpu_train_", name, "_", ::getpid());
   fs::remove_all(p);

@@ -6,7 +6,9 @@
 // The reference itself against centred differences of its forward in double.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -90,6 +92,49 @@ TEST_P(Mamba3ScanBackward, MatchesRef) {
     };
     Context ref("ref", 1);
     expect_matches(GetParam(), run(ref), run, kTol);
+  }
+}
+
+// A context that rounds its products (training with --bf16) runs the chunk
+// passes on the tensor cores where their tiles fit, one TF32 product each
+// (cuda: mamba3_scan_backward_tiles.cu): near ref at TF32's precision
+// (10-bit mantissas: each product's inputs rounded by up to 4.9e-4
+// relative), repeatable bit for bit, and not the exact path's bits (so the
+// mode is seen to take effect). Cases: the 130m-shaped SISO head (several
+// chunks, a short last one), P and N off the tile sizes at R = 2, MIMO R = 4
+// with a fresh state and no D. Host backends have no such mode.
+constexpr Tolerance kRoundedTol{2e-3, 1e-5};
+
+TEST_P(Mamba3ScanBackward, RoundedProductsStayNearRef) {
+  {
+    Context probe(GetParam(), 1);
+    if (!(probe.resources() && probe.resources()->set_bf16_compute(true)))
+      GTEST_SKIP() << GetParam() << " has no rounded products";
+  }
+  for (const ScanCase& c : {ScanCase{1, 150, 2, 64, 128, 1, 64}, ScanCase{2, 70, 2, 7, 13, 2, 64},
+                            ScanCase{1, 37, 2, 8, 16, 4, 16, false, false}}) {
+    SCOPED_TRACE(::testing::Message() << c);
+    const ScanInputs in(c, 500 + c.L * 7 + c.R);
+    const ScanGrads gr(c, 600 + c.L);
+    auto run = [&](Context& ctx) {
+      ops::Mamba3ScanBackwardArgs g =
+          backward_args(c, scan_args(c, in, Place::of(ctx)), gr, Place::of(ctx));
+      ops::mamba3_scan_backward(ctx, g);
+      return grads(g);
+    };
+    Context ref("ref", 1), exact(GetParam(), 1), rounded(GetParam(), 1), again(GetParam(), 1);
+    ASSERT_TRUE(rounded.resources()->set_bf16_compute(true));
+    ASSERT_TRUE(again.resources()->set_bf16_compute(true));
+    const Named want = run(ref), precise = run(exact), got = run(rounded), repeat = run(again);
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (!want[i].second.defined()) continue;
+      EXPECT_TRUE(close(got[i].second, want[i].second, kRoundedTol)) << want[i].first;
+      EXPECT_TRUE(identical(got[i].second, repeat[i].second)) << want[i].first;
+      if (std::getenv("SSM_PRINT_ERRORS"))
+        std::cout << "[error] rounded " << want[i].first << " "
+                  << testing::max_rel_error(testing::host(got[i].second), testing::host(want[i].second)) << "\n";
+    }
+    EXPECT_FALSE(identical(got[0].second, precise[0].second));  // dq
   }
 }
 

@@ -35,15 +35,25 @@ struct Mamba3ScanBackwardLaunch : Mamba3ScanInputs {
   float *ddt = nullptr, *dA = nullptr, *dlam = nullptr;              // written
   float* dD = nullptr;                                               // (H) accumulated, or null
   int64_t T = 0;  // steps per chunk, from mamba3_backward_steps
+  // Products F32-exact (the general kernels, sums in double); false when
+  // the context rounds its products (CudaResources::rounds_products): the
+  // chunk passes on the tensor cores, one TF32 product each, where they fit.
+  bool split = true;
   // Scratch of mamba3_scan_backward_scratch floats.
   float* scratch = nullptr;
 };
 // Steps per chunk: 64 rows of (time, rank), fewer where the chunk's tiles
-// would not fit in shared memory.
-int64_t mamba3_backward_steps(int64_t R, int64_t P, int64_t N);
+// would not fit in shared memory (split: Mamba3ScanBackwardLaunch::split).
+int64_t mamba3_backward_steps(int64_t R, int64_t P, int64_t N, bool split);
 int64_t mamba3_scan_backward_scratch(int64_t B, int64_t H, int64_t L, int64_t P, int64_t N,
                                      int64_t T);
 void launch_mamba3_scan_backward(const Mamba3ScanBackwardLaunch& a, cudaStream_t s);
+// Its passes 1 and 3 on the tensor cores (mamba3_scan_backward_tiles.cu),
+// for chunks of 64 rows (64 % R == 0) where the tiles of (P, N) fit shared
+// memory; used when the context rounds its products (split false) only.
+bool mamba3_backward_tiles_fit(int64_t R, int64_t P, int64_t N);
+void launch_mamba3_chunk_sums_tiles(const Mamba3ScanBackwardLaunch& a, cudaStream_t s);
+void launch_mamba3_chunk_backward_tiles(const Mamba3ScanBackwardLaunch& a, cudaStream_t s);
 
 // mamba3_prepare backward. dq and dk are un-rotated in place.
 struct Mamba3PrepareBackwardLaunch : Mamba3PrepareInputs {

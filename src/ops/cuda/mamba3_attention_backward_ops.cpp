@@ -67,7 +67,8 @@ void mamba3_scan_backward(Context& ctx, const ops::Mamba3ScanBackwardArgs& g) {
   l.dA = ops::elements<float>(g.dA);
   l.dlam = ops::elements<float>(g.dlam);
   l.dD = g.dD.defined() && a.D.defined() ? ops::elements<float>(g.dD) : nullptr;
-  l.T = mamba3_backward_steps(l.R, l.P, l.N);
+  l.split = !resources(ctx).rounds_products();
+  l.T = mamba3_backward_steps(l.R, l.P, l.N, l.split);
   l.scratch = ops::elements<float>(
       ctx.arena().alloc(DType::kF32, {mamba3_scan_backward_scratch(l.B, l.H, l.L, l.P, l.N, l.T)}));
   launch_mamba3_scan_backward(l, stream(ctx));

@@ -35,14 +35,18 @@
 //   3 chunk_backward  per chunk: dq, dk, dv, and per step dw, dwd, g
 //   4 step_grads      per (b, h): dS'_{-1}.U_{-1}, the reverse sum of g, and
 //                     ddt, dA, dlam
-//   5 skip_grad       per head: dD
+//   5 skip_grad       per head: dD (partial sums over 64 ranges, then those)
 // Every sum has a fixed order (no atomics): results repeat bit for bit.
 #include <algorithm>
 
 #include "ops/cuda/launch_mamba3_attention_backward.h"
+#include "ops/cuda/mamba3_scan_backward_scratch.h"
 
 namespace ssm::cuda {
 namespace {
+
+using mamba3_backward::Scratch;
+using mamba3_backward::scratch_of;
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxSmem = 200 * 1024;  // of the H200's 227 KiB per block
@@ -77,26 +81,6 @@ __device__ Chunk chunk_of(const Mamba3ScanBackwardLaunch& a, int64_t block) {
   k.rows = k.T * static_cast<int>(a.R);
   k.row0 = (k.bh * a.L + k.t0) * a.R;
   return k;
-}
-
-// Scratch layout (floats), nc chunks per (b, h):
-//   states  B H nc P N: a chunk's own end state, then S_in
-//   dstates B H nc P N: a chunk's own start gradient, then F
-//   decay   B H nc:     exp(cs_last) of each chunk
-//   dstart  B H P N:    dS'_{-1}
-//   steps   B H L 3:    dw, dwd, g per step
-struct Scratch {
-  float *states, *dstates, *decay, *dstart, *steps;
-};
-__device__ Scratch scratch_of(const Mamba3ScanBackwardLaunch& a) {
-  const int64_t BH = a.B * a.H, nc = (a.L + a.T - 1) / a.T, PN = a.P * a.N;
-  Scratch s;
-  s.states = a.scratch;
-  s.dstates = s.states + BH * nc * PN;
-  s.decay = s.dstates + BH * nc * PN;
-  s.dstart = s.decay + BH * nc;
-  s.steps = s.dstart + BH * PN;
-  return s;
 }
 
 // A chunk's per-step weights in shared memory (T floats each): cs (the
@@ -434,18 +418,40 @@ __global__ void __launch_bounds__(kThreads) step_grads_kernel(Mamba3ScanBackward
   }
 }
 
-// dD[h] += sum over b, t, r, p of d_o v: a block per head.
-__global__ void __launch_bounds__(kThreads) skip_grad_kernel(Mamba3ScanBackwardLaunch a) {
+// dD[h] += sum over b, t, r, p of d_o v, in two passes (a block per head
+// alone took 0.9 ms a layer at 8 x 2048 on an H100): kSkipParts blocks per
+// head each sum one contiguous range of every batch row's (t, r, p), in
+// double, into a partial; then a thread per head adds its partials in order.
+constexpr int kSkipParts = 64;
+
+__global__ void __launch_bounds__(kThreads) skip_grad_parts_kernel(Mamba3ScanBackwardLaunch a,
+                                                                   double* parts) {
   __shared__ double red[kThreads / 32];
   const int64_t h = blockIdx.x, per = a.L * a.R * a.P;
+  const int64_t len = (per + kSkipParts - 1) / kSkipParts, i0 = blockIdx.y * len;
+  const int64_t i1 = min(per, i0 + len);
   double acc = 0;
   for (int64_t b = 0; b < a.B; ++b) {
     const int64_t base = (b * a.H + h) * per;
-    for (int64_t i = threadIdx.x; i < per; i += kThreads)
+    for (int64_t i = i0 + threadIdx.x; i < i1; i += kThreads)
       acc += static_cast<double>(a.d_o[base + i]) * a.v[base + i];
   }
   acc = block_sum(acc, red);
-  if (threadIdx.x == 0) a.dD[h] = static_cast<float>(a.dD[h] + acc);
+  if (threadIdx.x == 0) parts[h * kSkipParts + blockIdx.y] = acc;
+}
+
+__global__ void skip_grad_kernel(Mamba3ScanBackwardLaunch a, const double* parts) {
+  const int64_t h = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (h >= a.H) return;
+  double acc = 0;
+  for (int j = 0; j < kSkipParts; ++j) acc += parts[h * kSkipParts + j];
+  a.dD[h] = static_cast<float>(a.dD[h] + acc);
+}
+
+// The partials of dD, after the scratch of scratch_of (8-byte aligned).
+int64_t skip_parts_offset(int64_t B, int64_t H, int64_t L, int64_t P, int64_t N, int64_t T) {
+  const int64_t BH = B * H, nc = (L + T - 1) / T, PN = P * N;
+  return (2 * BH * nc * PN + BH * nc + BH * PN + 3 * BH * L + 1) / 2 * 2;
 }
 
 unsigned blocks(int64_t n, int threads) {
@@ -454,7 +460,8 @@ unsigned blocks(int64_t n, int threads) {
 
 }  // namespace
 
-int64_t mamba3_backward_steps(int64_t R, int64_t P, int64_t N) {
+int64_t mamba3_backward_steps(int64_t R, int64_t P, int64_t N, bool split) {
+  if (!split && mamba3_backward_tiles_fit(R, P, N)) return kChunkRows / R;
   int64_t T = std::max<int64_t>(1, kChunkRows / R);
   while (T > 1 && backward_smem(T, R, P, N) > kMaxSmem) T /= 2;
   return T;
@@ -462,8 +469,7 @@ int64_t mamba3_backward_steps(int64_t R, int64_t P, int64_t N) {
 
 int64_t mamba3_scan_backward_scratch(int64_t B, int64_t H, int64_t L, int64_t P, int64_t N,
                                      int64_t T) {
-  const int64_t BH = B * H, nc = (L + T - 1) / T, PN = P * N;
-  return 2 * BH * nc * PN + BH * nc + BH * PN + 3 * BH * L;
+  return skip_parts_offset(B, H, L, P, N, T) + 2 * H * kSkipParts;
 }
 
 void launch_mamba3_scan_backward(const Mamba3ScanBackwardLaunch& a, cudaStream_t s) {
@@ -472,13 +478,30 @@ void launch_mamba3_scan_backward(const Mamba3ScanBackwardLaunch& a, cudaStream_t
   const unsigned chunks = static_cast<unsigned>(a.B * a.H * nc);
   const int64_t s1 = 5 * a.T * static_cast<int64_t>(sizeof(float));
   const int64_t s3 = backward_smem(a.T, a.R, a.P, a.N);
-  cudaFuncSetAttribute(chunk_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(s3));
-  chunk_sums_kernel<<<chunks, kThreads, static_cast<size_t>(s1), s>>>(a);
+  // Passes 1 and 3 on the tensor cores when the context rounds its products
+  // and their tiles fit; else the kernels here (sums in double where they
+  // matter). The exact path keeps these: F32 accumulators lost too much of
+  // the decay's gradient in the SSD case (docs/CUDA.md).
+  const bool tiles = !a.split && a.T * a.R == kChunkRows && mamba3_backward_tiles_fit(a.R, a.P, a.N);
+  if (tiles) {
+    launch_mamba3_chunk_sums_tiles(a, s);
+  } else {
+    chunk_sums_kernel<<<chunks, kThreads, static_cast<size_t>(s1), s>>>(a);
+  }
   chunk_pass_kernel<<<blocks(a.B * a.H * a.P * a.N, kThreads), kThreads, 0, s>>>(a);
-  chunk_backward_kernel<<<chunks, kThreads, static_cast<size_t>(s3), s>>>(a);
+  if (tiles) {
+    launch_mamba3_chunk_backward_tiles(a, s);
+  } else {
+    cudaFuncSetAttribute(chunk_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(s3));
+    chunk_backward_kernel<<<chunks, kThreads, static_cast<size_t>(s3), s>>>(a);
+  }
   step_grads_kernel<<<static_cast<unsigned>(a.B * a.H), kThreads, 0, s>>>(a);
-  if (a.dD) skip_grad_kernel<<<static_cast<unsigned>(a.H), kThreads, 0, s>>>(a);
+  if (a.dD) {
+    double* parts = reinterpret_cast<double*>(a.scratch + skip_parts_offset(a.B, a.H, a.L, a.P, a.N, a.T));
+    skip_grad_parts_kernel<<<dim3(static_cast<unsigned>(a.H), kSkipParts), kThreads, 0, s>>>(a, parts);
+    skip_grad_kernel<<<blocks(a.H, 64), 64, 0, s>>>(a, parts);
+  }
 }
 
 }  // namespace ssm::cuda

@@ -96,4 +96,31 @@ __device__ void for_each_acc(int m0, int n0, int ncols, F f) {
   }
 }
 
+// Rows [0, total) of a pitch-`ld` shared-memory matrix from `rows` rows of
+// src (row stride `stride`), `cols` entries each padded with zeros to
+// `padded`; rows past `rows` are zeros. A warp per row (the block's warps
+// in turn); with `vec` 16-byte cp.async pieces (src, stride and cols
+// multiples of 4 floats; the caller waits with wait_async before its
+// barrier). ssd_scan_backward_tiles.cu keeps its own copy of this loader.
+template <class Float>  // float (a template: defined in a header without inline)
+__device__ void load_rows(Float* dst, int ld, const Float* src, int64_t stride, int rows,
+                          int total, int cols, int padded, bool vec) {
+  const int warps = static_cast<int>(blockDim.x / 32), warp = threadIdx.x / 32,
+            lane = threadIdx.x % 32;
+  for (int r = warp; r < total; r += warps) {
+    Float* d = dst + r * ld;
+    const Float* s = r < rows ? src + r * stride : nullptr;
+    if (vec) {
+      for (int c = 4 * lane; c < padded; c += 128) {
+        if (s && c < cols)
+          copy16_async(d + c, s + c);
+        else
+          *reinterpret_cast<float4*>(d + c) = float4{0.f, 0.f, 0.f, 0.f};
+      }
+    } else {
+      for (int c = lane; c < padded; c += 32) d[c] = s && c < cols ? s[c] : 0.f;
+    }
+  }
+}
+
 }  // namespace ssm::cuda::tiles
