@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `ssm bench --backend cuda` in one device call (about 6 minutes): builds
-# the program, the GPU model tests and cuda_bench; runs the bench's gpu test
-# (tests/gpu/bench_cuda_test.cpp); makes the three 130m-shaped models
+# `ssm bench --backend cuda` in one device call (about 7 minutes): builds
+# the program, the GPU op and model tests and cuda_bench; runs the norm,
+# projection and decode-step op tests, the golden models and the bench's
+# gpu test (tests/gpu/bench_cuda_test.cpp); makes the three 130m-shaped models
 # (bench/configs, BF16 projections, random weights) and prints their
 # `ssm bench --backend cuda` tables (bounds measured in the run); decode at
 # batch 1 with the step's switches off one at a time (CUDA graphs,
@@ -14,11 +15,18 @@
 set -uo pipefail
 source "$(dirname "$0")/gpu-check-common.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/device.log"
-gpu_build build "-DSSM_BUILD_TESTS=ON -DSSM_BUILD_BENCH=ON" ssm_cli test_model_gpu cuda_bench
+gpu_build build "-DSSM_BUILD_TESTS=ON -DSSM_BUILD_BENCH=ON" ssm_cli test_ops_gpu test_model_gpu cuda_bench
 ssm=$build/bin/ssm
 tstatus=0
-timeout 240 "$build/tests/test_model_gpu" --gtest_filter='CudaBench.*' > "$logs/bench_test.log" 2>&1 || tstatus=1
-grep -E "^\[  FAILED|PASSED|tests ran|Failure|error" "$logs/bench_test.log" | head -30
+# The norms (now launched overlapped at few rows), the projections and the
+# decode step against ref; the golden models (step == prefill among them).
+timeout 200 "$build/tests/test_ops_gpu" \
+  --gtest_filter='Backends/*RmsNorm*:Backends/*NormLinear*:Backends/*SsdStep*:Backends/*Linear*-*_Q8' \
+  > "$logs/ops_test.log" 2>&1 || tstatus=1
+grep -E "^\[  FAILED|PASSED|tests ran" "$logs/ops_test.log" | head -30
+timeout 300 "$build/tests/test_model_gpu" --gtest_filter='CudaBench.*:*GpuGolden*' > "$logs/model_test.log" 2>&1 ||
+  tstatus=1
+grep -E "^\[  FAILED|PASSED|tests ran|Failure" "$logs/model_test.log" | head -30
 models=/tmp/ssm-bench-models
 for m in mamba2 mamba3_siso mamba3_mimo4; do
   [ -d "$models/$m" ] || "$ssm" init --config "$src/bench/configs/${m}_130m.json" --out "$models/$m" \
