@@ -8,18 +8,39 @@
 #include "ssm/model/memory_budget.h"
 
 namespace ssm::cli {
+namespace {
+
+// Bounds (and so rows) of a device backend: measured on its device.
+bool on_device(const BenchReport& r) { return !r.bounds.empty() && !r.bounds.front().device.empty(); }
+
+std::string peak_cell(const BenchRow& row) {
+  if (row.capacity == 0) return format_bytes(row.peak_bytes);
+  return cat(format_bytes(row.peak_bytes), " of ", format_bytes(row.capacity));
+}
+
+}  // namespace
 
 void print_bench_markdown(const BenchReport& r) {
   std::printf("ssm bench %s: %s, %lld parameters; backend %s, SIMD %s\n\n", r.model.c_str(),
               r.architecture.c_str(), static_cast<long long>(r.parameters), r.backend.c_str(),
               r.simd_target.c_str());
-  for (const BenchBounds& b : r.bounds)
-    std::printf("bounds, %d threads: streaming read %.1f GB/s; OpenBLAS SGEMM %.1f GFLOP/s on "
-                "%lld x %lld x %lld (in_proj)\n",
-                b.threads, b.read_gbs, b.sgemm_gflops, static_cast<long long>(b.gemm_m),
-                static_cast<long long>(b.gemm_n), static_cast<long long>(b.gemm_k));
-  std::printf("\n| dtype | threads | batch | test | tokens/s | bound | of bound | of read+state "
-              "| peak RSS |\n|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
+  const bool device = on_device(r);
+  for (const BenchBounds& b : r.bounds) {
+    if (!b.device.empty())
+      std::printf("bounds on %s, %d threads: bf16-linear %.1f TFLOP/s (the backend's linear op, "
+                  "%lld^3 on bf16 tensor cores); copy %.1f GB/s (a device-to-device copy, bytes read "
+                  "and written)\n",
+                  b.device.c_str(), b.threads, b.linear_flops / 1e12, static_cast<long long>(b.linear_n),
+                  b.copy_bytes_per_s / 1e9);
+    else
+      std::printf("bounds, %d threads: streaming read %.1f GB/s; OpenBLAS SGEMM %.1f GFLOP/s on "
+                  "%lld x %lld x %lld (in_proj)\n",
+                  b.threads, b.read_gbs, b.sgemm_gflops, static_cast<long long>(b.gemm_m),
+                  static_cast<long long>(b.gemm_n), static_cast<long long>(b.gemm_k));
+  }
+  std::printf("\n| dtype | threads | batch | test | tokens/s | bound | of bound | of %s "
+              "| %s |\n|---|---:|---:|---|---:|---:|---:|---:|---:|\n",
+              device ? "copy+state" : "read+state", device ? "peak device memory" : "peak RSS");
   for (const BenchRow& row : r.rows) {
     const std::string with_state =
         row.bound_with_state > 0
@@ -30,23 +51,36 @@ void print_bench_markdown(const BenchReport& r) {
                 row.test.c_str(), row.tokens_per_s.mean, row.tokens_per_s.deviation, row.bound,
                 row.bound_kind.c_str(),
                 row.bound > 0 ? 100.0 * row.tokens_per_s.mean / row.bound : 0.0,
-                with_state.c_str(), format_bytes(row.peak_rss).c_str());
+                with_state.c_str(), peak_cell(row).c_str());
   }
-  std::printf("\nbound: pp (prefill) the projection FLOPs per token at the SGEMM rate; tg (decode) "
-              "the weight bytes read per step at the streaming read rate, times the batch. "
-              "read+state: decode against the same rate over the weight bytes plus the recurrent "
-              "state's bytes (read once per step and sequence).\n");
+  if (device)
+    std::printf("\nbound: pp (prefill) the projection FLOPs per token at the bf16-linear rate; tg "
+                "(decode) the weight bytes read per step at the copy rate, times the batch. "
+                "copy+state: decode against the same rate over the weight bytes plus the recurrent "
+                "state's bytes read and written (twice per step and sequence).\n");
+  else
+    std::printf("\nbound: pp (prefill) the projection FLOPs per token at the SGEMM rate; tg (decode) "
+                "the weight bytes read per step at the streaming read rate, times the batch. "
+                "read+state: decode against the same rate over the weight bytes plus the recurrent "
+                "state's bytes (read once per step and sequence).\n");
   std::fflush(stdout);
 }
 
 OrderedJson bench_json(const BenchReport& r) {
   OrderedJson bounds = OrderedJson::array(), rows = OrderedJson::array();
-  for (const BenchBounds& b : r.bounds)
-    bounds.push_back({{"threads", b.threads}, {"read_gbs", b.read_gbs},
-                      {"sgemm_gflops", b.sgemm_gflops},
-                      {"sgemm_shape", {b.gemm_m, b.gemm_n, b.gemm_k}}});
-  for (const BenchRow& row : r.rows)
-    rows.push_back({{"dtype", row.dtype}, {"threads", row.threads}, {"batch", row.batch},
+  const bool device = on_device(r);
+  for (const BenchBounds& b : r.bounds) {
+    if (!b.device.empty())
+      bounds.push_back({{"threads", b.threads}, {"device", b.device},
+                        {"bf16_linear_flops", b.linear_flops}, {"bf16_linear_n", b.linear_n},
+                        {"copy_bytes_per_s", b.copy_bytes_per_s}});
+    else
+      bounds.push_back({{"threads", b.threads}, {"read_gbs", b.read_gbs},
+                        {"sgemm_gflops", b.sgemm_gflops},
+                        {"sgemm_shape", {b.gemm_m, b.gemm_n, b.gemm_k}}});
+  }
+  for (const BenchRow& row : r.rows) {
+    OrderedJson j = {{"dtype", row.dtype}, {"threads", row.threads}, {"batch", row.batch},
                     {"test", row.test}, {"tokens_per_s", row.tokens_per_s.mean},
                     {"deviation", row.tokens_per_s.deviation}, {"repetitions", row.repetitions},
                     {"bound_tokens_per_s", row.bound}, {"bound", row.bound_kind},
@@ -55,8 +89,15 @@ OrderedJson bench_json(const BenchReport& r) {
                     {"state_bytes_per_step", row.state_bytes},
                     {"bound_with_state_tokens_per_s", row.bound_with_state},
                     {"fraction_of_bound_with_state",
-                     row.bound_with_state > 0 ? row.tokens_per_s.mean / row.bound_with_state : 0.0},
-                    {"peak_rss_bytes", row.peak_rss}});
+                     row.bound_with_state > 0 ? row.tokens_per_s.mean / row.bound_with_state : 0.0}};
+    if (device) {
+      j["peak_device_bytes"] = row.peak_bytes;
+      j["device_capacity_bytes"] = row.capacity;
+    } else {
+      j["peak_rss_bytes"] = row.peak_bytes;
+    }
+    rows.push_back(std::move(j));
+  }
   return {{"model", r.model}, {"architecture", r.architecture}, {"parameters", r.parameters},
           {"backend", r.backend}, {"simd", r.simd_target}, {"bounds", bounds}, {"results", rows}};
 }

@@ -14,9 +14,18 @@ namespace ssm::cli {
 
 struct BenchBounds {
   int threads = 0;
-  double read_gbs = 0;      // streaming read
-  double sgemm_gflops = 0;  // OpenBLAS on the in_proj shape
+  // The host's (device empty): a streaming read and OpenBLAS on the
+  // in_proj shape.
+  double read_gbs = 0;
+  double sgemm_gflops = 0;
   int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
+  // A device backend's ("cuda:0"), measured there (device_bounds.h): its
+  // linear op's bf16 tensor-core rate on an n^3 product, and its memory's
+  // copy rate, read and written bytes both counted.
+  std::string device;
+  double linear_flops = 0;
+  int64_t linear_n = 0;
+  double copy_bytes_per_s = 0;
 };
 
 struct BenchRow {
@@ -27,13 +36,16 @@ struct BenchRow {
   MeanDeviation tokens_per_s;
   int repetitions = 0;      // how many were timed (fewer when interrupted)
   double bound = 0;         // tokens/s at the bound
-  std::string bound_kind;   // "sgemm" or "read"
+  std::string bound_kind;   // "sgemm" or "read"; on a device "bf16-linear" or "copy"
   double weight_bytes = 0;  // read per decode step (decode rows)
   // Decode rows: the recurrent state's bytes per step (batch x one
   // sequence's), and the read bound over weights plus those bytes read once.
   double state_bytes = 0;
   double bound_with_state = 0;
-  uint64_t peak_rss = 0;    // of this dtype's model and runs
+  // Peak memory of this dtype's model and runs: the process's resident set
+  // on the host, the device's tensors on a device (and then its capacity).
+  uint64_t peak_bytes = 0;
+  uint64_t capacity = 0;
 };
 
 struct BenchReport {

@@ -26,15 +26,18 @@ OneRun run_once(LanguageModel& model, Context& ctx, const BenchCase& c, const Te
   OneRun r;
   ModelState state = model.make_state(c.batch);
   reserve_state(state, c.prompt + c.decode, ctx);
+  // Each timed part ends with its logits on the host, as generation wants
+  // them: on a device, where ops only queue work, that read waits for it.
   if (c.prompt > 0) {
     const auto t0 = Clock::now();
-    model.forward(ids, &state, ctx, /*last_only=*/true);
+    model.forward(ids, &state, ctx, /*last_only=*/true).to(Device::host());
     r.prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   const auto t0 = Clock::now();
   for (int64_t i = 0; i < c.decode; ++i) {
     if (interrupt && interrupt->load()) return {};
-    model.step(tokens.data(), state, ctx);
+    const Tensor& logits = model.step(tokens.data(), state, ctx);
+    if (i + 1 == c.decode) logits.to(Device::host());
   }
   r.decode_s = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;

@@ -5,11 +5,9 @@
 #include <cstdio>
 #include <random>
 
-#include "cli/bench_bounds.h"
+#include "cli/device_bounds.h"
 #include "cli/json_out.h"
 #include "cli/usage_error.h"
-#include "ssm/ops/elementwise.h"
-#include "ssm/ops/linear.h"
 #include "ssm/train/trainer.h"
 
 namespace ssm::cli {
@@ -21,56 +19,12 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// FLOP/s of y (n, n) = x (n, n) W^T through the backend's own linear op,
-// F32 operands. On a device the product runs with bf16 compute (one
-// tensor-core product, x and W rounded to bf16 on the way): the bf16 rate.
-// Not BF16 weights: their path splits x into exact bf16 pieces, three
-// products, and would understate the rate threefold. Best of a few timed
-// products; reading one value back waits for the device. Leaves the
-// context's bf16 compute as `bf16_after`.
-double measure_linear_flops(Context& ctx, bool bf16_after) {
-  const bool device = ctx.device() != Device::host();
-  const int64_t n = device ? 8192 : 1024;
-  const DType wt = DType::kF32;
-  if (device && ctx.resources()) ctx.resources()->set_bf16_compute(true);
-  const Tensor x = Tensor::zeros(DType::kF32, {n, n}, ctx.device());
-  const Tensor W = Tensor::zeros(wt, {n, n}, ctx.device());
-  const Tensor y = Tensor::zeros(DType::kF32, {n, n}, ctx.device());
-  ops::fill(ctx, x, 0.5f);
-  auto wait = [&] { return ops::sum_squares(ctx, y.slice(0, 0, 1)); };
-  ops::linear(ctx, {.x = x, .W = W, .y = y});
-  wait();
-  double best = 1e30;
-  const int reps = device ? 10 : 2;
-  for (int r = 0; r < 3; ++r) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < reps; ++i) ops::linear(ctx, {.x = x, .W = W, .y = y});
-    wait();
-    best = std::min(best, seconds_since(t0) / reps);
-  }
-  if (device && ctx.resources()) ctx.resources()->set_bf16_compute(bf16_after);
-  return 2.0 * static_cast<double>(n) * n * n / best;
-}
-
 struct TrainRow {
   int64_t batch = 0;
   double ms_per_step = 0, tokens_per_s = 0, flops_fraction = 0;
   uint64_t peak = 0, capacity = 0;
   double loss = 0;
 };
-
-// Peak bytes of the device's tensors (or the process's resident set on the
-// host) and what bounds them (the device's memory; 0 on the host).
-void memory_use(Device device, uint64_t* peak, uint64_t* capacity) {
-  *peak = 0;
-  *capacity = 0;
-  if (device == Device::host()) {
-    *peak = peak_rss_bytes();
-    return;
-  }
-  const DeviceMemory& m = device_memory(device);
-  if (m.usage) m.usage(device, peak, capacity);
-}
 
 std::string gib(uint64_t bytes) { return cat(static_cast<double>(bytes) / (1 << 30)); }
 

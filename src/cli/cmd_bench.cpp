@@ -1,16 +1,19 @@
 // ssm bench MODEL: prefill (-p tokens) and decode (-n steps) tokens/s, mean
 // ± deviation over -r repetitions, for each batch size, thread count and
-// weight dtype asked for, with the peak resident memory of each dtype and,
-// measured in the same run, the bounds the results are a fraction of
-// (bench_bounds.h). The backend is any the registry has; the timed code is
-// the model's own forward and step, so a device backend is benchmarked the
-// same way.
+// weight dtype asked for, with the peak memory of each dtype and, measured
+// in the same run, the bounds the results are a fraction of (the host's,
+// bench_bounds.h; a device backend's, on its device, device_bounds.h). The
+// backend is any the registry has; the timed code is the model's own
+// forward and step, on the backend's device, so a device backend is
+// benchmarked the same way.
 #include <thread>
 
 #include "cli/bench_bounds.h"
 #include "cli/bench_report.h"
+#include "cli/bench_row_bound.h"
 #include "cli/bench_train.h"
 #include "cli/commands.h"
+#include "cli/device_bounds.h"
 #include "cli/interrupt.h"
 #include "ops/cpu/lowp_linear.h"
 #include "ssm/ops/backend.h"
@@ -22,6 +25,9 @@ namespace {
 constexpr int64_t kMaxPrefillTokens = int64_t{1} << 22;
 // The streaming read runs over this many bytes: far more than any cache.
 constexpr uint64_t kReadBytes = uint64_t{256} << 20;
+// A device's copy bound moves this many bytes (each way): far more than a
+// GPU's L2 cache.
+constexpr uint64_t kDeviceCopyBytes = uint64_t{1} << 30;
 
 struct BenchArgs {
   std::string model;
@@ -53,10 +59,13 @@ void check_args(const BenchArgs& a) {
                            " tokens in one prefill, more than ", kMaxPrefillTokens));
 }
 
-// Rows of one dtype: every (threads, batch) case, prefill then decode.
+// Rows of one dtype: every (threads, batch) case, prefill then decode. The
+// model is loaded and put on the backend's device once; its peak memory is
+// the device's tensors' on a device, the process's resident set on the host.
 void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& report,
                  const InterruptCatcher& interrupt) {
-  reset_peak_rss();
+  const Device device = find_backend(a.compute.backend).device();
+  reset_memory_peak(device);
   ComputeOptions compute = a.compute;
   compute.dtype = dtype;
   LanguageModel model = LanguageModel::load(a.model, load_options(compute));
@@ -65,6 +74,7 @@ void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& repo
   check_memory_budget(model_memory_bytes(model, model.projection_dtype()) + kv_cache_bytes_per_token(model.config()) *
                                                       static_cast<uint64_t>(max_batch * (a.prompt + a.decode)),
                       limit, a.model);
+  model.to_device(device);  // a no-op on the host
   const ModelCosts costs = model_costs(model);
   // Rows name the dtype measured: auto's pick, not "auto".
   const std::string label = weight_dtype_name(model.projection_dtype());
@@ -79,34 +89,60 @@ void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& repo
     for (int64_t batch : a.batches) {
       if (interrupt.requested()) return;
       const BenchCase c{.batch = batch, .prompt = a.prompt, .decode = a.decode, .repetitions = a.repetitions};
-      const BenchTimes t = run_bench_case(model, ctx, c, &interrupt.flag());
+      BenchTimes t;
+      try {
+        t = run_bench_case(model, ctx, c, &interrupt.flag());
+      } catch (const Error& e) {
+        // Which dtype a backend refused (cuda has no int8 projections).
+        throw Error(cat("--dtype ", label, " on backend '", a.compute.backend, "': ", e.what()));
+      }
       BenchRow row{.dtype = label, .threads = a.threads[ti], .batch = batch};
       if (a.prompt > 0 && !t.prefill.empty()) {
         row.test = cat("pp", a.prompt);
         row.tokens_per_s = mean_deviation(t.prefill);
         row.repetitions = static_cast<int>(t.prefill.size());
-        row.bound = bounds.sgemm_gflops * 1e9 / costs.prefill_flops_per_token;
-        row.bound_kind = "sgemm";
+        set_row_bound(row, BenchTest::kPrefill, bounds, costs);
         report.rows.push_back(row);
       }
       if (a.decode > 0 && !t.decode.empty()) {
         row.test = cat("tg", a.decode);
         row.tokens_per_s = mean_deviation(t.decode);
         row.repetitions = static_cast<int>(t.decode.size());
-        row.bound = static_cast<double>(batch) * bounds.read_gbs * 1e9 / costs.decode_bytes_per_token;
-        row.bound_kind = "read";
-        row.weight_bytes = costs.decode_bytes_per_token;
-        // The step must also read the state (and write it back): the bound
-        // with the state counts its bytes once, at the same read rate.
-        row.state_bytes = static_cast<double>(batch) * costs.state_bytes_per_sequence;
-        row.bound_with_state = static_cast<double>(batch) * bounds.read_gbs * 1e9 /
-                               (costs.decode_bytes_per_token + row.state_bytes);
+        set_row_bound(row, BenchTest::kDecode, bounds, costs);
         report.rows.push_back(row);
       }
     }
   }
-  const uint64_t peak = peak_rss_bytes();
-  for (size_t i = first; i < report.rows.size(); ++i) report.rows[i].peak_rss = peak;
+  uint64_t peak = 0, capacity = 0;
+  memory_use(device, &peak, &capacity);
+  for (size_t i = first; i < report.rows.size(); ++i) {
+    report.rows[i].peak_bytes = peak;
+    report.rows[i].capacity = capacity;
+  }
+}
+
+// The bounds of one thread count: the host's (a streaming read, OpenBLAS
+// on the in_proj shape), or a device backend's, measured on its device
+// through its own ops.
+BenchBounds measure_bounds(const BenchArgs& a, int threads, const ModelCosts& shape) {
+  const Device device = find_backend(a.compute.backend).device();
+  if (device != Device::host()) {
+    Context ctx(a.compute.backend, threads);
+    return {.threads = threads,
+            .device = device_str(device),
+            .linear_flops = measure_linear_flops(ctx, /*bf16_after=*/false),
+            .linear_n = kDeviceLinearN,
+            .copy_bytes_per_s = measure_copy_bytes_per_s(ctx, kDeviceCopyBytes)};
+  }
+  const int64_t gemm_m = a.prompt > 0 ? a.prompt : 512;
+  return {.threads = threads,
+          .read_gbs = measure_read_gbs(threads, kReadBytes),
+          .sgemm_gflops = shape.in_proj_out > 0
+                              ? measure_sgemm_gflops(threads, gemm_m, shape.in_proj_out, shape.in_proj_in)
+                              : 0.0,
+          .gemm_m = gemm_m,
+          .gemm_n = shape.in_proj_out,
+          .gemm_k = shape.in_proj_in};
 }
 
 int run_bench(BenchArgs& a) {
@@ -124,19 +160,10 @@ int run_bench(BenchArgs& a) {
     LanguageModel m = LanguageModel::load(a.model, load_options(a.compute));
     return model_costs(m);
   }();
-  const int64_t gemm_m = a.prompt > 0 ? a.prompt : 512;
   const InterruptCatcher interrupt;
   for (int threads : a.threads) {
     if (interrupt.requested()) break;
-    report.bounds.push_back({.threads = threads,
-                             .read_gbs = measure_read_gbs(threads, kReadBytes),
-                             .sgemm_gflops = shape.in_proj_out > 0
-                                                 ? measure_sgemm_gflops(threads, gemm_m, shape.in_proj_out,
-                                                                        shape.in_proj_in)
-                                                 : 0.0,
-                             .gemm_m = gemm_m,
-                             .gemm_n = shape.in_proj_out,
-                             .gemm_k = shape.in_proj_in});
+    report.bounds.push_back(measure_bounds(a, threads, shape));
   }
   for (const std::string& dtype : a.dtypes) {
     if (interrupt.requested()) break;

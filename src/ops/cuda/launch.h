@@ -49,10 +49,12 @@ void launch_to_16bit(ConstRows x, void* dst, bool bf16, int pieces, cudaStream_t
 void launch_embedding(const void* ids, bool ids_i64, const float* table, Rows out, float scale,
                       cudaStream_t s);
 
-void launch_rms_norm(ConstRows x, const float* w, float eps, Rows out, cudaStream_t s);
+// overlap: few rows (a block each) launched with programmatic dependent
+// launch (overlap_launch.h), as the decode step's other kernels.
+void launch_rms_norm(ConstRows x, const float* w, float eps, Rows out, cudaStream_t s, bool overlap = false);
 // w null: out = y silu(z). group: channels normalised together.
 void launch_gated_rms_norm(ConstRows y, ConstRows z, const float* w, int64_t group, float eps,
-                           bool norm_before_gate, Rows out, cudaStream_t s);
+                           bool norm_before_gate, Rows out, cudaStream_t s, bool overlap = false);
 
 struct Conv1dLaunch {
   ConstRows in;           // B*L rows of C

@@ -23,6 +23,7 @@
 #include "ops/cuda/runtime.h"
 #include "ssm/core/error.h"
 #include "ssm/tensor/device.h"
+#include "ssm/tensor/device_peak.h"
 
 namespace ssm::cuda {
 namespace {
@@ -130,11 +131,18 @@ void usage(Device device, uint64_t* peak_bytes, uint64_t* total_bytes) {
   *total_bytes = total;
 }
 
+void reset_peak(Device device) {
+  Cache& c = cache(device);
+  std::lock_guard lock(c.mutex);
+  c.peak_bytes = c.live_bytes;
+}
+
 }  // namespace
 
 void register_memory() {
   register_device_memory(DeviceType::kCuda, DeviceMemory{&allocate, &release, &copy_to_host, &copy_from_host,
                                                          &copy_on_device, &fill_zero, &usage});
+  register_device_peak_reset(DeviceType::kCuda, &reset_peak);
 }
 
 }  // namespace ssm::cuda

@@ -13,13 +13,14 @@ namespace {
 void rms_norm(Context& ctx, const ops::RmsNormArgs& a) {
   // No weight: the weightless norm (FalconMamba's dt, B, C).
   launch_rms_norm(const_rows_of(a.x), a.w.defined() ? a.w.data<float>() : nullptr, a.eps, rows_of(a.out),
-                  stream(ctx));
+                  stream(ctx), resources(ctx).overlap_launches);
   check_launch("rms_norm");
 }
 
 void gated_rms_norm(Context& ctx, const ops::GatedRmsNormArgs& a) {
   launch_gated_rms_norm(const_rows_of(a.y), const_rows_of(a.z), a.w.defined() ? a.w.data<float>() : nullptr,
-                        a.group, a.eps, a.norm_before_gate, rows_of(a.out), stream(ctx));
+                        a.group, a.eps, a.norm_before_gate, rows_of(a.out), stream(ctx),
+                        resources(ctx).overlap_launches);
   check_launch("gated_rms_norm");
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "ops/cuda/launch_ssd_step.h"
+#include "ops/cuda/overlap_launch.h"
 
 namespace ssm::cuda {
 namespace {
@@ -29,8 +30,15 @@ __device__ float block_sum(float v) {
   return total;
 }
 
+// The block-per-row kernels run a decode step's norms, between its
+// few-row projections: launched overlapped (overlap_launch.h), the next
+// projection's weight loads start while the norm runs, and the norm's
+// launch while the kernel before it finishes; it reads and writes nothing
+// before the wait.
 __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(ConstRows x, const float* w, float eps, Rows out) {
+  let_next_kernel_start();
+  wait_for_previous_kernel();
   const float* row = x.p + blockIdx.x * x.stride;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < x.cols; i += kThreads) ss += row[i] * row[i];
@@ -155,6 +163,8 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 __global__ void __launch_bounds__(kThreads)
     gated_rms_norm_kernel(ConstRows y, ConstRows z, const float* w, int64_t n, float eps,
                           bool norm_before_gate, Rows out) {
+  let_next_kernel_start();  // as rms_norm_kernel
+  wait_for_previous_kernel();
   const int64_t groups = y.cols / n, row = blockIdx.x / groups, g0 = (blockIdx.x % groups) * n;
   gated_norm_group(y.p + row * y.stride + g0, z.p + row * z.stride + g0, w ? w + g0 : nullptr, n, eps,
                    norm_before_gate, out.p + row * out.stride + g0);
@@ -224,17 +234,18 @@ struct GatedRmsNormRows {
 
 }  // namespace
 
-void launch_rms_norm(ConstRows x, const float* w, float eps, Rows out, cudaStream_t s) {
+void launch_rms_norm(ConstRows x, const float* w, float eps, Rows out, cudaStream_t s, bool overlap) {
   if (x.rows == 0) return;
   if (x.cols > 0 && rows_kernel_fits(x.rows, x.cols, x.stride, out.stride, x.p, out.p, out.p, w)) {
     with_pieces<RmsNormRows>(pieces_for(x.cols), x, w, eps, out, s);
     return;
   }
-  rms_norm_kernel<<<static_cast<unsigned>(x.rows), kThreads, 0, s>>>(x, w, eps, out);
+  launch_overlapped(overlap, rms_norm_kernel, dim3(static_cast<unsigned>(x.rows)), dim3(kThreads), 0, s, x, w,
+                    eps, out);
 }
 
 void launch_gated_rms_norm(ConstRows y, ConstRows z, const float* w, int64_t group, float eps,
-                           bool norm_before_gate, Rows out, cudaStream_t s) {
+                           bool norm_before_gate, Rows out, cudaStream_t s, bool overlap) {
   const int64_t n = group > 0 ? group : y.cols;
   if (y.rows == 0 || n == 0) return;
   if (rows_kernel_fits(y.rows * (y.cols / n), n, y.stride, z.stride, y.p, z.p, out.p, w) &&
@@ -242,8 +253,8 @@ void launch_gated_rms_norm(ConstRows y, ConstRows z, const float* w, int64_t gro
     with_pieces<GatedRmsNormRows>(pieces_for(n), y, z, w, n, eps, norm_before_gate, out, s);
     return;
   }
-  gated_rms_norm_kernel<<<static_cast<unsigned>(y.rows * (y.cols / n)), kThreads, 0, s>>>(
-      y, z, w, n, eps, norm_before_gate, out);
+  launch_overlapped(overlap, gated_rms_norm_kernel, dim3(static_cast<unsigned>(y.rows * (y.cols / n))),
+                    dim3(kThreads), 0, s, y, z, w, n, eps, norm_before_gate, out);
 }
 
 void launch_embedding(const void* ids, bool ids_i64, const float* table, Rows out, float scale,
