@@ -30,6 +30,7 @@ namespace {
 using tiles::Acc;
 using tiles::for_each_acc;
 using tiles::kTileCols;
+using tiles::load_rows;
 using tiles::pitch;
 using tiles::round_up;
 using tiles::Smem;
@@ -63,29 +64,6 @@ __device__ Chunk chunk_of(const SsdScanBackwardLaunch& a, const Geometry& geo) {
   k.slot = (k.b * a.H + k.h) * geo.chunks + c;
   k.len = static_cast<int>(min(int64_t{kRows}, a.L - c * kRows));
   return k;
-}
-
-// Rows [0, total) of a pitch-`ld` shared-memory matrix from `rows` rows of
-// src (row stride `stride`), `cols` entries each padded with zeros to
-// `padded`; rows past `rows` are zeros. A warp per row; with `vec` 16-byte
-// cp.async pieces (the caller waits with wait_async before its barrier).
-__device__ void load_rows(float* dst, int ld, const float* src, int64_t stride, int rows, int total,
-                          int cols, int padded, bool vec) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int r = warp; r < total; r += kWarps) {
-    float* d = dst + r * ld;
-    const float* s = r < rows ? src + r * stride : nullptr;
-    if (vec) {
-      for (int c = 4 * lane; c < padded; c += 128) {
-        if (s && c < cols)
-          copy16_async(d + c, s + c);
-        else
-          *reinterpret_cast<float4*>(d + c) = float4{0.f, 0.f, 0.f, 0.f};
-      }
-    } else {
-      for (int c = lane; c < padded; c += 32) d[c] = s && c < cols ? s[c] : 0.f;
-    }
-  }
 }
 
 // The chunk's dt (zeros past its end) and cs_t = sum_{u<=t} dt_u A, the

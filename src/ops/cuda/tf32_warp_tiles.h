@@ -101,7 +101,7 @@ __device__ void for_each_acc(int m0, int n0, int ncols, F f) {
 // `padded`; rows past `rows` are zeros. A warp per row (the block's warps
 // in turn); with `vec` 16-byte cp.async pieces (src, stride and cols
 // multiples of 4 floats; the caller waits with wait_async before its
-// barrier). ssd_scan_backward_tiles.cu keeps its own copy of this loader.
+// barrier).
 template <class Float>  // float (a template: defined in a header without inline)
 __device__ void load_rows(Float* dst, int ld, const Float* src, int64_t stride, int rows,
                           int total, int cols, int padded, bool vec) {
