@@ -78,7 +78,6 @@ def test_dropout_trains_as_the_program_does(tmp_path):
         model = ssm.load(str(DEFAULT_MODEL), threads=2)
         trainer = ssm.Trainer(model, TEXT, dropout=dropout, **options)
         losses = [trainer.step() for _ in range(2)]
-        (tmp_path / name).mkdir()
         trainer.save_checkpoint(str(tmp_path / name))
         return losses, read_safetensors(tmp_path / name / "model.safetensors")
 

@@ -71,6 +71,10 @@ void save_model_weights(LanguageModel& model, const std::filesystem::path& file)
 }
 
 void Trainer::save_checkpoint(const std::filesystem::path& dir) {
+  // The library (and Python) caller may name a directory that does not exist yet.
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(cat(dir.string(), ": cannot create the checkpoint directory: ", ec.message()));
   save_model_weights(model_, dir / "model.safetensors");
   NamedTensors tensors;
   model_.for_each_param([&](const std::string& name, Param& p) { tensors.emplace_back("param." + name, on_host(p.value)); });

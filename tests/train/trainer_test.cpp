@@ -152,6 +152,26 @@ TEST(Trainer, ResumeEqualsUninterruptedTraining) {
   fs::remove_all(dir);
 }
 
+TEST(Trainer, CheckpointCreatesItsDirectoryOrNamesWhyItCannot) {
+  const fs::path root = temp_dir("mkdir");
+  LanguageModel m = testing::tiny_model(4);
+  Context ctx(1);
+  Trainer t(m, testing::tiny_tokens(2000), small_options(), ctx);
+  t.step();
+  t.save_checkpoint(root / "new" / "run");  // neither directory exists yet
+  EXPECT_TRUE(fs::exists(root / "new" / "run" / "checkpoint.safetensors"));
+  EXPECT_TRUE(fs::exists(root / "new" / "run" / "model.safetensors"));
+
+  std::ofstream(root / "file") << "in the way";
+  try {
+    t.save_checkpoint(root / "file" / "run");
+    ADD_FAILURE() << "expected ssm::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find((root / "file" / "run").string()), std::string::npos) << e.what();
+  }
+  fs::remove_all(root);
+}
+
 class BadCheckpoint : public ::testing::Test {
  protected:
   void SetUp() override {
