@@ -44,7 +44,7 @@ class WeightCopies {
     uint64_t generation = 0;
   };
   using Key = std::tuple<const float*, int64_t, int64_t, int64_t>;  // src, rows, cols, ld
-  std::map<uintptr_t, uintptr_t> ranges_;  // begin -> end
+  std::map<uintptr_t, uintptr_t> ranges_;                           // begin -> end
   std::map<Key, Copy> copies_;
   uint64_t generation_ = 1;
   int64_t made_ = 0, reused_ = 0;
