@@ -238,7 +238,8 @@ INSTANTIATE_TEST_SUITE_P(Kinds, GpuBf16WeightCopies,
                          ::testing::Values("mamba2", "mamba3_siso", "hybrid"));
 
 // Loading a checkpoint rewrites the weights: the copies kept from before
-// must not survive it. 3 steps, a checkpoint, 3 steps, the checkpoint
+// must not survive it. 3 steps, a checkpoint, 3 steps, a forward (fresh
+// copies of the weights the checkpoint then replaces), the checkpoint
 // loaded again, 3 steps: the last three losses repeat the middle three.
 TEST(GpuBf16WeightCopies, LoadingACheckpointDropsTheCopies) {
   const auto tokens = testing::tiny_tokens(20000);
@@ -252,6 +253,11 @@ TEST(GpuBf16WeightCopies, LoadingACheckpointDropsTheCopies) {
   t.save_checkpoint(dir);
   std::vector<double> first, again;
   for (int i = 0; i < 3; ++i) first.push_back(t.step().loss);
+  Tensor ids = Tensor::empty(DType::kI64, {o.batch, o.seq_len});
+  for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = tokens[static_cast<size_t>(i)];
+  const int64_t made = cuda::resources(*ctx).weight_copies.made();
+  model_loss(m, ids, *ctx);
+  EXPECT_GT(cuda::resources(*ctx).weight_copies.made(), made);
   t.load_checkpoint(dir / "checkpoint.safetensors");
   for (int i = 0; i < 3; ++i) again.push_back(t.step().loss);
   EXPECT_EQ(again, first);
