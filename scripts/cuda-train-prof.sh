@@ -6,8 +6,9 @@
 # Each stage runs under `timeout`, so a slow one cannot take the rest's time.
 #   scripts/cuda-train-prof.sh [SOURCE_DIR] [BUILD_DIR] [LOG_DIR]
 # e.g. in a device call:  scripts/cuda-train-prof.sh . /tmp/b $OUT
-# Stage limits in seconds: BUILD_S (330), TEST_S (120), BENCH_S (45 each),
-# PROF_S (75). TESTS: the ctest -R regex; PROF_BATCH: the profiled batch (8).
+# Stage limits in seconds (530 in all at most): BUILD_S (300), TEST_S (100),
+# BENCH_S (30 each), PROF_S (70). TESTS: the ctest -R regex; PROF_BATCH: the
+# profiled batch (8).
 # DEPS_DIR: as scripts/cuda-check.sh.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,13 +20,13 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/de
 stage build
 export -f gpu_build
 export src build logs
-timeout "${BUILD_S:-330}" bash -c 'gpu_build build "$0" test_ops_gpu test_model_gpu ssm_cli' \
+timeout -k 5 "${BUILD_S:-300}" bash -c 'gpu_build build "$0" test_ops_gpu test_model_gpu ssm_cli' \
   "-DSSM_BUILD_TESTS=ON -DSSM_BUILD_BENCH=OFF" || { echo "build failed or timed out"; exit 1; }
 ssm=$build/bin/ssm
 
 stage tests
 status=0
-timeout "${TEST_S:-120}" ctest --test-dir "$build" -L gpu \
+timeout -k 5 "${TEST_S:-100}" ctest --test-dir "$build" -L gpu \
   -R "${TESTS:-Train|Grad|Bf16|Mamba3ScanBackward|SsdScan}" -j4 --output-on-failure \
   > "$logs/test.log" 2>&1 || status=1
 grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Exception|Timeout" "$logs/test.log" | head -60
@@ -36,7 +37,7 @@ stage bench
 for cfg in "$src/bench/train_configs/mamba2_130m.json" "$src/bench/configs/mamba3_siso_130m.json"; do
   dir=/tmp/prof-$(basename "$cfg" .json)
   "$ssm" init --config "$cfg" --out "$dir" --force >> "$logs/bench.log" 2>&1 || { echo "init $cfg failed"; status=1; continue; }
-  timeout "${BENCH_S:-45}" "$ssm" bench "$dir" --train --bf16 --backend cuda --batch 8 -p 2048 \
+  timeout -k 5 "${BENCH_S:-30}" "$ssm" bench "$dir" --train --bf16 --backend cuda --batch 8 -p 2048 \
     --train-steps 3 2>&1 | tee -a "$logs/bench.log"
 done
 
@@ -48,7 +49,7 @@ if [ -z "$ncu" ]; then
 else
   # The bench's warm-up step and one timed step; ncu-kernel-times.py keeps
   # the launches of the last optimiser step (from the AdamW launches).
-  timeout "${PROF_S:-75}" "$ncu" --clock-control none --csv --page raw --metrics gpu__time_duration.sum \
+  timeout -k 5 "${PROF_S:-70}" "$ncu" --clock-control none --csv --page raw --metrics gpu__time_duration.sum \
     "$ssm" bench /tmp/prof-mamba3_siso_130m --train --bf16 --backend cuda --batch "${PROF_BATCH:-8}" \
     -p 2048 --train-steps 1 > "$logs/profile.csv" 2> "$logs/profile.err"
   echo "ncu exit $? (124: timed out)"
