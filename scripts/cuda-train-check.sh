@@ -42,7 +42,7 @@ grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Exception" "$logs/test.
 tail -3 "$logs/test.log"
 
 if [ "${BENCH:-1}" != 0 ]; then
-  ssm=$build/ssm
+  ssm=$build/bin/ssm
   : > "$logs/bench.log"
   for cfg in "$src"/bench/train_configs/*.json; do
     dir=/tmp/bench-$(basename "$cfg" .json)
@@ -59,10 +59,10 @@ fi
 if [ -n "${PROFILE:-}" ]; then  # kernel times of one 1 x 2048 training step (Nsight Compute)
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   dir=/tmp/bench-mamba2_130m
-  [ -d $dir ] || "$build/ssm" init --config "$src/bench/train_configs/mamba2_130m.json" --out $dir --force
+  [ -d $dir ] || "$build/bin/ssm" init --config "$src/bench/train_configs/mamba2_130m.json" --out $dir --force
   timeout 300 "$ncu" --clock-control none --csv --page raw --metrics gpu__time_duration.sum \
     --launch-skip "${PROFILE_SKIP:-0}" \
-    "$build/ssm" bench $dir --train --backend cuda --batch "${PROFILE_BATCH:-1}" -p 2048 --train-steps 1 \
+    "$build/bin/ssm" bench $dir --train --backend cuda --batch "${PROFILE_BATCH:-1}" -p 2048 --train-steps 1 \
     > "$logs/profile.csv" 2> "$logs/profile.err"
   python3 "$src/scripts/ncu-kernel-times.py" "$logs/profile.csv" 30 | tee "$logs/profile.txt"
 fi

@@ -157,6 +157,7 @@ void Trainer::load_checkpoint(const std::filesystem::path& file) {
     else  // a checkpoint resumed on the GPU
       device_memory(dst.device()).copy_from_host(dst.device(), dst.raw(), src.raw(), src.nbytes());
   }
+  if (BackendResources* r = ctx_.resources()) r->weights_changed();  // kept bf16 copies are stale
   sampler_ = probe;
   optimizer_.set_steps(step);
 }

@@ -80,9 +80,18 @@ Trainer::Trainer(LanguageModel& model, const std::vector<int32_t>& train_tokens,
     throw Error(cat("dropout must be at least 0 and below 1, got ", options.dropout));
   if (options.world < 1 || options.rank < 0 || options.rank >= options.world)
     throw Error(cat("rank ", options.rank, " of ", options.world, " is not a rank of the run"));
+  // Only the optimiser (and load_checkpoint) write the weights from here on:
+  // a bf16-compute backend may keep their bf16 copies between those writes.
+  if (BackendResources* r = ctx_.resources())
+    model_.for_each_param([&](const std::string&, Param& p) {
+      if (p.value.defined() && p.value.device() == ctx_.device() && p.value.dtype() == DType::kF32)
+        r->keep_weight_copies(p.value.raw(), p.value.nbytes());
+    });
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (BackendResources* r = ctx_.resources()) r->forget_weights();
+}
 
 StepReport Trainer::step() {
   StepReport r;
@@ -120,6 +129,7 @@ StepReport Trainer::step() {
   r.grad_norm = clip_grad_norm(optimizer_.slices(), grads_, options_.clip, ctx_);
   r.lr = schedule_.at(optimizer_.steps());
   optimizer_.step(grads_, r.lr, ctx_);
+  if (BackendResources* res = ctx_.resources()) res->weights_changed();
   r.step = optimizer_.steps();
   // Known once the step's work is done: after the optimizer's host read.
   if (reducer_) r.comm_wait_ms = reducer_->transport().last_wait_ms();

@@ -4,13 +4,17 @@
 // (1e-4 relative, step by step) for a tiny Mamba-2, Mamba-3 SISO, Mamba-3
 // MIMO and hybrid with attention, also with residual dropout (the masks are
 // a hash both devices compute alike), and a checkpoint written on either
-// device resumes on the other, continuing the same run (with dropout too).
+// device resumes on the other, continuing the same run (with dropout too);
+// --bf16's kept weight copies change no loss.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
 
+#include "ops/cuda/runtime.h"
 #include "ssm/io/safetensors.h"
 #include "ssm/train/model_grad.h"
 #include "ssm/train/trainer.h"
@@ -189,6 +193,75 @@ fs::path temp_dir(const std::string& name) {
   fs::remove_all(p);
   fs::create_directories(p);
   return p;
+}
+
+// A cuda context computing in bf16, keeping the weights' bf16 copies
+// between optimiser steps (ops/cuda/weight_copies.h) unless told not to
+// (SSM_CUDA_WEIGHT_COPIES=0, read when the context is made).
+std::unique_ptr<Context> bf16_context(bool keep_copies) {
+  ::setenv("SSM_CUDA_WEIGHT_COPIES", keep_copies ? "1" : "0", 1);
+  auto ctx = std::make_unique<Context>("cuda", 1);
+  ::unsetenv("SSM_CUDA_WEIGHT_COPIES");
+  EXPECT_TRUE(ctx->resources()->set_bf16_compute(true));
+  return ctx;
+}
+
+// The kept copies hold the bf16 values a copy at each use would: 12
+// --bf16 steps give the same losses to the bit with and without them (and
+// the copies were made once a step and used again within it).
+class GpuBf16WeightCopies : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuBf16WeightCopies, SameLossesAsRoundingAtEveryUse) {
+  const auto tokens = testing::tiny_tokens(20000);
+  const TrainOptions o = options(12);
+  std::vector<double> losses[2];
+  for (const bool keep : {false, true}) {
+    const auto ctx = bf16_context(keep);
+    LanguageModel m = tiny_kind_model(GetParam(), 19);
+    m.to_device(ctx->device());
+    {
+      Trainer t(m, tokens, o, *ctx);
+      while (!t.finished()) losses[keep].push_back(t.step().loss);
+    }
+    const cuda::WeightCopies& copies = cuda::resources(*ctx).weight_copies;
+    if (keep) {
+      EXPECT_GT(copies.made(), 0);
+      EXPECT_GT(copies.reused(), 0);  // the backward's dx, the head's blocks
+    } else {
+      EXPECT_EQ(copies.made() + copies.reused(), 0);
+    }
+  }
+  EXPECT_EQ(losses[1], losses[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, GpuBf16WeightCopies,
+                         ::testing::Values("mamba2", "mamba3_siso", "hybrid"));
+
+// Loading a checkpoint rewrites the weights: the copies kept from before
+// must not survive it. 3 steps, a checkpoint, 3 steps, a forward (fresh
+// copies of the weights the checkpoint then replaces), the checkpoint
+// loaded again, 3 steps: the last three losses repeat the middle three.
+TEST(GpuBf16WeightCopies, LoadingACheckpointDropsTheCopies) {
+  const auto tokens = testing::tiny_tokens(20000);
+  const TrainOptions o = options(12);
+  const auto ctx = bf16_context(true);
+  LanguageModel m = tiny_kind_model("mamba3_siso", 23);
+  m.to_device(ctx->device());
+  Trainer t(m, tokens, o, *ctx);
+  for (int i = 0; i < 3; ++i) t.step();
+  const fs::path dir = temp_dir("bf16_copies");
+  t.save_checkpoint(dir);
+  std::vector<double> first, again;
+  for (int i = 0; i < 3; ++i) first.push_back(t.step().loss);
+  Tensor ids = Tensor::empty(DType::kI64, {o.batch, o.seq_len});
+  for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = tokens[static_cast<size_t>(i)];
+  const int64_t made = cuda::resources(*ctx).weight_copies.made();
+  model_loss(m, ids, *ctx);
+  EXPECT_GT(cuda::resources(*ctx).weight_copies.made(), made);
+  t.load_checkpoint(dir / "checkpoint.safetensors");
+  for (int i = 0; i < 3; ++i) again.push_back(t.step().loss);
+  EXPECT_EQ(again, first);
+  fs::remove_all(dir);
 }
 
 // 10 steps on `first`, a checkpoint, 10 more on `second` from it: the same

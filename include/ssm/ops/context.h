@@ -3,6 +3,7 @@
 // mutable globals hold threads, streams or library handles.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -39,6 +40,15 @@ class BackendResources {
   // accumulation and results): mixed-precision training over F32 master
   // weights. Returns false where the backend has no such mode.
   virtual bool set_bf16_compute(bool /*on*/) { return false; }
+  // Training's weights, for a backend that computes in bf16: it may keep
+  // the bf16 copy of an F32 matrix inside [begin, begin + bytes) from its
+  // first use until weights_changed(), instead of rounding it at every
+  // use. The caller (the Trainer) promises that those bytes change only
+  // before a weights_changed() call; forget_weights() drops every range and
+  // copy (before the weights' memory is freed).
+  virtual void keep_weight_copies(const void* /*begin*/, size_t /*bytes*/) {}
+  virtual void weights_changed() {}
+  virtual void forget_weights() {}
 };
 
 class Context {

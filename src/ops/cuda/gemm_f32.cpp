@@ -7,12 +7,15 @@ namespace ssm::cuda {
 namespace {
 
 // A column-major (rows, cols) matrix with leading dimension ld, rounded to
-// bf16 into a dense one (leading dimension rows) in the arena. Read as
+// bf16 into a dense one (leading dimension rows): the kept copy of a
+// training weight (weight_copies.h), else a fresh one in the arena. Read as
 // row-major it is cols rows of rows values each, ld apart.
 const void* bf16_copy(Context& ctx, const float* src, int64_t rows, int64_t cols, int64_t ld) {
+  CudaResources& r = resources(ctx);
+  if (const void* kept = r.weight_copies.copy_of(src, rows, cols, ld, r.device, r.stream))
+    return kept;
   Tensor t = ctx.arena().alloc(DType::kBF16, {cols, rows});
-  launch_to_16bit(ConstRows{src, cols, rows, ld}, t.raw(), /*bf16=*/true, /*pieces=*/1,
-                  resources(ctx).stream);
+  launch_to_16bit(ConstRows{src, cols, rows, ld}, t.raw(), /*bf16=*/true, /*pieces=*/1, r.stream);
   check_launch("gemm (inputs to bf16)");
   return t.raw();
 }

@@ -2,8 +2,8 @@
 // ref/mamba3_prepare_backward.cpp as simple kernels on the op's stream:
 //   unrotate  a thread per (step, angle): dq and dk rotated back in place,
 //             the angle's gradient of the step into dphase;
-//   cumsum    a thread per (b, h, angle): dphase summed over t' >= t (the
-//             phase is a running sum), in double;
+//   cumsum    a block per (b, h): dphase summed over t' >= t (the phase
+//             is a running sum), in double, in segments of time;
 //   steps     a thread per (b, h, t): dt (its own gradient and the phase's),
 //             A under its floor, lam;
 //   rates     a thread per (row, angle): the angle rates' gradient, summed
@@ -70,15 +70,37 @@ __global__ void unrotate_kernel(Mamba3PrepareBackwardLaunch a) {
   a.dphase[u] = dphase;
 }
 
-__global__ void cumsum_kernel(Mamba3PrepareBackwardLaunch a) {
-  const int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (u >= a.B * a.H * a.S) return;
-  const int64_t bh = u / a.S, j = u % a.S;
-  float* d = a.dphase + bh * a.L * a.S + j;
-  double acc = 0;
-  for (int64_t t = a.L - 1; t >= 0; --t) {
-    acc += d[t * a.S];
-    d[t * a.S] = static_cast<float>(acc);
+// A block per (b, h): lanes are angles (32 a warp, coalesced), warps are
+// kPhaseSegs segments of time. Each thread sums its segment from the end,
+// the segments' sums are added from the last segment back, then each
+// thread walks its segment again from that start. In double, as the
+// serial walk it replaced (a thread per (b, h, angle) over all L steps:
+// 19 ms of a 130m Mamba-3 step at 8 x 2048, 24 blocks busy); the order of
+// the double additions differs from it, not the F32 results' precision.
+constexpr int kPhaseSegs = 32;
+constexpr int kPhaseThreads = kPhaseSegs * 32;
+
+__global__ void __launch_bounds__(kPhaseThreads) cumsum_kernel(Mamba3PrepareBackwardLaunch a) {
+  __shared__ double seg_sum[kPhaseSegs][33];
+  const int lane = threadIdx.x % 32, seg = threadIdx.x / 32;
+  const int64_t len = (a.L + kPhaseSegs - 1) / kPhaseSegs;
+  const int64_t t0 = seg * len, t1 = min(a.L, t0 + len);
+  float* d = a.dphase + blockIdx.x * a.L * a.S;
+  for (int64_t j0 = 0; j0 < a.S; j0 += 32) {
+    const int64_t j = j0 + lane;
+    double sum = 0;
+    if (j < a.S)
+      for (int64_t t = t1 - 1; t >= t0; --t) sum += d[t * a.S + j];
+    seg_sum[seg][lane] = sum;
+    __syncthreads();
+    double acc = 0;
+    for (int later = kPhaseSegs - 1; later > seg; --later) acc += seg_sum[later][lane];
+    if (j < a.S)
+      for (int64_t t = t1 - 1; t >= t0; --t) {
+        acc += d[t * a.S + j];
+        d[t * a.S + j] = static_cast<float>(acc);
+      }
+    __syncthreads();  // seg_sum is rewritten by the next 32 angles
   }
 }
 
@@ -195,7 +217,7 @@ void launch_mamba3_prepare_backward(const Mamba3PrepareBackwardLaunch& a, cudaSt
   const int64_t steps = a.B * a.H * a.L;
   if (a.S > 0) {
     unrotate_kernel<<<blocks_for(steps * a.S), kThreads, 0, s>>>(a);
-    cumsum_kernel<<<blocks_for(a.B * a.H * a.S), kThreads, 0, s>>>(a);
+    cumsum_kernel<<<static_cast<unsigned>(a.B * a.H), kPhaseThreads, 0, s>>>(a);
     rates_kernel<<<blocks_for(a.B * a.L * a.S), kThreads, 0, s>>>(a);
   }
   steps_kernel<<<blocks_for(steps), kThreads, 0, s>>>(a);

@@ -16,7 +16,8 @@
 //                     dq = (W o DV) K + diag(ein) dO S_in
 //                   rows i = (t, r) with ef, w, ein those of step t; the
 //                   per-step sums dw, dwd and g as the general kernel's
-//                   (Z from the unweighted matrices, sums in double; the
+//                   (Z from the unweighted matrices, sums in double, each
+//                   split over a few lanes; the
 //                   row sums ef v_j.F k_j and ein d_o_i.S_in q_i from the
 //                   accumulators of dv and dq).
 // Every product is warp tiles of mma.sync m16n8k8 (tf32_warp_tiles.h), one
@@ -196,6 +197,14 @@ struct BackSmem {
 __device__ int reach_end(int m0, int R) { return ((m0 + 15) / R + 1) * R; }
 __device__ int reached_from(int m0, int R) { return (m0 / R) * R / 8 * 8; }
 
+// Lanes per per-step sum in chunk_backward: the most (a power of two, at
+// most a warp) that lets the 2T sums fill the block once.
+__device__ int sum_parts(int T) {
+  int parts = 1;
+  while (parts < 32 && 2 * T * parts * 2 <= kThreads) parts *= 2;
+  return parts;
+}
+
 template <bool kSplit>
 __global__ void __launch_bounds__(kThreads)
     chunk_backward_kernel(Mamba3ScanBackwardLaunch a, Geometry geo) {
@@ -247,7 +256,10 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   // The per-step sums inside the chunk, from Z_ij = QK_ij DV_ij summed
   // over the ranks of (t, u) (in float, then the sums over steps in double,
-  // as the general kernel): dwd_t and dw_t by one thread, X_t by another.
+  // as the general kernel): dwd_t, dw_t and X_t. Each sum is split over
+  // `parts` adjacent lanes (u = part, part + parts, ...; fixed xor tree),
+  // so that every warp works: 2T sums of up to T - 1 terms each, where one
+  // thread a sum left half of the block idle (SISO: T = 64, 128 threads).
   auto Z = [&](int t, int u) {
     float z = 0.f;
     for (int r = 0; r < R; ++r)
@@ -257,18 +269,25 @@ __global__ void __launch_bounds__(kThreads)
       }
     return z;
   };
-  for (int idx = threadIdx.x; idx < 2 * T; idx += blockDim.x) {
-    const int t = idx % T;
-    if (t >= k.len) continue;
-    if (idx < T) {
-      double dw = 0;
-      for (int u = t + 1; u < k.len; ++u) dw += expf(st.cs[u] - st.cs[t]) * Z(u, t);
-      dw_in[t] = dw;
-      dwd[t] = Z(t, t);
-    } else {
-      double X = 0;
-      for (int u = 0; u < t; ++u) X += expf(st.cs[t] - st.cs[u]) * st.w[u] * Z(t, u);
-      X_in[t] = X;
+  const int parts = sum_parts(T);
+  for (int base = 0; base < 2 * T * parts; base += blockDim.x) {  // whole warps to the shuffles
+    const int idx = base + static_cast<int>(threadIdx.x), item = idx / parts, part = idx % parts;
+    const int t = item % T;
+    const bool live = item < 2 * T && t < k.len, is_dw = item < T;
+    double sum = 0;
+    if (live && is_dw) {
+      for (int u = t + 1 + part; u < k.len; u += parts) sum += expf(st.cs[u] - st.cs[t]) * Z(u, t);
+    } else if (live) {
+      for (int u = part; u < t; u += parts) sum += expf(st.cs[t] - st.cs[u]) * st.w[u] * Z(t, u);
+    }
+    for (int o = 1; o < parts; o *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (live && part == 0) {
+      if (is_dw) {
+        dw_in[t] = sum;
+        dwd[t] = Z(t, t);
+      } else {
+        X_in[t] = sum;
+      }
     }
   }
   __syncthreads();

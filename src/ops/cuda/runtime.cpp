@@ -51,6 +51,8 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   round_activations = round && std::string_view(round) == "1";
   const char* graphs = std::getenv("SSM_CUDA_GRAPHS");
   record_graphs_ = !(graphs && std::string_view(graphs) == "0");
+  const char* copies = std::getenv("SSM_CUDA_WEIGHT_COPIES");
+  keep_weight_copies_ = !(copies && std::string_view(copies) == "0");
   const char* overlap = std::getenv("SSM_CUDA_OVERLAP");
   overlap_launches = !(overlap && std::string_view(overlap) == "0");
   const char* fuse = std::getenv("SSM_CUDA_FUSE_NORMS");

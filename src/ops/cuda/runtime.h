@@ -12,6 +12,7 @@
 
 #include <unordered_map>
 
+#include "ops/cuda/weight_copies.h"
 #include "ssm/ops/context.h"
 
 namespace ssm::cuda {
@@ -43,6 +44,11 @@ class CudaResources : public BackendResources {
     bf16_compute = on;
     return true;
   }
+  void keep_weight_copies(const void* begin, size_t bytes) override {
+    if (keep_weight_copies_) weight_copies.keep(begin, bytes);
+  }
+  void weights_changed() override { weight_copies.changed(); }
+  void forget_weights() override { weight_copies.forget(); }
 
   int device = 0;
   cudaStream_t stream = nullptr;
@@ -53,6 +59,10 @@ class CudaResources : public BackendResources {
   // exact pieces: set by SSM_CUDA_ROUND_ACTIVATIONS=1 (cuda_bench does).
   bool round_activations = false;
   bool bf16_compute = false;  // F32 products on bf16 tensor cores (gemm_f32.h)
+  // Under bf16_compute, the weights' bf16 copies kept for a training step
+  // (weight_copies.h): off with SSM_CUDA_WEIGHT_COPIES=0 (every use rounds
+  // its weights again, as before; the same bf16 values either way).
+  WeightCopies weight_copies;
   // Either of the two: the scans' products may round too (chunk_scan.cu).
   bool rounds_products() const { return round_activations || bf16_compute; }
   // launch_ssd_step.h's kStepCounters counters, zero between kernels (each
@@ -76,6 +86,7 @@ class CudaResources : public BackendResources {
   // every host copy goes through), and ssm serve copies session states on
   // its request threads while the replica's thread decodes.
   bool record_graphs_ = true;
+  bool keep_weight_copies_ = true;  // SSM_CUDA_WEIGHT_COPIES=0: off
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
   std::unordered_map<uint64_t, int> seen_;
 };
