@@ -39,6 +39,15 @@ class BackendResources {
   // accumulation and results): mixed-precision training over F32 master
   // weights. Returns false where the backend has no such mode.
   virtual bool set_bf16_compute(bool /*on*/) { return false; }
+
+  // Copies `bytes` of host memory to device memory `dst` in order with the
+  // work queued on the context, without waiting for that work: the source
+  // may be reused when it returns (the decode step's ids, so that the host
+  // queues the next step while the device runs the last). Returns false
+  // where the backend has no such copy; the caller then copies itself.
+  virtual bool copy_from_host_queued(void* /*dst*/, const void* /*src*/, size_t /*bytes*/) {
+    return false;
+  }
 };
 
 class Context {
