@@ -104,15 +104,13 @@ __device__ void normalise_rows(const SkinnyLinear& a, float* xs) {
   // plain gate); RMSNorm always is.
   const bool normalised = !gated || a.norm_weight;
   const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
-  float* r = xs + MK;            // M x groups
+  float* r = xs + MK;               // M x groups
   float* partial = r + M * groups;  // kWarps
-  // The weight's loads go with the others (one round trip for all). What
-  // pass 2 needs of them, f = w (times the gate's SiLU when the gate comes
-  // after the norm), is all a thread keeps across the barriers: the row
-  // itself waits in xs (registers held longer cost the launch blocks a
-  // multiprocessor).
-  // Every load first, then the stores (a store to xs between two loads
-  // kept them one round trip apart: the compiler cannot tell the spaces apart).
+  // Every load first (the weight's too), then the stores: a store to xs
+  // between two loads kept them a round trip apart. What the scaling pass
+  // needs, f = w (times the gate's SiLU when the gate comes after the norm),
+  // is all a thread keeps across the barriers; the row waits in xs
+  // (registers held longer cost the launch blocks a multiprocessor).
   float g[PER], z[PER], f[PER];
 #pragma unroll
   for (int j = 0; j < PER; ++j) {
