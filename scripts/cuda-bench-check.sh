@@ -6,7 +6,7 @@
 # (bench/configs, BF16 projections, random weights) and prints their
 # `ssm bench --backend cuda` tables (bounds measured in the run); decode at
 # batch 1 with the step's switches off one at a time (CUDA graphs,
-# programmatic dependent launch) and the fused norms on; cuda_bench
+# programmatic dependent launch, the fused decode kernels); cuda_bench
 # --quick beside it for the same card; then the kernel times of 16 profiled
 # Mamba-2 decode steps (Nsight Compute, summed by kernel; the bounds'
 # products and the warm-up's first, unrecorded step are in it too).
@@ -41,8 +41,8 @@ for m in mamba2 mamba3_siso mamba3_mimo4; do
     2>&1 | tee "$logs/bench_$m.md" || tstatus=1
   timeout 60 "$ssm" bench "$models/$m" --backend cuda -p 0 -n 128 -b 64 -r 3 -t 1 2>&1 | grep -E "^\| bf16"
 done
-echo "== mamba2 decode at batch 1 (-n 256, -r 5): default; SSM_CUDA_GRAPHS=0; SSM_CUDA_OVERLAP=0; SSM_CUDA_FUSE_NORMS=1"
-for v in "" SSM_CUDA_GRAPHS=0 SSM_CUDA_OVERLAP=0 SSM_CUDA_FUSE_NORMS=1; do
+echo "== mamba2 decode at batch 1 (-n 256, -r 5): default; SSM_CUDA_GRAPHS=0; SSM_CUDA_OVERLAP=0; SSM_CUDA_FUSED_DECODE=0"
+for v in "" SSM_CUDA_GRAPHS=0 SSM_CUDA_OVERLAP=0 SSM_CUDA_FUSED_DECODE=0; do
   echo "-- ${v:-default}"
   env $v timeout 60 "$ssm" bench "$models/mamba2" --backend cuda -p 0 -n 256 -r 5 -t 1 2>&1 | grep -E "^\| bf16"
 done

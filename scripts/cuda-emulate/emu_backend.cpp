@@ -38,7 +38,7 @@ CudaResources& resources(Context& ctx) {
   static std::vector<unsigned> counters(kStepCounters, 0u);  // as the constructor's, zero
   auto& r = *reinterpret_cast<CudaResources*>(buf);
   r.step_counters = counters.data();
-  r.fuse_norms = true;  // as the constructor's default
+  r.fused_decode = true;  // as the constructor's default
   const auto* own = dynamic_cast<const EmuResources*>(ctx.resources());
   r.bf16_compute = own && own->bf16_compute;
   return r;

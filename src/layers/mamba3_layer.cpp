@@ -110,6 +110,22 @@ void Mamba3Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
   }
 }
 
+void Mamba3Layer::forward_add(const Tensor& x, const Tensor& h, LayerState* state, Context& ctx) {
+  const int64_t B = x.dim(0), L = x.dim(1);
+  if (L > segment_length(B, L, ctx)) return SequenceLayer::forward_add(x, h, state, ctx);
+  run(x, h, static_cast<Mamba3State*>(state), ctx, nullptr, true);
+}
+
+void Mamba3Layer::forward_add_normed(const Tensor& h, const Tensor& norm_weight, float eps,
+                                     const Tensor& normed, LayerState* state, Context& ctx) {
+  // A decode step only: its few rows are what norm_linear's GPU kernel
+  // fuses (longer inputs normalise once, into `normed`, as the default does).
+  if (!state || h.dim(1) != 1)
+    return SequenceLayer::forward_add_normed(h, norm_weight, eps, normed, state, ctx);
+  const InputNorm norm{norm_weight, eps};
+  run(h, h, static_cast<Mamba3State*>(state), ctx, nullptr, true, &norm);
+}
+
 std::vector<TrainableSlice> Mamba3Layer::trainable_parameters() {
   if (!wsla_) return SequenceLayer::trainable_parameters();
   // WSLA trains the B and C rows of in_proj only (SPEC §6).

@@ -9,7 +9,7 @@
 namespace ssm {
 
 void Mamba3Layer::run(const Tensor& x, const Tensor& y, Mamba3State* st, Context& ctx,
-                      Mamba3Activations* keep) {
+                      Mamba3Activations* keep, bool add_to_y, const InputNorm* norm) {
   const auto& c = cfg_;
   const Mamba3Split s(c);
   const int64_t B = x.dim(0), L = x.dim(1), H = c.nheads(), P = c.headdim, N = c.d_state;
@@ -20,7 +20,12 @@ void Mamba3Layer::run(const Tensor& x, const Tensor& y, Mamba3State* st, Context
 
   // [z | x | B | C | ddt | ddA | trap | ang] = u in_proj^T
   const Tensor proj = work({B, L, c.d_in_proj()});
-  ops::linear(ctx, {.x = x, .W = value(in_proj_), .y = proj});
+  SSM_CHECK(!(norm && keep), "a normalised input is not kept");
+  if (norm)
+    ops::norm_linear(ctx, {.x = x, .norm_weight = norm->weight, .eps = norm->eps,
+                           .W = value(in_proj_), .y = proj});
+  else
+    ops::linear(ctx, {.x = x, .W = value(in_proj_), .y = proj});
 
   // dt, A, lam; q, k from normed, biased, rotated C, B; v = x * mimo_x.
   const ops::Mamba3PrepareArgs prep{
@@ -59,7 +64,7 @@ void Mamba3Layer::run(const Tensor& x, const Tensor& y, Mamba3State* st, Context
       .norm = value(norm_), .norm_eps = c.norm_eps, .y = work({B, L, s.d_inner})};
   ops::mamba3_output(ctx, out);
 
-  ops::linear(ctx, {.x = out.y, .W = value(out_proj_), .y = y});
+  ops::linear(ctx, {.x = out.y, .W = value(out_proj_), .y = y, .accumulate = add_to_y});
   if (keep) {
     keep->proj = proj;
     keep->prepare = prep;

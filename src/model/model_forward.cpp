@@ -199,12 +199,16 @@ Tensor& LanguageModel::step(const int64_t* tokens, ModelState& state, Context& c
     if (!step_ids_.defined() || step_ids_.dim(0) != B || step_ids_.device() != ctx.device())
       step_ids_ = Tensor::empty(DType::kI64, {B}, ctx.device());
     // The key first: walking every parameter takes the host about 16 us
-    // (130m Mamba-2), and the copy below waits for the device's previous
-    // step, so here that walk overlaps it when the caller has not waited.
+    // (130m Mamba-2), here where it overlaps the device's previous step when
+    // the caller has not waited for it.
     BackendResources* rec = ctx.resources();
     const uint64_t key =
         rec && step_can_record(state) ? step_record_key(*this, state, step_ids_, step_logits_) : 0;
-    device_memory(ctx.device()).copy_from_host(ctx.device(), step_ids_.raw(), tokens, sizeof(int64_t) * B);
+    // Queued behind the previous step where the backend can (a pinned
+    // staging copy on its stream); a plain copy waits for that step first.
+    const size_t id_bytes = sizeof(int64_t) * static_cast<size_t>(B);
+    if (!(rec && rec->copy_from_host_queued(step_ids_.raw(), tokens, id_bytes)))
+      device_memory(ctx.device()).copy_from_host(ctx.device(), step_ids_.raw(), tokens, id_bytes);
     if (!(key && rec->replay(key))) {
       const bool record = key && rec->should_record(key);
       if (record) rec->begin_record();

@@ -4,8 +4,9 @@
 // (gated norm, residual accumulated) and in projection (RMSNorm), several
 // norm groups with the norm before the gate, the plain gate, the weightless
 // RMSNorm, inputs and outputs in column blocks of wider rows, rows too many
-// for the few-row kernel, and rows whose width is not a multiple of a
-// 16-byte piece of W.
+// for the few-row kernel, rows whose width is not a multiple of a 16-byte
+// piece of W, and one row at the widths where the cuda kernel keeps 8 and 16
+// values a thread and just past them (composed).
 #include <gtest/gtest.h>
 
 #include "ops/against_ref.h"
@@ -36,6 +37,9 @@ const NormLinearCase kCases[] = {
     {1, 64, 9, true, false, 0, false, true, true, false, DType::kF16},       // the plain gate, one row
     {12, 32, 16, true, true, 16, false, true, false, false, DType::kBF16},   // more than 8 rows
     {1, 36, 7, true, true, 12, true, false, false, true, DType::kBF16},      // 36: no 16-byte pieces
+    {1, 1024, 12, true, true, 0, true, true, true, false, DType::kBF16},     // one group, gate after the norm
+    {1, 2048, 24, false, true, 0, false, false, true, false, DType::kBF16},  // cuda: 16 values a thread
+    {1, 2080, 8, true, true, 0, false, false, true, false, DType::kBF16},    // cuda: composed, too wide
 };
 
 testing::Outputs run_case(Context& ctx, const NormLinearCase& s) {

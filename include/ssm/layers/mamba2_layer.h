@@ -34,11 +34,6 @@ class Mamba2Layer : public SequenceLayer {
   const Mamba2Config& config() const { return cfg_; }
 
  private:
-  // The RMSNorm run_step applies to x inside the in projection.
-  struct InputNorm {
-    Tensor weight;
-    float eps;
-  };
   // forward, with y += the output instead of y = when add_to_y.
   void run(const Tensor& x, const Tensor& y, bool add_to_y, LayerState* state, Context& ctx,
            std::unique_ptr<LayerActivations>* keep);

@@ -31,6 +31,12 @@ class Mamba3Layer : public SequenceLayer {
                std::unique_ptr<LayerActivations>* keep = nullptr) override;
   void backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy, Tensor& dx,
                 std::vector<Tensor>& grads, Context& ctx) override;
+  // The out projection adds into h (LinearArgs::accumulate) when the input
+  // runs in one piece.
+  void forward_add(const Tensor& x, const Tensor& h, LayerState* state, Context& ctx) override;
+  // A decode step normalises inside the in projection (ops::norm_linear).
+  void forward_add_normed(const Tensor& h, const Tensor& norm_weight, float eps, const Tensor& normed,
+                          LayerState* state, Context& ctx) override;
   bool can_train() const override { return true; }
   std::vector<TrainableSlice> trainable_parameters() override;
   const Mamba3Config& config() const { return cfg_; }
@@ -39,8 +45,10 @@ class Mamba3Layer : public SequenceLayer {
   // Time steps an inference call runs at once, from the backend's
   // Backend::sequence_segment_rows (0: the whole input of length L).
   int64_t segment_length(int64_t batch, int64_t L, const Context& ctx) const;
+  // y = the mixer of x, or y += it when add_to_y; x normalised inside the
+  // in projection first when norm is given (nothing kept then).
   void run(const Tensor& x, const Tensor& y, Mamba3State* state, Context& ctx,
-           Mamba3Activations* keep);
+           Mamba3Activations* keep, bool add_to_y = false, const InputNorm* norm = nullptr);
 
   Mamba3Config cfg_;
   // Parameters by role, fixed once the list is built (null when absent).

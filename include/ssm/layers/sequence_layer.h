@@ -93,6 +93,12 @@ class SequenceLayer {
   bool wsla() const { return wsla_; }
 
  protected:
+  // The block's RMSNorm, which forward_add_normed's overrides apply to h
+  // inside their in projection (ops::norm_linear).
+  struct InputNorm {
+    Tensor weight;
+    float eps;
+  };
   Param& add_param(std::string name, Shape shape, ParamRole role = ParamRole::kWeight);
   // The parameter's value, or an undefined tensor for an absent one (null).
   static const Tensor& value(const Param* p);

@@ -49,6 +49,15 @@ class BackendResources {
   virtual void keep_weight_copies(const void* /*begin*/, size_t /*bytes*/) {}
   virtual void weights_changed() {}
   virtual void forget_weights() {}
+
+  // Copies `bytes` of host memory to device memory `dst` in order with the
+  // work queued on the context, without waiting for that work: the source
+  // may be reused when it returns (the decode step's ids, so that the host
+  // queues the next step while the device runs the last). Returns false
+  // where the backend has no such copy; the caller then copies itself.
+  virtual bool copy_from_host_queued(void* /*dst*/, const void* /*src*/, size_t /*bytes*/) {
+    return false;
+  }
 };
 
 class Context {

@@ -31,6 +31,9 @@ struct Mamba3PrepareLaunch : Mamba3PrepareInputs {
   float *dt = nullptr, *A = nullptr, *lam = nullptr;                    // (B, H, L)
   float *q = nullptr, *k = nullptr, *v = nullptr;                       // (B, H, L, R, .)
   float* phases = nullptr;  // (B, H, L, S): the phase of every step (the op's or scratch)
+  // Launched overlapped (overlap_launch.h: a decode step's chain of small
+  // kernels); so are the scan's and the output's below.
+  bool overlap = false;
 };
 void launch_mamba3_prepare(const Mamba3PrepareLaunch& a, cudaStream_t s);
 
@@ -45,6 +48,7 @@ struct Mamba3ScanLaunch : Mamba3ScanInputs {
   float* o = nullptr;  // (B, H, L, R, P)
   // All three or none (a fresh sequence, state dropped).
   float *ssm = nullptr, *k_prev = nullptr, *v_prev = nullptr;
+  bool overlap = false;
 };
 // Shared memory the scan needs for one time step (bytes); the launcher
 // takes N and R whose one step fits in 48 KiB.
@@ -63,6 +67,7 @@ struct Mamba3OutputInputs {
 
 struct Mamba3OutputLaunch : Mamba3OutputInputs {
   Rows y;  // B*L rows of H*P
+  bool overlap = false;
 };
 void launch_mamba3_output(const Mamba3OutputLaunch& a, cudaStream_t s);
 

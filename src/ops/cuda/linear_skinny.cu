@@ -75,69 +75,85 @@ __device__ void widen_piece(const uint4 raw, float (&w)[kVec<T>]) {
 
 __device__ float silu(float z) { return z / (1.f + expf(-z)); }
 
+// norm_linear's rows, kNormPer values a thread at most (2,048 at four
+// warps: a 130m decode step's 768 and 1536), so that every load of x, the
+// gate and the norm's weight is issued before the first is used: one round
+// trip for all (a loop of rounds took one round trip per round, and the
+// weights' loads another after the barrier).
+constexpr int kNormPer = 16;
+
 // Shared memory of the norm: the M normalised rows of K, then the factor
-// 1/rms of each (row, norm group).
+// 1/rms of each (row, norm group), then a partial sum of squares a warp.
 size_t norm_smem_floats(const SkinnyLinear& a) {
-  return static_cast<size_t>(a.x.rows * a.x.cols + a.x.rows * (a.x.cols / a.norm_group));
+  return static_cast<size_t>(a.x.rows * a.x.cols + a.x.rows * (a.x.cols / a.norm_group) + kWarps);
 }
 
-// norm_linear's prologue, by the whole block: x's rows, gated, into xs
-// (M rows of K), each (row, group)'s sum of squares by a warp, then the
-// rows scaled in place. The same in every block of the launch.
+// norm_linear's prologue, by the whole block: x's rows, gated, normalised
+// into xs (M rows of K). The same in every block of the launch. One row of
+// one norm group (the decode step's RMSNorm, and its gated norm at one
+// group) sums its squares across the block: each thread its values in
+// order, each warp by shuffles, then the warps' sums in order; more rows or
+// groups take a warp per (row, group) over xs.
+template <int PER>
 __device__ void normalise_rows(const SkinnyLinear& a, float* xs) {
-  const int64_t M = a.x.rows, K = a.x.cols, group = a.norm_group, groups = K / group;
+  const int M = static_cast<int>(a.x.rows), K = static_cast<int>(a.x.cols), MK = M * K;
+  const int group = static_cast<int>(a.norm_group), groups = K / group;
+  const int T = static_cast<int>(blockDim.x), tid = static_cast<int>(threadIdx.x);
   const bool gated = a.gate.p != nullptr;
   // Normalised unless the gate comes without a weight (gated_rms_norm's
   // plain gate); RMSNorm always is.
   const bool normalised = !gated || a.norm_weight;
-  float* r = xs + M * K;  // M x groups
-  // kBatch values a thread loaded before any is used or stored (stores to
-  // xs between the loads kept one load in flight at a time: the prologue
-  // took longer than the projection).
-  constexpr int kBatch = 8;
-  const int64_t T = blockDim.x;
-  for (int64_t i0 = threadIdx.x; i0 < M * K; i0 += T * kBatch) {
-    float xv[kBatch], zv[kBatch];
+  const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
+  float* r = xs + MK;               // M x groups
+  float* partial = r + M * groups;  // kWarps
+  // Every load first (the weight's too), then the stores: a store to xs
+  // between two loads kept them a round trip apart. What the scaling pass
+  // needs, f = w (times the gate's SiLU when the gate comes after the norm),
+  // is all a thread keeps across the barriers; the row waits in xs
+  // (registers held longer cost the launch blocks a multiprocessor).
+  float g[PER], z[PER], f[PER];
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int64_t i = i0 + j * T, m = i / K, k = i % K;
-      xv[j] = i < M * K ? a.x.p[m * a.x.stride + k] : 0.f;
-      zv[j] = gated && i < M * K ? a.gate.p[m * a.gate.stride + k] : 0.f;
-    }
+  for (int j = 0; j < PER; ++j) {
+    const int i = tid + j * T, m = i / K, k = i - m * K;
+    g[j] = i < MK ? a.x.p[m * a.x.stride + k] : 0.f;
+    z[j] = gated && i < MK ? a.gate.p[m * a.gate.stride + k] : 0.f;
+    f[j] = a.norm_weight && i < MK ? a.norm_weight[k] : 1.f;
+  }
+  float ss = 0.f;
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int64_t i = i0 + j * T;
-      if (i < M * K) xs[i] = gated && !(a.norm_weight && a.norm_before_gate) ? xv[j] * silu(zv[j]) : xv[j];
-    }
+  for (int j = 0; j < PER; ++j) {
+    if (gate_after) f[j] *= silu(z[j]);
+    else if (gated) g[j] *= silu(z[j]);
+    ss += g[j] * g[j];  // zero past the rows
+    if (tid + j * T < MK) xs[tid + j * T] = g[j];
   }
   if (!normalised) return;  // the caller's barrier follows
-  __syncthreads();
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  for (int64_t item = warp; item < M * groups; item += blockDim.x / 32) {
-    const float* v = xs + (item / groups) * K + (item % groups) * group;
-    float ss = 0.f;
-#pragma unroll 4
-    for (int64_t k = lane; k < group; k += 32) ss += v[k] * v[k];
+  const int warp = tid / 32, lane = tid % 32;
+  if (M == 1 && groups == 1) {
     for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) r[item] = rsqrtf(ss / static_cast<float>(group) + a.eps);
+    if (lane == 0) partial[warp] = ss;
+    __syncthreads();
+    if (tid == 0) {
+      float sum = 0.f;
+      for (int v = 0; v < T / 32; ++v) sum += partial[v];
+      r[0] = rsqrtf(sum / static_cast<float>(group) + a.eps);
+    }
+  } else {
+    __syncthreads();
+    for (int item = warp; item < M * groups; item += T / 32) {
+      const float* v = xs + (item / groups) * K + (item % groups) * group;
+      float sq = 0.f;
+#pragma unroll 4
+      for (int k = lane; k < group; k += 32) sq += v[k] * v[k];
+      for (int o = 16; o > 0; o /= 2) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+      if (lane == 0) r[item] = rsqrtf(sq / static_cast<float>(group) + a.eps);
+    }
   }
   __syncthreads();
-  for (int64_t i0 = threadIdx.x; i0 < M * K; i0 += T * kBatch) {
-    float wv[kBatch], zv[kBatch];
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int64_t i = i0 + j * T, m = i / K, k = i % K;
-      wv[j] = a.norm_weight && i < M * K ? a.norm_weight[k] : 1.f;
-      zv[j] = gated && a.norm_before_gate && i < M * K ? a.gate.p[m * a.gate.stride + k] : 0.f;
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int64_t i = i0 + j * T, m = i / K, k = i % K;
-      if (i >= M * K) continue;
-      float v = xs[i] * r[m * groups + k / group] * wv[j];
-      if (gated && a.norm_before_gate) v *= silu(zv[j]);
-      xs[i] = v;
-    }
+  for (int j = 0; j < PER; ++j) {
+    const int i = tid + j * T, m = i / K, k = i - m * K;
+    if (i < MK) xs[i] = xs[i] * r[m * groups + k / group] * f[j];
   }
 }
 
@@ -167,8 +183,10 @@ __device__ void add_piece(const uint4 raw, const ConstRows& x, int M, int64_t k,
     }
 }
 
-template <WeightType T, bool VEC, bool NORM>
+// NORM_PER: norm_linear's values a thread (normalise_rows), 0 for linear.
+template <WeightType T, bool VEC, int NORM_PER>
 __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(SkinnyLinear a) {
+  constexpr bool NORM = NORM_PER > 0;
   let_next_kernel_start();
   const int64_t n = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
   const bool column = n < a.y.cols;  // the whole warp
@@ -192,7 +210,7 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(SkinnyLinear a) {
   ConstRows x = a.x;
   if constexpr (NORM) {
     float* xs = reinterpret_cast<float*>(norm_smem);
-    normalise_rows(a, xs);
+    normalise_rows<NORM_PER>(a, xs);
     __syncthreads();
     x.p = xs;
     x.stride = x.cols;
@@ -245,8 +263,13 @@ void launch_typed(const SkinnyLinear& a, cudaStream_t s) {
                    reinterpret_cast<uintptr_t>(a.W) % 16 == 0 &&
                    (a.norm || (a.x.stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x.p) % 16 == 0));
   const size_t smem = a.norm ? norm_smem_floats(a) * sizeof(float) : 0;
-  void (*kernel)(SkinnyLinear) = a.norm ? (vec ? skinny_kernel<T, true, true> : skinny_kernel<T, false, true>)
-                                        : (vec ? skinny_kernel<T, true, false> : skinny_kernel<T, false, false>);
+  // Half the values a thread where they do: 40 registers fewer, so that a
+  // 130m in_proj's 838 blocks take two waves of the multiprocessors, not three.
+  const bool half = a.x.rows * a.x.cols <= int64_t{kNormPer / 2} * kWarps * 32;
+  void (*kernel)(SkinnyLinear) =
+      !a.norm ? (vec ? skinny_kernel<T, true, 0> : skinny_kernel<T, false, 0>)
+      : half  ? (vec ? skinny_kernel<T, true, kNormPer / 2> : skinny_kernel<T, false, kNormPer / 2>)
+              : (vec ? skinny_kernel<T, true, kNormPer> : skinny_kernel<T, false, kNormPer>);
   launch_overlapped(a.overlap, kernel, dim3(grid), dim3(kWarps * 32), smem, s, a);
 }
 
@@ -254,6 +277,7 @@ void launch_typed(const SkinnyLinear& a, cudaStream_t s) {
 
 bool skinny_norm_fits(const SkinnyLinear& a) {
   return a.norm_group > 0 && a.x.cols % a.norm_group == 0 &&
+         a.x.rows * a.x.cols <= int64_t{kNormPer} * kWarps * 32 &&
          norm_smem_floats(a) * sizeof(float) <= size_t{48} << 10;
 }
 

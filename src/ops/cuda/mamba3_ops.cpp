@@ -16,7 +16,9 @@ void mamba3_prepare(Context& ctx, const ops::Mamba3PrepareArgs& a) {
     throw Error(cat("op 'mamba3_prepare': backend 'cuda' takes at most 1024 rotary angles, not ", a.ang.cols()));
   if (a.x.dim(0) * a.x.dim(1) == 0) return;
   Arena::Scope scope(ctx.arena());
-  const Mamba3PrepareLaunch l = mamba3_prepare_launch(ctx, a);
+  Mamba3PrepareLaunch l = mamba3_prepare_launch(ctx, a);
+  // A decode step's kernels start while the one before finishes.
+  l.overlap = l.L == 1 && resources(ctx).overlap_launches;
   launch_mamba3_prepare(l, stream(ctx));
   check_launch("mamba3_prepare");
 }
@@ -38,6 +40,7 @@ void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& a) {
   // A decode step (L = 1) runs the recurrence; longer sequences the chunked
   // form on the tensor cores (chunk_scan.cu), when its tiles fit.
   if (l.L == 1 || !chunk_scan_fits(l.R, l.N, l.P)) {
+    l.overlap = l.L == 1 && resources(ctx).overlap_launches;
     launch_mamba3_scan(l, stream(ctx));
     check_launch("mamba3_scan");
     return;
@@ -75,6 +78,7 @@ void mamba3_output(Context& ctx, const ops::Mamba3OutputArgs& a) {
     throw Error(cat("op 'mamba3_output': backend 'cuda' takes a MIMO rank of at most ", kMamba3MaxRank, ", not ", l.R));
   if (l.B * l.L * l.H == 0) return;
   l.y = rows_of(a.y);
+  l.overlap = l.L == 1 && resources(ctx).overlap_launches;
   launch_mamba3_output(l, stream(ctx));
   check_launch("mamba3_output");
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "ops/cuda/launch_mamba3.h"
+#include "ops/cuda/overlap_launch.h"
 
 namespace ssm::cuda {
 namespace {
@@ -29,6 +30,8 @@ __device__ float step_dt(const Mamba3PrepareLaunch& a, int64_t row, int64_t h) {
 }
 
 __global__ void rows_kernel(Mamba3PrepareLaunch a) {
+  let_next_kernel_start();
+  wait_for_previous_kernel();  // first: each of these reads what the one before wrote
   const int64_t RG = a.R * a.G, per_row = 2 * RG;
   const int64_t warp = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -56,6 +59,8 @@ __global__ void rows_kernel(Mamba3PrepareLaunch a) {
 // sums, in order), writing every step's phase. One run (a decode step) is
 // the plain sequential walk.
 __global__ void phase_kernel(Mamba3PrepareLaunch a) {
+  let_next_kernel_start();
+  wait_for_previous_kernel();  // first: each of these reads what the one before wrote
   extern __shared__ float run_sums[];  // K x S
   const int64_t bh = blockIdx.x, b = bh / a.H, h = bh % a.H, S = a.S, L = a.L;
   const int K = static_cast<int>(blockDim.x / S);
@@ -83,6 +88,8 @@ __global__ void phase_kernel(Mamba3PrepareLaunch a) {
 // belongs to; then v. A block per (b, h, t) of 128 threads was bound by the
 // blocks' start-up and one round of loads each (393,216 blocks at 8 x 2048).
 __global__ void heads_kernel(Mamba3PrepareLaunch a) {
+  let_next_kernel_start();
+  wait_for_previous_kernel();  // first: each of these reads what the one before wrote
   const int64_t L = a.L, H = a.H, R = a.R, P = a.P, S = a.S;
   const int N = static_cast<int>(a.N), RN = static_cast<int>(R) * N, RP = static_cast<int>(R * P);
   const int64_t runs = gridDim.x / (a.B * L), run = blockIdx.x % runs, row = blockIdx.x / runs;
@@ -143,19 +150,21 @@ __global__ void heads_kernel(Mamba3PrepareLaunch a) {
 void launch_mamba3_prepare(const Mamba3PrepareLaunch& a, cudaStream_t s) {
   if (a.B * a.L == 0) return;
   const int64_t warps = a.B * a.L * 2 * a.R * a.G;
-  rows_kernel<<<static_cast<unsigned>((warps * 32 + kThreads - 1) / kThreads), kThreads, 0, s>>>(a);
+  launch_overlapped(a.overlap, rows_kernel, dim3(static_cast<unsigned>((warps * 32 + kThreads - 1) / kThreads)),
+                    dim3(kThreads), 0, s, a);
   if (a.S > 0) {
     // Runs of at least 16 steps, at most 1024 threads (the host wrapper
     // takes S <= 1024).
     const int64_t runs = std::max<int64_t>(1, std::min<int64_t>(1024 / a.S, (a.L + 15) / 16));
     const size_t smem = static_cast<size_t>(runs * a.S) * sizeof(float);
-    phase_kernel<<<static_cast<unsigned>(a.B * a.H), static_cast<unsigned>(runs * a.S), smem, s>>>(
-        a);
+    launch_overlapped(a.overlap, phase_kernel, dim3(static_cast<unsigned>(a.B * a.H)),
+                      dim3(static_cast<unsigned>(runs * a.S)), smem, s, a);
   }
   // About 1024 entries of q and k a block: runs of heads_per_block heads.
   const int64_t heads_per_block = std::clamp<int64_t>(1024 / std::max<int64_t>(1, a.R * a.N), 1, a.H);
   const int64_t runs = (a.H + heads_per_block - 1) / heads_per_block;
-  heads_kernel<<<static_cast<unsigned>(a.B * a.L * runs), kThreads, 0, s>>>(a);
+  launch_overlapped(a.overlap, heads_kernel, dim3(static_cast<unsigned>(a.B * a.L * runs)), dim3(kThreads), 0, s,
+                    a);
 }
 
 }  // namespace ssm::cuda

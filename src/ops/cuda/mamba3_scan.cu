@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "ops/cuda/launch_mamba3.h"
+#include "ops/cuda/overlap_launch.h"
 
 namespace ssm::cuda {
 namespace {
@@ -26,6 +27,8 @@ __device__ float silu_f(float z) { return z / (1.f + expf(-z)); }
 
 template <int PER>
 __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
+  let_next_kernel_start();
+  wait_for_previous_kernel();  // first: each of these reads what the one before wrote
   extern __shared__ float smem[];
   const int N = static_cast<int>(a.N), R = static_cast<int>(a.R);
   const int64_t L = a.L, P = a.P;
@@ -118,6 +121,8 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
 
 // k_prev, v_prev <- k, v of step L-1, for every (b, h).
 __global__ void last_step_kernel(Mamba3ScanLaunch a) {
+  let_next_kernel_start();
+  wait_for_previous_kernel();  // first: each of these reads what the one before wrote
   const int64_t RN = a.R * a.N, RP = a.R * a.P, per = RN + RP;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < a.B * a.H * per;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -128,6 +133,8 @@ __global__ void last_step_kernel(Mamba3ScanLaunch a) {
 }
 
 __global__ void output_kernel(Mamba3OutputLaunch a) {
+  let_next_kernel_start();
+  wait_for_previous_kernel();  // first: each of these reads what the one before wrote
   __shared__ float inv_rms[kThreads / 32][kMamba3MaxRank];
   const int64_t warp = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32), wl = static_cast<int>(threadIdx.x / 32);
@@ -184,12 +191,13 @@ void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s) {
   const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
   const dim3 grid(static_cast<unsigned>(a.B * a.H * row_blocks));
   const dim3 block(static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * W));
-  if (need <= 1) scan_kernel<1><<<grid, block, smem, s>>>(a, W, stage);
-  else if (need <= 2) scan_kernel<2><<<grid, block, smem, s>>>(a, W, stage);
-  else if (need <= 4) scan_kernel<4><<<grid, block, smem, s>>>(a, W, stage);
-  else if (need <= 8) scan_kernel<8><<<grid, block, smem, s>>>(a, W, stage);
-  else if (need <= 16) scan_kernel<16><<<grid, block, smem, s>>>(a, W, stage);
-  else scan_kernel<32><<<grid, block, smem, s>>>(a, W, stage);
+  void (*kernel)(Mamba3ScanLaunch, int, int) = need <= 1    ? scan_kernel<1>
+                                               : need <= 2  ? scan_kernel<2>
+                                               : need <= 4  ? scan_kernel<4>
+                                               : need <= 8  ? scan_kernel<8>
+                                               : need <= 16 ? scan_kernel<16>
+                                                            : scan_kernel<32>;
+  launch_overlapped(a.overlap, kernel, grid, block, smem, s, a, W, stage);
   launch_mamba3_last_step(a, s);
 }
 
@@ -197,13 +205,14 @@ void launch_mamba3_last_step(const Mamba3ScanLaunch& a, cudaStream_t s) {
   if (!a.ssm) return;
   const int64_t n = a.B * a.H * a.R * (a.N + a.P);
   const int64_t blocks = std::min<int64_t>(4096, (n + kThreads - 1) / kThreads);
-  last_step_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a);
+  launch_overlapped(a.overlap, last_step_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, s, a);
 }
 
 void launch_mamba3_output(const Mamba3OutputLaunch& a, cudaStream_t s) {
   const int64_t warps = a.B * a.L * a.H;
   if (warps == 0) return;
-  output_kernel<<<static_cast<unsigned>((warps * 32 + kThreads - 1) / kThreads), kThreads, 0, s>>>(a);
+  launch_overlapped(a.overlap, output_kernel, dim3(static_cast<unsigned>((warps * 32 + kThreads - 1) / kThreads)),
+                    dim3(kThreads), 0, s, a);
 }
 
 }  // namespace ssm::cuda

@@ -1,6 +1,7 @@
 #include "ops/cuda/runtime.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "ops/cuda/launch_ssd_step.h"
@@ -55,8 +56,8 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   keep_weight_copies_ = !(copies && std::string_view(copies) == "0");
   const char* overlap = std::getenv("SSM_CUDA_OVERLAP");
   overlap_launches = !(overlap && std::string_view(overlap) == "0");
-  const char* fuse = std::getenv("SSM_CUDA_FUSE_NORMS");
-  fuse_norms = fuse && std::string_view(fuse) == "1";
+  const char* fused = std::getenv("SSM_CUDA_FUSED_DECODE");
+  fused_decode = !(fused && std::string_view(fused) == "0");
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, stream), "cublasSetStream");
@@ -72,6 +73,32 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   check(cudaMalloc(&counters, counter_bytes), "cudaMalloc (step counters)");
   step_counters = static_cast<unsigned*>(counters);
   check(cudaMemset(step_counters, 0, counter_bytes), "cudaMemset (step counters)");
+}
+
+bool CudaResources::copy_from_host_queued(void* dst, const void* src, size_t bytes) {
+  const DeviceGuard on(device);
+  if (bytes > staging_bytes_) {
+    // Grown once (the ids of the largest batch so far): the slots' last
+    // copies have run before their memory goes.
+    for (int i = 0; i < kStagingSlots; ++i) {
+      if (staged_[i]) check(cudaEventSynchronize(staged_[i]), "cudaEventSynchronize (staging)");
+      if (staging_[i]) check(cudaFreeHost(staging_[i]), "cudaFreeHost (staging)");
+      staging_[i] = nullptr;
+      check(cudaMallocHost(&staging_[i], bytes), "cudaMallocHost (staging)");
+      if (!staged_[i])
+        check(cudaEventCreateWithFlags(&staged_[i], cudaEventDisableTiming), "cudaEventCreate (staging)");
+    }
+    staging_bytes_ = bytes;
+  }
+  const int slot = next_slot_;
+  next_slot_ = (next_slot_ + 1) % kStagingSlots;
+  // The slot's previous copy has read it (kStagingSlots copies ago: the
+  // host runs at most that many steps ahead of the device).
+  check(cudaEventSynchronize(staged_[slot]), "cudaEventSynchronize (staging)");
+  std::memcpy(staging_[slot], src, bytes);
+  check(cudaMemcpyAsync(dst, staging_[slot], bytes, cudaMemcpyHostToDevice, stream), "queued copy from the host");
+  check(cudaEventRecord(staged_[slot], stream), "cudaEventRecord (staging)");
+  return true;
 }
 
 bool CudaResources::replay(uint64_t key) {
@@ -122,6 +149,10 @@ CudaResources::~CudaResources() {
   }
   if (blas_workspace_) cudaFree(blas_workspace_);
   if (step_counters) cudaFree(step_counters);
+  for (int i = 0; i < kStagingSlots; ++i) {
+    if (staging_[i]) cudaFreeHost(staging_[i]);
+    if (staged_[i]) cudaEventDestroy(staged_[i]);
+  }
 }
 
 CudaResources& resources(Context& ctx) {

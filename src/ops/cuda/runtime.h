@@ -49,6 +49,8 @@ class CudaResources : public BackendResources {
   }
   void weights_changed() override { weight_copies.changed(); }
   void forget_weights() override { weight_copies.forget(); }
+  // Through pinned staging slots, each reused once its last copy ran.
+  bool copy_from_host_queued(void* dst, const void* src, size_t bytes) override;
 
   int device = 0;
   cudaStream_t stream = nullptr;
@@ -73,11 +75,12 @@ class CudaResources : public BackendResources {
   // programmatic dependent launch (overlap_launch.h), so that each starts
   // while the one before finishes: off with SSM_CUDA_OVERLAP=0.
   bool overlap_launches = true;
-  // norm_linear's one-row kernel normalises inside the projection (else the
-  // norm, then linear): on with SSM_CUDA_FUSE_NORMS=1. Off by default: on an
-  // H100 the fused step was slower (Mamba-2 batch 1: 990 tokens/s fused,
-  // 1,574 composed; docs/CUDA.md).
-  bool fuse_norms = false;
+  // The decode step's fused kernels: norm_linear's one-row kernel normalises
+  // inside the projection (else the norm, then linear). Off with
+  // SSM_CUDA_FUSED_DECODE=0, the previous path, for comparison (docs/CUDA.md:
+  // its first version, which loaded the rows one round trip at a time, made
+  // the step slower on an H100).
+  bool fused_decode = true;
 
  private:
   void* blas_workspace_ = nullptr;  // fixed, so that recorded GEMMs allocate nothing
@@ -87,6 +90,12 @@ class CudaResources : public BackendResources {
   // its request threads while the replica's thread decodes.
   bool record_graphs_ = true;
   bool keep_weight_copies_ = true;  // SSM_CUDA_WEIGHT_COPIES=0: off
+  // copy_from_host_queued's pinned slots and the events of their last copies.
+  static constexpr int kStagingSlots = 4;
+  void* staging_[kStagingSlots] = {};
+  cudaEvent_t staged_[kStagingSlots] = {};
+  size_t staging_bytes_ = 0;
+  int next_slot_ = 0;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
   std::unordered_map<uint64_t, int> seen_;
 };
