@@ -7,8 +7,8 @@
 // (each head's result is the same whichever thread runs it).
 //
 // Also the fused decode step between the projections (ops::ssd_step): the
-// convolution, dt and the scan's step in one pool loop, each head's x
-// channels convolved by the thread that steps the head, right before it.
+// convolution and the scan's step in one pool loop, each head's x channels
+// convolved by the thread that steps the head, right before it.
 #include <cmath>
 
 #include "ops/cpu/conv1d.h"
