@@ -18,6 +18,13 @@ std::string peak_cell(const BenchRow& row) {
   return cat(format_bytes(row.peak_bytes), " of ", format_bytes(row.capacity));
 }
 
+// "45.2 / 47.1": the reads measured before and after a decode row.
+std::string read_pair(const BenchRow& row) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f / %.1f", row.read_gbs_before, row.read_gbs_after);
+  return buf;
+}
+
 }  // namespace
 
 void print_bench_markdown(const BenchReport& r) {
@@ -33,25 +40,31 @@ void print_bench_markdown(const BenchReport& r) {
                   b.device.c_str(), b.threads, b.linear_flops / 1e12, static_cast<long long>(b.linear_n),
                   b.copy_bytes_per_s / 1e9);
     else
-      std::printf("bounds, %d threads: streaming read %.1f GB/s; OpenBLAS SGEMM %.1f GFLOP/s on "
-                  "%lld x %lld x %lld (in_proj)\n",
+      std::printf("bounds, %d threads: streaming read %.1f GB/s (at the start; decode rows: their "
+                  "own, below); OpenBLAS SGEMM %.1f GFLOP/s on %lld x %lld x %lld (in_proj)\n",
                   b.threads, b.read_gbs, b.sgemm_gflops, static_cast<long long>(b.gemm_m),
                   static_cast<long long>(b.gemm_n), static_cast<long long>(b.gemm_k));
   }
-  std::printf("\n| dtype | threads | batch | test | tokens/s | bound | of bound | of %s "
-              "| %s |\n|---|---:|---:|---|---:|---:|---:|---:|---:|\n",
-              device ? "copy+state" : "read+state", device ? "peak device memory" : "peak RSS");
+  // The host's decode rows carry the reads measured around them.
+  const char* read_column = device ? "" : " read before / after (GB/s) |";
+  std::printf("\n| dtype | threads | batch | test | tokens/s | bound | of bound | of %s |%s "
+              "%s |\n|---|---:|---:|---|---:|---:|---:|---:|%s---:|\n",
+              device ? "copy+state" : "read+state", read_column,
+              device ? "peak device memory" : "peak RSS", device ? "" : "---:|");
   for (const BenchRow& row : r.rows) {
     const std::string with_state =
         row.bound_with_state > 0
             ? cat(std::lround(100.0 * row.tokens_per_s.mean / row.bound_with_state), "%")
             : std::string("-");
-    std::printf("| %s | %d | %lld | %s | %.1f ± %.1f | %.1f (%s) | %.0f%% | %s | %s |\n",
+    const std::string reads = device                  ? std::string()
+                              : row.read_gbs_before > 0 ? cat(" ", read_pair(row), " |")
+                                                        : std::string(" - |");
+    std::printf("| %s | %d | %lld | %s | %.1f ± %.1f | %.1f (%s) | %.0f%% | %s |%s %s |\n",
                 row.dtype.c_str(), row.threads, static_cast<long long>(row.batch),
                 row.test.c_str(), row.tokens_per_s.mean, row.tokens_per_s.deviation, row.bound,
                 row.bound_kind.c_str(),
                 row.bound > 0 ? 100.0 * row.tokens_per_s.mean / row.bound : 0.0,
-                with_state.c_str(), peak_cell(row).c_str());
+                with_state.c_str(), reads.c_str(), peak_cell(row).c_str());
   }
   if (device)
     std::printf("\nbound: pp (prefill) the projection FLOPs per token at the bf16-linear rate; tg "
@@ -60,7 +73,8 @@ void print_bench_markdown(const BenchReport& r) {
                 "state's bytes read and written (twice per step and sequence).\n");
   else
     std::printf("\nbound: pp (prefill) the projection FLOPs per token at the SGEMM rate; tg (decode) "
-                "the weight bytes read per step at the streaming read rate, times the batch. "
+                "the weight bytes read per step at the streaming read rate, times the batch, the rate "
+                "the higher of the two reads measured just before and just after the row. "
                 "read+state: decode against the same rate over the weight bytes plus the recurrent "
                 "state's bytes (read once per step and sequence).\n");
   std::fflush(stdout);
@@ -94,6 +108,8 @@ OrderedJson bench_json(const BenchReport& r) {
       j["peak_device_bytes"] = row.peak_bytes;
       j["device_capacity_bytes"] = row.capacity;
     } else {
+      j["read_gbs_before"] = row.read_gbs_before;
+      j["read_gbs_after"] = row.read_gbs_after;
       j["peak_rss_bytes"] = row.peak_bytes;
     }
     rows.push_back(std::move(j));

@@ -42,6 +42,12 @@ struct BenchRow {
   // sequence's), and the read bound over weights plus those bytes read once.
   double state_bytes = 0;
   double bound_with_state = 0;
+  // Host decode rows: the streaming read (GB/s, as BenchBounds::read_gbs)
+  // measured just before and just after the row's runs, so that the row and
+  // its bound see the same machine (a shared host's memory rate drifts by 2x
+  // within a run); the row's bounds take the higher of the two. 0: not
+  // measured (prefill rows, a device's rows), the run's read_gbs is used.
+  double read_gbs_before = 0, read_gbs_after = 0;
   // Peak memory of this dtype's model and runs: the process's resident set
   // on the host, the device's tensors on a device (and then its capacity).
   uint64_t peak_bytes = 0;

@@ -1,5 +1,7 @@
 #include "cli/bench_row_bound.h"
 
+#include <algorithm>
+
 namespace ssm::cli {
 
 void set_row_bound(BenchRow& row, BenchTest test, const BenchBounds& b, const ModelCosts& costs) {
@@ -11,7 +13,8 @@ void set_row_bound(BenchRow& row, BenchTest test, const BenchBounds& b, const Mo
     row.bound_kind = device ? "bf16-linear" : "sgemm";
     return;
   }
-  const double bytes_per_s = device ? b.copy_bytes_per_s : b.read_gbs * 1e9;
+  const double row_read = std::max(row.read_gbs_before, row.read_gbs_after);
+  const double bytes_per_s = device ? b.copy_bytes_per_s : (row_read > 0 ? row_read : b.read_gbs) * 1e9;
   row.bound = batch * bytes_per_s / costs.decode_bytes_per_token;
   row.bound_kind = device ? "copy" : "read";
   row.weight_bytes = costs.decode_bytes_per_token;

@@ -13,7 +13,9 @@ enum class BenchTest { kPrefill, kDecode };
 // per step and the bound with the recurrent state) for a row of row.batch
 // sequences.
 // - Host bounds: prefill at the SGEMM rate ("sgemm"), decode at the
-//   streaming read rate ("read"), the state's bytes counted once.
+//   streaming read rate ("read"), the state's bytes counted once; the read
+//   rate is the higher of those measured around the row when the row has
+//   them (row.read_gbs_before/after), else the run's.
 // - Device bounds (b.device set): prefill at the linear op's bf16
 //   tensor-core rate ("bf16-linear"), decode at the copy rate ("copy"),
 //   which counts read and written bytes: the weights are read once, the

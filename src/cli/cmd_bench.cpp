@@ -6,6 +6,7 @@
 // backend is any the registry has; the timed code is the model's own
 // forward and step, on the backend's device, so a device backend is
 // benchmarked the same way.
+#include <algorithm>
 #include <thread>
 
 #include "cli/bench_bounds.h"
@@ -59,9 +60,23 @@ void check_args(const BenchArgs& a) {
                            " tokens in one prefill, more than ", kMaxPrefillTokens));
 }
 
+// The streaming read measured beside a decode row on the host, left out of
+// the dtype's peak memory: the peak so far is kept in `peak`, and the peak
+// restarts after the read's buffer is freed.
+double read_gbs_beside_row(int threads, uint64_t& peak) {
+  uint64_t now = 0, capacity = 0;
+  memory_use(Device::host(), &now, &capacity);
+  peak = std::max(peak, now);
+  const double gbs = measure_read_gbs(threads, kReadBytes);
+  reset_memory_peak(Device::host());
+  return gbs;
+}
+
 // Rows of one dtype: every (threads, batch) case, prefill then decode. The
 // model is loaded and put on the backend's device once; its peak memory is
 // the device's tensors' on a device, the process's resident set on the host.
+// On the host each case with decode steps is bracketed by two streaming
+// reads, which its decode row's bound is taken from.
 void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& report,
                  const InterruptCatcher& interrupt) {
   const Device device = find_backend(a.compute.backend).device();
@@ -83,12 +98,16 @@ void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& repo
     report.architecture = architecture(model.config());
   }
   const size_t first = report.rows.size();
+  const bool read_beside = device == Device::host() && a.decode > 0;
+  uint64_t peak = 0, capacity = 0;  // the peak before the last read beside a row
   for (size_t ti = 0; ti < a.threads.size(); ++ti) {
     Context ctx(a.compute.backend, a.threads[ti]);
     const BenchBounds& bounds = report.bounds[ti];
     for (int64_t batch : a.batches) {
       if (interrupt.requested()) return;
       const BenchCase c{.batch = batch, .prompt = a.prompt, .decode = a.decode, .repetitions = a.repetitions};
+      double read_before = 0, read_after = 0;  // the decode row's own reads
+      if (read_beside) read_before = read_gbs_beside_row(a.threads[ti], peak);
       BenchTimes t;
       try {
         t = run_bench_case(model, ctx, c, &interrupt.flag());
@@ -96,6 +115,7 @@ void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& repo
         // Which dtype a backend refused (cuda has no int8 projections).
         throw Error(cat("--dtype ", label, " on backend '", a.compute.backend, "': ", e.what()));
       }
+      if (read_beside && !interrupt.requested()) read_after = read_gbs_beside_row(a.threads[ti], peak);
       BenchRow row{.dtype = label, .threads = a.threads[ti], .batch = batch};
       if (a.prompt > 0 && !t.prefill.empty()) {
         row.test = cat("pp", a.prompt);
@@ -108,13 +128,16 @@ void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& repo
         row.test = cat("tg", a.decode);
         row.tokens_per_s = mean_deviation(t.decode);
         row.repetitions = static_cast<int>(t.decode.size());
+        row.read_gbs_before = read_before;
+        row.read_gbs_after = read_after;
         set_row_bound(row, BenchTest::kDecode, bounds, costs);
         report.rows.push_back(row);
       }
     }
   }
-  uint64_t peak = 0, capacity = 0;
-  memory_use(device, &peak, &capacity);
+  uint64_t last_peak = 0;
+  memory_use(device, &last_peak, &capacity);
+  peak = std::max(peak, last_peak);
   for (size_t i = first; i < report.rows.size(); ++i) {
     report.rows[i].peak_bytes = peak;
     report.rows[i].capacity = capacity;

@@ -1,10 +1,13 @@
 // set_row_bound (src/cli/bench_row_bound.cpp, compiled into this program):
 // host bounds give the SGEMM and streaming-read bounds, a device's bounds
 // the bf16-linear and copy bounds, with the state's bytes counted once
-// against a read rate and twice (read and written) against a copy rate.
+// against a read rate and twice (read and written) against a copy rate; a
+// host decode row's read is the higher of the two measured around it.
 #include "cli/bench_row_bound.h"
 
 #include <gtest/gtest.h>
+
+#include <utility>
 
 namespace ssm::cli {
 namespace {
@@ -31,6 +34,21 @@ TEST(BenchRowBound, HostBoundsAreSgemmAndRead) {
   EXPECT_DOUBLE_EQ(tg.weight_bytes, 1000);
   EXPECT_DOUBLE_EQ(tg.state_bytes, 300);
   EXPECT_DOUBLE_EQ(tg.bound_with_state, 3 * 10e9 / (1000 + 300));
+}
+
+TEST(BenchRowBound, DecodeRowTakesTheHigherReadMeasuredAroundIt) {
+  // The run's read (10 GB/s) is left aside for the row's own two.
+  const BenchBounds host{.threads = 2, .read_gbs = 10, .sgemm_gflops = 50};
+  for (const auto& [before, after] : {std::pair{30.0, 20.0}, std::pair{20.0, 30.0}}) {
+    BenchRow tg{.batch = 2, .read_gbs_before = before, .read_gbs_after = after};
+    set_row_bound(tg, BenchTest::kDecode, host, costs());
+    EXPECT_DOUBLE_EQ(tg.bound, 2 * 30e9 / 1000);
+    EXPECT_DOUBLE_EQ(tg.bound_with_state, 2 * 30e9 / (1000 + 200));
+  }
+  // A prefill row keeps the run's SGEMM bound whatever reads it carries.
+  BenchRow pp{.batch = 2, .read_gbs_before = 30, .read_gbs_after = 20};
+  set_row_bound(pp, BenchTest::kPrefill, host, costs());
+  EXPECT_DOUBLE_EQ(pp.bound, 50e9 / 2e6);
 }
 
 TEST(BenchRowBound, DeviceBoundsAreBf16LinearAndCopy) {

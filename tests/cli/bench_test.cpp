@@ -4,6 +4,9 @@
 // one-line usage error naming it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <regex>
+
 #include <nlohmann/json.hpp>
 
 #include "support/cli.h"
@@ -48,15 +51,24 @@ TEST(CliBench, JsonHasEveryCaseWithItsBound) {
       // 8 heads x 16 x 16 F32 values and 3 x 160 convolution inputs, per
       // sequence of the batch. The bound with the state counts those bytes
       // once, at the same read rate.
+      // Its bound is at the higher of the reads measured just before and
+      // just after it, not at the run's read.
+      const double before = row["read_gbs_before"], after = row["read_gbs_after"];
+      EXPECT_GT(before, 0);
+      EXPECT_GT(after, 0);
+      const double weights = row["weight_bytes_per_step"];
+      EXPECT_NEAR(bound, row["batch"].get<double>() * std::max(before, after) * 1e9 / weights,
+                  1e-9 * bound);
       const double state = row["batch"].get<double>() * 2 * (8 * 16 * 16 + 3 * 160) * 4;
       EXPECT_EQ(row["state_bytes_per_step"].get<double>(), state);
-      const double weights = row["weight_bytes_per_step"];
       const double with_state = row["bound_with_state_tokens_per_s"];
       EXPECT_NEAR(with_state, bound * weights / (weights + state), 1e-9 * bound);
       EXPECT_NEAR(row["fraction_of_bound_with_state"].get<double>(), tps / with_state,
                   1e-9 * tps / with_state);
     } else {
       EXPECT_EQ(row["bound_with_state_tokens_per_s"].get<double>(), 0);
+      EXPECT_EQ(row["read_gbs_before"].get<double>(), 0);
+      EXPECT_EQ(row["read_gbs_after"].get<double>(), 0);
     }
   }
   // int8 reads about a quarter of the bytes (norms, conv and scan vectors stay F32).
@@ -74,6 +86,18 @@ TEST(CliBench, MarkdownTable) {
   EXPECT_TRUE(contains(r.out, "| f32 | 2 | 1 | pp8 |")) << r.out;
   EXPECT_FALSE(contains(r.out, "tg0")) << r.out;
   EXPECT_TRUE(contains(r.out, "bounds, 2 threads: streaming read")) << r.out;
+  // Prefill rows carry no reads of their own.
+  EXPECT_TRUE(contains(r.out, "| of read+state | read before / after (GB/s) | peak RSS |")) << r.out;
+  EXPECT_TRUE(contains(r.out, "% | - | - |")) << r.out;
+}
+
+TEST(CliBench, MarkdownDecodeRowsShowTheReadsAroundThem) {
+  const testing::CliRun r =
+      run_ssm({"bench", golden_dir("mamba2_hf_tiny"), "-p", "0", "-n", "2", "-r", "1", "-t", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // "| 41.3 / 40.9 |" after the fraction with the state.
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\| tg2 \|.*% \| [0-9]+\.[0-9] / [0-9]+\.[0-9] \| )")))
+      << r.out;
 }
 
 TEST(CliBench, NamesTheMixerOfMambaOneModels) {

@@ -3,8 +3,12 @@
 // the convolution state and the scan state after the step, with the
 // inputs as the layer passes them (column blocks of in_proj's row), the
 // 130m shape, several groups, partial row blocks, odd state sizes, no norm
-// and no biases; and ref's op against those four ops called one by one.
+// and no biases; ref's op against those four ops called one by one, and
+// the cpu's (its own fused loop) against its four ops, bitwise.
 #include <gtest/gtest.h>
+
+#include <iterator>
+#include <vector>
 
 #include "ops/against_ref.h"
 #include "ssm/ops/conv1d.h"
@@ -168,6 +172,37 @@ TEST(SsdStepRef, EqualsItsFourOps) {
       ASSERT_EQ(fused.size(), ops4.size());
       for (size_t i = 0; i < fused.size(); ++i)
         EXPECT_TRUE(testing::bitwise_equal(fused[i].second, ops4[i].second)) << fused[i].first;
+    }
+  }
+}
+
+// The cpu's fused step (the convolution of each head's x inside the step's
+// loop over heads) gives the bits of its own four ops called in turn, on
+// one and two threads, for two steps in a row (the convolution state the
+// first leaves is the second's input).
+TEST(SsdStepCpu, EqualsItsFourOpsBitwise) {
+  std::vector<StepCase> cases(std::begin(kCases), std::end(kCases));
+  cases.push_back({2, 3, 20, 8, 1, 9, 1, false, true, true});  // more taps than the vector loop takes
+  for (const StepCase& s : cases) {
+    for (const bool gated : {true, false}) {
+      for (const int threads : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << "B " << s.B << " H " << s.H << " P " << s.P << " K " << s.K
+                                          << " gated " << gated << " threads " << threads);
+        StepInputs fused_in(s), ops_in(s);
+        Context ctx("cpu", threads);
+        for (int step = 0; step < 2; ++step) {
+          const testing::Outputs fused = run_step(ctx, s, fused_in, true, gated),
+                                 ops4 = run_step(ctx, s, ops_in, false, gated);
+          ASSERT_EQ(fused.size(), ops4.size());
+          for (size_t i = 0; i < fused.size(); ++i)
+            EXPECT_TRUE(testing::bitwise_equal(fused[i].second, ops4[i].second))
+                << fused[i].first << ", step " << step;
+          fused_in.conv_state = testing::host(fused[1].second);
+          fused_in.state = testing::host(fused[2].second);
+          ops_in.conv_state = testing::host(ops4[1].second);
+          ops_in.state = testing::host(ops4[2].second);
+        }
+      }
     }
   }
 }

@@ -24,6 +24,8 @@ using ops::elements_or_null;
 // The vectorised loops take kernels of at most kMaxTaps taps (the prefill's
 // row pointers and the step's buffer of taps have that many slots).
 constexpr int64_t kMaxTaps = 8;
+// Channels per block of the step (its buffer of taps has that many columns).
+constexpr int64_t kStepBlock = 256;
 
 // The input of channel c at time t of batch row b (t < 0: the carried state).
 float conv_input(const float* in, int64_t ld_in, const float* st, int64_t K, int64_t C, int64_t t,
@@ -103,51 +105,63 @@ void conv1d_prefill(Context& ctx, const ops::Conv1dArgs& a) {
   }
 }
 
-// One time step for decoding: no workspace, the state shifted in place.
+}  // namespace
+
+// Channels [c0, c1) of batch row b, a block of at most kStepBlock at a time:
+// no workspace, the state shifted in place.
+void conv1d_step_channels(const ops::Conv1dArgs& a, int64_t b, int64_t c0, int64_t c1) {
+  const int64_t C = a.in.dim(2), K = a.weight.dim(2);
+  const float* weight = a.weight.data<float>();
+  const float* bias = elements_or_null<float>(a.bias);
+  const float* in = a.in.data<float>() + b * a.in.row_stride();
+  float* st = elements<float>(a.state) + b * (K - 1) * C;
+  float* o = elements<float>(a.out) + b * a.out.row_stride();
+  for (int64_t block = c0; block < c1; block += kStepBlock) {
+    const int64_t end = std::min(c1, block + kStepBlock);
+    if (K <= kMaxTaps) {
+      // The taps transposed for the block, and the row kernel of the
+      // prefill (conv_taps.h) over the state's rows and the input: the
+      // same sums, in the same order, so steps equal the prefill.
+      const int64_t nc = end - block;
+      float taps[kMaxTaps * kStepBlock];
+      for (int64_t c = 0; c < nc; ++c)
+        for (int64_t k = 0; k < K; ++k) taps[k * kStepBlock + c] = weight[(block + c) * K + k];
+      const float* rows[kMaxTaps];
+      for (int64_t k = 0; k + 1 < K; ++k) rows[k] = st + k * C + block;
+      rows[K - 1] = in + block;
+      conv_taps_row(rows, taps, kStepBlock, bias ? bias + block : nullptr, K, nc, o + block);
+      for (int64_t k = 0; k + 2 < K; ++k)
+        for (int64_t c = block; c < end; ++c) st[k * C + c] = st[(k + 1) * C + c];
+      if (K > 1)
+        for (int64_t c = block; c < end; ++c) st[(K - 2) * C + c] = in[c];
+    } else {
+      for (int64_t c = block; c < end; ++c) {
+        const float* wc = weight + c * K;
+        float acc = bias ? bias[c] : 0.f;
+        // Taps in the order conv1d_prefill uses: oldest input first.
+        for (int64_t k = 0; k + 1 < K; ++k) acc += wc[k] * st[k * C + c];
+        acc += wc[K - 1] * in[c];
+        o[c] = acc;
+        for (int64_t k = 0; k + 2 < K; ++k) st[k * C + c] = st[(k + 1) * C + c];
+        if (K > 1) st[(K - 2) * C + c] = in[c];
+      }
+    }
+    if (a.silu) silu_in_place(o + block, end - block);
+  }
+}
+
+namespace {
+
+// One time step for decoding, in blocks of channels.
 void conv1d_step(Context& ctx, const ops::Conv1dArgs& a) {
-  constexpr int64_t kBlock = 256;
   const int64_t B = a.in.dim(0), C = a.in.dim(2), K = a.weight.dim(2);
-  const int64_t nblocks = (C + kBlock - 1) / kBlock;
+  const int64_t nblocks = (C + kStepBlock - 1) / kStepBlock;
   // One row (a few thousand multiply-adds) runs on the calling thread:
   // waking the pool for it costs more than it saves.
-  parallel_items(ctx.pool(), B * nblocks, kBlock * K, [&](int64_t w0, int64_t w1) {
-    const float* weight = a.weight.data<float>();
-    const float* bias = elements_or_null<float>(a.bias);
+  parallel_items(ctx.pool(), B * nblocks, kStepBlock * K, [&](int64_t w0, int64_t w1) {
     for (int64_t w = w0; w < w1; ++w) {
-      const int64_t b = w / nblocks;
-      const int64_t c0 = (w % nblocks) * kBlock, c1 = std::min(C, c0 + kBlock);
-      const float* in = a.in.data<float>() + b * a.in.row_stride();
-      float* st = elements<float>(a.state) + b * (K - 1) * C;
-      float* o = elements<float>(a.out) + b * a.out.row_stride();
-      if (K <= kMaxTaps) {
-        // The taps transposed for the block, and the row kernel of the
-        // prefill (conv_taps.h) over the state's rows and the input: the
-        // same sums, in the same order, so steps equal the prefill.
-        const int64_t nc = c1 - c0;
-        float taps[kMaxTaps * kBlock];
-        for (int64_t c = 0; c < nc; ++c)
-          for (int64_t k = 0; k < K; ++k) taps[k * kBlock + c] = weight[(c0 + c) * K + k];
-        const float* rows[kMaxTaps];
-        for (int64_t k = 0; k + 1 < K; ++k) rows[k] = st + k * C + c0;
-        rows[K - 1] = in + c0;
-        conv_taps_row(rows, taps, kBlock, bias ? bias + c0 : nullptr, K, nc, o + c0);
-        for (int64_t k = 0; k + 2 < K; ++k)
-          for (int64_t c = c0; c < c1; ++c) st[k * C + c] = st[(k + 1) * C + c];
-        if (K > 1)
-          for (int64_t c = c0; c < c1; ++c) st[(K - 2) * C + c] = in[c];
-      } else {
-        for (int64_t c = c0; c < c1; ++c) {
-          const float* wc = weight + c * K;
-          float acc = bias ? bias[c] : 0.f;
-          // Taps in the order conv1d_prefill uses: oldest input first.
-          for (int64_t k = 0; k + 1 < K; ++k) acc += wc[k] * st[k * C + c];
-          acc += wc[K - 1] * in[c];
-          o[c] = acc;
-          for (int64_t k = 0; k + 2 < K; ++k) st[k * C + c] = st[(k + 1) * C + c];
-          if (K > 1) st[(K - 2) * C + c] = in[c];
-        }
-      }
-      if (a.silu) silu_in_place(o + c0, c1 - c0);
+      const int64_t c0 = (w % nblocks) * kStepBlock;
+      conv1d_step_channels(a, w / nblocks, c0, std::min(C, c0 + kStepBlock));
     }
   });
 }

@@ -1,10 +1,10 @@
 // The Mamba-2 ops of the cpu backend: a sequence takes the chunked SSD form,
 // a single time step (decoding) the step kernel, which allocates nothing
-// once the arena has grown to its state.
+// once the arena has grown to its state; the fused decode step between the
+// projections (ops::ssd_step) runs the convolution inside the step's loop.
 #include "ops/cpu/ssd.h"
 
 #include "ops/cpu/kernels.h"
-#include "ops/ssd_step_composed.h"
 
 namespace ssm::cpu {
 namespace {
@@ -23,7 +23,7 @@ void add_ssd_kernels(OpTable& t) {
   t.ssd_prepare_backward = &ssd_prepare_backward;
   t.ssd_scan = &ssd_scan;
   t.ssd_scan_backward = &ssd_scan_backward;
-  t.ssd_step = &ops::detail::ssd_step_composed;
+  t.ssd_step = &ssd_decode_step;
 }
 
 }  // namespace ssm::cpu

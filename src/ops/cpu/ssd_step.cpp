@@ -5,11 +5,17 @@
 // over each row of S fuses the decay, the rank-1 update and the dot product
 // with C). Work is split over (batch row, head), handed out dynamically
 // (each head's result is the same whichever thread runs it).
+//
+// Also the fused decode step between the projections (ops::ssd_step): the
+// convolution and the scan's step in one pool loop, each head's x channels
+// convolved by the thread that steps the head, right before it.
 #include <cmath>
 
+#include "ops/cpu/conv1d.h"
 #include "ops/cpu/ssd.h"
 #include "ops/cpu/step_kernels.h"
 #include "ops/tensor_data.h"
+#include "ssm/ops/rms_norm.h"
 
 namespace ssm::cpu {
 namespace {
@@ -46,18 +52,79 @@ void step_head(const StepView& v, int64_t b, int64_t h) {
                  .S = v.state + (b * v.H + h) * P * N});
 }
 
-}  // namespace
-
-void ssd_step(Context& ctx, const ops::SsdScanArgs& a) {
+// The step of every (batch row, head), before_head(b, h) run right before
+// each head's step by the thread that steps it.
+template <typename BeforeHead>
+void step_heads(Context& ctx, const ops::SsdScanArgs& a, BeforeHead&& before_head) {
   const int64_t Bn = a.x.dim(0), H = a.A.dim(0), G = a.groups;
   const int64_t P = a.x.cols() / H, N = a.B.cols() / G;
   // Without a state the step starts from zeros (arena workspace, reused).
   const Tensor state =
       a.state.defined() ? a.state : ctx.arena().zeros(DType::kF32, {Bn * H, P * N});
   const StepView v(a, state);
-  ctx.pool().parallel_for_dynamic(Bn * H, [&v, H](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) step_head(v, i / H, i % H);
+  ctx.pool().parallel_for_dynamic(Bn * H, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      before_head(i / H, i % H);
+      step_head(v, i / H, i % H);
+    }
   });
+}
+
+}  // namespace
+
+void ssd_step(Context& ctx, const ops::SsdScanArgs& a) {
+  step_heads(ctx, a, [](int64_t, int64_t) {});
+}
+
+// What ops::detail::ssd_step_composed computes (conv1d, ssd_prepare,
+// ssd_scan, gated_rms_norm), and to the same bits: a channel's convolution
+// and a head's step are the same code on the same values, only where they
+// run moved. A batch-1 step used to convolve all H*P + 2GN channels on the
+// calling thread (too little work to wake the pool for) while the other
+// thread waited for the scan's loop; now the calling thread convolves only
+// the B and C channels, which every head reads, and works out dt, and each
+// head's P channels of x are convolved inside the loop over heads.
+void ssd_decode_step(Context& ctx, const ops::SsdStepArgs& a) {
+  const int64_t Bn = a.z.dim(0), H = a.dt_bias.dim(0), HP = a.z.cols(), C = a.xbc.cols();
+  const int64_t GN = (C - HP) / 2, P = HP / H;
+  Arena& arena = ctx.arena();
+  const Tensor xbc = arena.alloc(DType::kF32, {Bn, 1, C});
+  const ops::Conv1dArgs conv{.in = a.xbc,
+                             .weight = a.conv_weight,
+                             .bias = a.conv_bias,
+                             .state = a.conv_state,
+                             .out = xbc,
+                             .silu = true};
+  for (int64_t b = 0; b < Bn; ++b) conv1d_step_channels(conv, b, HP, C);
+  const Tensor dt = arena.alloc(DType::kF32, {Bn, 1, H}), A = arena.alloc(DType::kF32, {H});
+  ssd_prepare(ctx, {.dt_raw = a.dt_raw,
+                    .dt_bias = a.dt_bias,
+                    .A_log = a.A_log,
+                    .dt_min = a.dt_min,
+                    .dt_max = a.dt_max,
+                    .dt = dt,
+                    .A = A});
+  // Ungated: the scan's y is the output.
+  const Tensor ys = a.gated ? arena.alloc(DType::kF32, {Bn, 1, HP}) : a.out;
+  const ops::SsdScanArgs scan{.groups = a.groups,
+                              .x = xbc.cols(0, HP),
+                              .B = xbc.cols(HP, HP + GN),
+                              .C = xbc.cols(HP + GN, C),
+                              .dt = dt,
+                              .A = A,
+                              .D = a.D,
+                              .y = ys,
+                              .state = a.state};
+  step_heads(ctx, scan,
+             [&conv, P](int64_t b, int64_t h) { conv1d_step_channels(conv, b, h * P, (h + 1) * P); });
+  if (!a.gated) return;
+  ops::gated_rms_norm(ctx, {.y = ys,
+                            .z = a.z,
+                            .w = a.norm_weight,
+                            .group = a.norm_group,
+                            .eps = a.eps,
+                            .norm_before_gate = a.norm_before_gate,
+                            .out = a.out});
 }
 
 }  // namespace ssm::cpu
