@@ -41,8 +41,8 @@ for m in mamba2 mamba3_siso mamba3_mimo4; do
     2>&1 | tee "$logs/bench_$m.md" || tstatus=1
   timeout 60 "$ssm" bench "$models/$m" --backend cuda -p 0 -n 128 -b 64 -r 3 -t 1 2>&1 | grep -E "^\| bf16"
 done
-echo "== mamba2 decode at batch 1 (-n 256, -r 5): default; SSM_CUDA_GRAPHS=0; SSM_CUDA_OVERLAP=0; SSM_CUDA_FUSED_DECODE=0"
-for v in "" SSM_CUDA_GRAPHS=0 SSM_CUDA_OVERLAP=0 SSM_CUDA_FUSED_DECODE=0; do
+echo "== mamba2 decode at batch 1 (-n 256, -r 5): default; SSM_CUDA_GRAPHS=0; SSM_CUDA_OVERLAP=0; SSM_CUDA_FUSED_DECODE=1"
+for v in "" SSM_CUDA_GRAPHS=0 SSM_CUDA_OVERLAP=0 SSM_CUDA_FUSED_DECODE=1; do
   echo "-- ${v:-default}"
   env $v timeout 60 "$ssm" bench "$models/mamba2" --backend cuda -p 0 -n 256 -r 5 -t 1 2>&1 | grep -E "^\| bf16"
 done

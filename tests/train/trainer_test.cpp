@@ -156,7 +156,8 @@ TEST(Trainer, CheckpointCreatesItsDirectoryOrNamesWhyItCannot) {
   const fs::path root = temp_dir("mkdir");
   LanguageModel m = testing::tiny_model(4);
   Context ctx(1);
-  Trainer t(m, testing::tiny_tokens(2000), small_options(), ctx);
+  const auto tokens = testing::tiny_tokens(2000);  // the Trainer keeps a reference
+  Trainer t(m, tokens, small_options(), ctx);
   t.step();
   t.save_checkpoint(root / "new" / "run");  // neither directory exists yet
   EXPECT_TRUE(fs::exists(root / "new" / "run" / "checkpoint.safetensors"));

@@ -34,7 +34,7 @@ void norm_linear(Context& ctx, const ops::NormLinearArgs& a) {
   const bool skinny_type = wt == DType::kF32 || wt == DType::kBF16 || wt == DType::kF16;
   // One row only (decode at batch 1): every block normalises all M rows, and
   // at batch 8 (first version, H200) that made the step 1.7x slower than
-  // the separate norm. Not with SSM_CUDA_FUSED_DECODE=0 (CudaResources::fused_decode).
+  // the separate norm. Only with SSM_CUDA_FUSED_DECODE=1 (CudaResources::fused_decode).
   if (M > 1 || !resources(ctx).fused_decode || !skinny_type || !skinny_norm_fits(l))
     return ops::detail::norm_linear_composed(ctx, a);
   launch_skinny_linear(l, stream(ctx));

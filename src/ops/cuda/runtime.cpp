@@ -57,7 +57,7 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   const char* overlap = std::getenv("SSM_CUDA_OVERLAP");
   overlap_launches = !(overlap && std::string_view(overlap) == "0");
   const char* fused = std::getenv("SSM_CUDA_FUSED_DECODE");
-  fused_decode = !(fused && std::string_view(fused) == "0");
+  fused_decode = fused && std::string_view(fused) == "1";
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, stream), "cublasSetStream");

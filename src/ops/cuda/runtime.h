@@ -76,11 +76,10 @@ class CudaResources : public BackendResources {
   // while the one before finishes: off with SSM_CUDA_OVERLAP=0.
   bool overlap_launches = true;
   // The decode step's fused kernels: norm_linear's one-row kernel normalises
-  // inside the projection (else the norm, then linear). Off with
-  // SSM_CUDA_FUSED_DECODE=0, the previous path, for comparison (docs/CUDA.md:
-  // its first version, which loaded the rows one round trip at a time, made
-  // the step slower on an H100).
-  bool fused_decode = true;
+  // inside the projection (else the norm, then linear). Only with
+  // SSM_CUDA_FUSED_DECODE=1: on an H100 both of its versions made the step
+  // slower (docs/CUDA.md: Mamba-2 1,220 against 1,832 tokens/s at batch 1).
+  bool fused_decode = false;
 
  private:
   void* blas_workspace_ = nullptr;  // fixed, so that recorded GEMMs allocate nothing
