@@ -5,6 +5,9 @@
 #
 #   ARCH=mamba3 (default) or mamba2 (the fallback while Mamba-3 cannot train)
 #   STEPS, BATCH, SEQ_LEN, LR: the schedule (defaults fit ~25 minutes on 2 cores)
+#   ATTN_LAYERS: comma-separated layer indices that are attention instead
+#            (a hybrid; default none), ATTN_HEADS their heads (default 6;
+#            head_dim = D_MODEL / ATTN_HEADS, no position embedding)
 #   DROPOUT: residual dropout probability, ssm train --dropout (GPU recipe
 #            0.25, CPU recipe 0: none)
 #   STORE_DTYPE: f32 (default) or bf16, the weights' dtype in models/default
@@ -93,9 +96,15 @@ if [ "$ARCH" = mamba3 ]; then
 else
   ssm_cfg='{"layer": "Mamba2", "d_state": 64, "headdim": 64, "expand": 2, "chunk_size": 128}'
 fi
+ATTN_LAYERS=${ATTN_LAYERS:-}
+ATTN_HEADS=${ATTN_HEADS:-6}
+attn_cfg='{}'
+if [ -n "$ATTN_LAYERS" ]; then
+  attn_cfg="{\"causal\": true, \"num_heads\": $ATTN_HEADS, \"head_dim\": $((D_MODEL / ATTN_HEADS)), \"rotary_emb_dim\": 0}"
+fi
 cat > "$WORK/config.json" <<JSON
 {"d_model": $D_MODEL, "n_layer": $N_LAYER, "vocab_size": 256, "pad_vocab_size_multiple": 8,
- "d_intermediate": 0, "ssm_cfg": $ssm_cfg, "attn_layer_idx": [], "attn_cfg": {},
+ "d_intermediate": 0, "ssm_cfg": $ssm_cfg, "attn_layer_idx": [$ATTN_LAYERS], "attn_cfg": $attn_cfg,
  "rms_norm": true, "residual_in_fp32": true, "fused_add_norm": true, "tie_embeddings": true}
 JSON
 resume=()
