@@ -34,44 +34,58 @@ bool has_ssd_step(const Context& ctx) { return ctx.backend().ops().ssd_step != n
 
 namespace detail {
 
-void ssd_step_composed(Context& ctx, const SsdStepArgs& a) {
+SsdStepScratch ssd_step_begin(Context& ctx, const SsdStepArgs& a) {
   const int64_t B = a.z.dim(0), H = a.dt_bias.dim(0), HP = a.z.cols(), C = a.xbc.cols();
-  const int64_t GN = (C - HP) / 2;
   Arena& arena = ctx.arena();
-  const Tensor xbc = arena.alloc(DType::kF32, {B, 1, C});
-  conv1d(ctx, {.in = a.xbc,
-               .weight = a.conv_weight,
-               .bias = a.conv_bias,
-               .state = a.conv_state,
-               .out = xbc,
-               .silu = true});
-  const Tensor dt = arena.alloc(DType::kF32, {B, 1, H}), A = arena.alloc(DType::kF32, {H});
+  SsdStepScratch s{.xbc = arena.alloc(DType::kF32, {B, 1, C}),
+                   .dt = arena.alloc(DType::kF32, {B, 1, H}),
+                   .A = arena.alloc(DType::kF32, {H}),
+                   // Ungated: the scan's y is the output.
+                   .ys = a.gated ? arena.alloc(DType::kF32, {B, 1, HP}) : a.out};
   ssd_prepare(ctx, {.dt_raw = a.dt_raw,
                     .dt_bias = a.dt_bias,
                     .A_log = a.A_log,
                     .dt_min = a.dt_min,
                     .dt_max = a.dt_max,
-                    .dt = dt,
-                    .A = A});
-  // Ungated: the scan's y is the output.
-  const Tensor ys = a.gated ? arena.alloc(DType::kF32, {B, 1, HP}) : a.out;
-  ssd_scan(ctx, {.groups = a.groups,
-                 .x = xbc.cols(0, HP),
-                 .B = xbc.cols(HP, HP + GN),
-                 .C = xbc.cols(HP + GN, C),
-                 .dt = dt,
-                 .A = A,
-                 .D = a.D,
-                 .y = ys,
-                 .state = a.state});
+                    .dt = s.dt,
+                    .A = s.A});
+  return s;
+}
+
+SsdScanArgs SsdStepScratch::scan_args(const SsdStepArgs& a) const {
+  const int64_t HP = a.z.cols(), C = a.xbc.cols(), GN = (C - HP) / 2;
+  return {.groups = a.groups,
+          .x = xbc.cols(0, HP),
+          .B = xbc.cols(HP, HP + GN),
+          .C = xbc.cols(HP + GN, C),
+          .dt = dt,
+          .A = A,
+          .D = a.D,
+          .y = ys,
+          .state = a.state};
+}
+
+void ssd_step_end(Context& ctx, const SsdStepArgs& a, const SsdStepScratch& s) {
   if (!a.gated) return;
-  gated_rms_norm(ctx, {.y = ys,
+  gated_rms_norm(ctx, {.y = s.ys,
                        .z = a.z,
                        .w = a.norm_weight,
                        .group = a.norm_group,
                        .eps = a.eps,
                        .norm_before_gate = a.norm_before_gate,
                        .out = a.out});
+}
+
+void ssd_step_composed(Context& ctx, const SsdStepArgs& a) {
+  const SsdStepScratch s = ssd_step_begin(ctx, a);
+  conv1d(ctx, {.in = a.xbc,
+               .weight = a.conv_weight,
+               .bias = a.conv_bias,
+               .state = a.conv_state,
+               .out = s.xbc,
+               .silu = true});
+  ssd_scan(ctx, s.scan_args(a));
+  ssd_step_end(ctx, a, s);
 }
 
 }  // namespace detail

@@ -14,6 +14,7 @@
 #include "ops/cpu/conv1d.h"
 #include "ops/cpu/ssd.h"
 #include "ops/cpu/step_kernels.h"
+#include "ops/ssd_step_composed.h"
 #include "ops/tensor_data.h"
 #include "ssm/ops/rms_norm.h"
 
@@ -85,46 +86,18 @@ void ssd_step(Context& ctx, const ops::SsdScanArgs& a) {
 // the B and C channels, which every head reads, and works out dt, and each
 // head's P channels of x are convolved inside the loop over heads.
 void ssd_decode_step(Context& ctx, const ops::SsdStepArgs& a) {
-  const int64_t Bn = a.z.dim(0), H = a.dt_bias.dim(0), HP = a.z.cols(), C = a.xbc.cols();
-  const int64_t GN = (C - HP) / 2, P = HP / H;
-  Arena& arena = ctx.arena();
-  const Tensor xbc = arena.alloc(DType::kF32, {Bn, 1, C});
+  const int64_t Bn = a.z.dim(0), H = a.dt_bias.dim(0), HP = a.z.cols(), C = a.xbc.cols(), P = HP / H;
+  const ops::detail::SsdStepScratch s = ops::detail::ssd_step_begin(ctx, a);
   const ops::Conv1dArgs conv{.in = a.xbc,
                              .weight = a.conv_weight,
                              .bias = a.conv_bias,
                              .state = a.conv_state,
-                             .out = xbc,
+                             .out = s.xbc,
                              .silu = true};
   for (int64_t b = 0; b < Bn; ++b) conv1d_step_channels(conv, b, HP, C);
-  const Tensor dt = arena.alloc(DType::kF32, {Bn, 1, H}), A = arena.alloc(DType::kF32, {H});
-  ssd_prepare(ctx, {.dt_raw = a.dt_raw,
-                    .dt_bias = a.dt_bias,
-                    .A_log = a.A_log,
-                    .dt_min = a.dt_min,
-                    .dt_max = a.dt_max,
-                    .dt = dt,
-                    .A = A});
-  // Ungated: the scan's y is the output.
-  const Tensor ys = a.gated ? arena.alloc(DType::kF32, {Bn, 1, HP}) : a.out;
-  const ops::SsdScanArgs scan{.groups = a.groups,
-                              .x = xbc.cols(0, HP),
-                              .B = xbc.cols(HP, HP + GN),
-                              .C = xbc.cols(HP + GN, C),
-                              .dt = dt,
-                              .A = A,
-                              .D = a.D,
-                              .y = ys,
-                              .state = a.state};
-  step_heads(ctx, scan,
+  step_heads(ctx, s.scan_args(a),
              [&conv, P](int64_t b, int64_t h) { conv1d_step_channels(conv, b, h * P, (h + 1) * P); });
-  if (!a.gated) return;
-  ops::gated_rms_norm(ctx, {.y = ys,
-                            .z = a.z,
-                            .w = a.norm_weight,
-                            .group = a.norm_group,
-                            .eps = a.eps,
-                            .norm_before_gate = a.norm_before_gate,
-                            .out = a.out});
+  ops::detail::ssd_step_end(ctx, a, s);
 }
 
 }  // namespace ssm::cpu
