@@ -27,11 +27,7 @@ grep -E "^\[  FAILED|PASSED|tests ran" "$logs/ops_test.log" | head -30
 timeout 300 "$build/tests/test_model_gpu" --gtest_filter='CudaBench.*:*GpuGolden*' > "$logs/model_test.log" 2>&1 ||
   tstatus=1
 grep -E "^\[  FAILED|PASSED|tests ran|Failure" "$logs/model_test.log" | head -30
-models=/tmp/ssm-bench-models
-for m in mamba2 mamba3_siso mamba3_mimo4; do
-  [ -d "$models/$m" ] || "$ssm" init --config "$src/bench/configs/${m}_130m.json" --out "$models/$m" \
-    --dtype bf16 > /dev/null || tstatus=1
-done
+bench_models "$ssm" || tstatus=1
 # The reference's kernels round activations to bf16 for its bf16 products:
 # as cuda_bench, one product per projection instead of three exact pieces.
 export SSM_CUDA_ROUND_ACTIVATIONS=1

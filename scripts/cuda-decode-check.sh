@@ -27,11 +27,7 @@ for fused in 1 0; do
     > "$logs/model_test_$fused.log" 2>&1 || tstatus=1
   grep -E "^\[  FAILED|PASSED|tests ran|Failure" "$logs/model_test_$fused.log" | head -20
 done
-models=/tmp/ssm-bench-models
-for m in mamba2 mamba3_siso mamba3_mimo4; do
-  [ -d "$models/$m" ] || "$ssm" init --config "$src/bench/configs/${m}_130m.json" --out "$models/$m" \
-    --dtype bf16 > /dev/null || tstatus=1
-done
+bench_models "$ssm" || tstatus=1
 # As cuda_bench and the reference's kernels: one bf16 product per projection.
 export SSM_CUDA_ROUND_ACTIVATIONS=1
 for m in mamba2 mamba3_siso mamba3_mimo4; do

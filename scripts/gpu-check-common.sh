@@ -28,3 +28,15 @@ gpu_build() {
   [ $status -eq 0 ] || { echo "$name failed ($status)"; tail -40 "$logs/$name.log"; exit $status; }
   echo "$name ok"
 }
+
+# bench_models SSM: the three 130m-shaped bench models (bench/configs, BF16
+# weights, random) in $models, made once per machine; fails if one can't be.
+models=/tmp/ssm-bench-models
+bench_models() {
+  local m status=0
+  for m in mamba2 mamba3_siso mamba3_mimo4; do
+    [ -d "$models/$m" ] || "$1" init --config "$src/bench/configs/${m}_130m.json" --out "$models/$m" \
+      --dtype bf16 > /dev/null || status=1
+  done
+  return $status
+}
