@@ -218,70 +218,97 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
 // PER = 8 unbounded, 80 bounded).
 template <int PER>
 __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
-  // Launched to overlap the in projection's tail (a.overlap): everything it
-  // reads but the weights comes from there or from the state.
+  // Launched to overlap the in projection's tail (a.overlap). Before the
+  // wait it reads the parameters and what only this kernel wrote, in an
+  // earlier step: the layer's state rows and convolution state. (Nothing
+  // else touches them within a step, and a step's kernels run after the
+  // previous step's have finished: the ids' copy or the graph's replay
+  // orders them.) So the state's loads, most of the kernel's bytes, are in
+  // flight while the in projection ends; at batch 64 they are issued first
+  // thing in every block, not after the convolution's.
   let_next_kernel_start();
-  wait_for_previous_kernel();
   extern __shared__ float smem[];
-  const int N = static_cast<int>(a.N);
-  const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int64_t bh = blockIdx.x / row_blocks, p0 = (blockIdx.x % row_blocks) * kRowsPerBlock;
-  const int64_t b = bh / a.H, h = bh % a.H, g = h / (a.H / a.G);
-  const int rows_here = static_cast<int>(min(int64_t{kRowsPerBlock}, a.P - p0));
-  const int64_t HP = a.H * a.P, C = HP + 2 * a.G * a.N, K = a.K, W = K - 1;
+  // Channel indices in 32 bits (a row of conv channels is far below 2^31):
+  // what lives across the wait is kept to the state, two partial sums and
+  // three scalars, so a block's registers stay near what they were.
+  const int N = static_cast<int>(a.N), P = static_cast<int>(a.P);
+  const int row_blocks = (P + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int64_t bh = blockIdx.x / row_blocks;
+  const int p0 = static_cast<int>(blockIdx.x % row_blocks) * kRowsPerBlock;
+  const int64_t b = bh / a.H;
+  const int h = static_cast<int>(bh % a.H), g = h / static_cast<int>(a.H / a.G);
+  const int rows_here = min(kRowsPerBlock, P - p0);
+  const int HP = static_cast<int>(a.H) * P, C = HP + 2 * static_cast<int>(a.G) * N;
+  const int K = static_cast<int>(a.K), W = K - 1;
   float* sBC = smem;                        // 2N: B then C of the group
   float* sx = sBC + 2 * N;                  // kRowsPerBlock
   float* sstep = sx + kRowsPerBlock;        // dt, exp(dt A)
-  const float* in = a.xbc.p + b * a.xbc.stride;
   float* cst = a.conv_state + b * W * C;    // cst[s * C + c], s < W
-  for (int i = threadIdx.x; i < 2 * N; i += blockDim.x) {
-    const int64_t c = HP + (i < N ? g * a.N + i : a.G * a.N + g * a.N + (i - N));
-    float acc = a.conv_bias ? a.conv_bias[c] : 0.f;
-    for (int64_t k = 0; k < W; ++k) acc += a.conv_weight[c * K + k] * cst[k * C + c];
-    acc += a.conv_weight[c * K + W] * in[c];
-    sBC[i] = silu(acc);
-  }
-  for (int q = threadIdx.x; q < rows_here; q += blockDim.x) {
-    const int64_t c = h * a.P + p0 + q;
-    float acc = a.conv_bias ? a.conv_bias[c] : 0.f;
-    for (int64_t k = 0; k < W; ++k) {
-      const float v = cst[k * C + c];
-      acc += a.conv_weight[c * K + k] * v;
-      if (k > 0) cst[(k - 1) * C + c] = v;
-    }
-    acc += a.conv_weight[c * K + W] * in[c];
-    if (W > 0) cst[(W - 1) * C + c] = in[c];
-    sx[q] = silu(acc);
-  }
-  if (threadIdx.x == 0) {
-    const float sp = softplus(a.dt_raw.p[b * a.dt_raw.stride + h] + a.dt_bias[h]);
-    const float dt = fminf(fmaxf(sp, a.dt_min), a.dt_max);
-    sstep[0] = dt;
-    sstep[1] = expf(dt * -expf(a.A_log[h]));
-  }
-  __syncthreads();  // every read of the B and C channels' convolution state is done
-  __shared__ unsigned last_of_sequence;
-  if (threadIdx.x == 0) {
-    __threadfence();
-    const unsigned arrived = atomicAdd(a.counters + b, 1u) + 1u;
-    last_of_sequence = arrived == static_cast<unsigned>(a.H * row_blocks);
-    __threadfence();
-  }
-  const int pl = threadIdx.x / S, j = threadIdx.x % S;
+  const int t = static_cast<int>(threadIdx.x), pl = t / S, j = t % S;
   const bool active = pl < rows_here;
   const int pr = active ? pl : 0;
-  const int64_t p = p0 + pr;
-  const int warp_base = (threadIdx.x / 32) * 32;
-  const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
-  const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
-  float* state = a.state + ((b * a.H + h) * a.P + p) * a.N;
-  // Every load of the state row first, so they are in flight together.
+  float* state = a.state + (bh * P + p0 + pr) * N;
   float st[PER];
 #pragma unroll
   for (int k = 0; k < PER; ++k) {
     const int n = j + S * k;
     st[k] = n < N ? state[n] : 0.f;
   }
+  // The convolutions' sums over the state's taps, in the order of the
+  // whole sum (bias, taps oldest first, then the new input's tap). A
+  // thread's B or C channel where the block has a thread for each (2N <=
+  // blockDim.x: every state row of P >= 16 has its S threads); else they
+  // are summed in a loop after the wait. x channels: rows_here <=
+  // blockDim.x, one a thread at most.
+  const auto bc_of = [&](int i) { return HP + (i < N ? g * N : static_cast<int>(a.G) * N + g * N - N) + i; };
+  const bool bc_hoisted = 2 * N <= static_cast<int>(blockDim.x);
+  const int bc_channel = bc_hoisted && t < 2 * N ? bc_of(t) : -1;
+  const int x_channel = t < rows_here ? h * P + p0 + t : -1;
+  float bc_acc = 0.f, x_acc = 0.f;
+  if (bc_channel >= 0) {
+    bc_acc = a.conv_bias ? a.conv_bias[bc_channel] : 0.f;
+    for (int k = 0; k < W; ++k) bc_acc += a.conv_weight[bc_channel * K + k] * cst[k * C + bc_channel];
+  }
+  if (x_channel >= 0) {
+    x_acc = a.conv_bias ? a.conv_bias[x_channel] : 0.f;
+    for (int k = 0; k < W; ++k) {
+      const float v = cst[k * C + x_channel];
+      x_acc += a.conv_weight[x_channel * K + k] * v;
+      if (k > 0) cst[(k - 1) * C + x_channel] = v;
+    }
+  }
+  const float dt_bias = a.dt_bias[h], A = -expf(a.A_log[h]), Dh = a.D ? a.D[h] : 0.f;
+  wait_for_previous_kernel();
+  const float* in = a.xbc.p + b * a.xbc.stride;
+  if (bc_channel >= 0) sBC[t] = silu(bc_acc + a.conv_weight[bc_channel * K + W] * in[bc_channel]);
+  for (int i = bc_hoisted ? 2 * N : t; i < 2 * N; i += blockDim.x) {
+    const int c = bc_of(i);
+    float acc = a.conv_bias ? a.conv_bias[c] : 0.f;
+    for (int k = 0; k < W; ++k) acc += a.conv_weight[c * K + k] * cst[k * C + c];
+    sBC[i] = silu(acc + a.conv_weight[c * K + W] * in[c]);
+  }
+  if (x_channel >= 0) {
+    const float v = in[x_channel];
+    if (W > 0) cst[(W - 1) * C + x_channel] = v;
+    sx[t] = silu(x_acc + a.conv_weight[x_channel * K + W] * v);
+  }
+  if (t == 0) {
+    const float sp = softplus(a.dt_raw.p[b * a.dt_raw.stride + h] + dt_bias);
+    const float dt = fminf(fmaxf(sp, a.dt_min), a.dt_max);
+    sstep[0] = dt;
+    sstep[1] = expf(dt * A);
+  }
+  __syncthreads();  // every read of the B and C channels' convolution state is done
+  __shared__ unsigned last_of_sequence;
+  if (t == 0) {
+    __threadfence();
+    const unsigned arrived = atomicAdd(a.counters + b, 1u) + 1u;
+    last_of_sequence = arrived == static_cast<unsigned>(a.H * row_blocks);
+    __threadfence();
+  }
+  const int warp_base = (t / 32) * 32;
+  const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
+  const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
   const float xv = sx[pr], decay = sstep[1], coef = sstep[0] * xv;
   float acc = 0.f;
 #pragma unroll
@@ -294,7 +321,7 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   }
   for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
   if (active) {
-    if (j == 0) a.out.p[b * a.out.stride + h * a.P + p] = acc + (a.D ? a.D[h] : 0.f) * xv;
+    if (j == 0) a.out.p[b * a.out.stride + h * P + p0 + pr] = acc + Dh * xv;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
       const int n = j + S * k;

@@ -28,7 +28,6 @@ __device__ float silu_f(float z) { return z / (1.f + expf(-z)); }
 template <int PER>
 __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
   let_next_kernel_start();
-  wait_for_previous_kernel();  // first: each of these reads what the one before wrote
   extern __shared__ float smem[];
   const int N = static_cast<int>(a.N), R = static_cast<int>(a.R);
   const int64_t L = a.L, P = a.P;
@@ -59,6 +58,12 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
     }
   }
   const float Dh = a.D ? a.D[bh % a.H] : 0.f;
+  // Only now what the kernels before wrote (k, q, v, the step's scalars).
+  // The state and k_prev, v_prev above were written by this layer's scan
+  // and last-step kernels in an earlier step, which have finished (a step's
+  // kernels start after the previous step's: the ids' copy or the graph's
+  // replay orders them), so their loads overlap the previous kernel's tail.
+  wait_for_previous_kernel();
   const int64_t RN = int64_t{R} * N;
   const float* kb = a.k + bh * L * RN;
   const float* qb = a.q + bh * L * RN;
@@ -186,7 +191,10 @@ void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s) {
   // As many steps per stage as fit in 40 KiB of shared memory (at most 64),
   // and at least one (the host wrapper takes steps of at most 48 KiB).
   const int64_t per_step = mamba3_scan_step_bytes(a.R, a.N);
-  const int stage = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(64, 40960 / per_step)));
+  // No more than the sequence has: a decode step's block then asks for
+  // 1 KB, not 40, and more of them fit a multiprocessor.
+  const int stage = static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>({64, 40960 / per_step, a.L})));
   const size_t smem = static_cast<size_t>(stage * per_step);
   const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
   const dim3 grid(static_cast<unsigned>(a.B * a.H * row_blocks));

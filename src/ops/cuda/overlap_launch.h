@@ -5,7 +5,10 @@
 // wait_for_previous_kernel() (griddepcontrol.wait: the previous kernel has
 // finished and its writes are visible) before it reads anything a kernel
 // before it wrote, or writes anything those read. Before the wait it may
-// read only what no kernel of the stream writes (weights). A decode step is
+// read only what no kernel of the stream writes (weights), or what only the
+// same layer's kernels of an earlier decode step wrote (its recurrent and
+// convolution state: a step's kernels start once the previous step's have
+// finished, ordered by the ids' copy or the graph's replay). A decode step is
 // a chain of small latency-bound kernels: each one's launch and weight loads
 // then overlap the previous one's tail. Both calls do nothing in a kernel
 // launched without the attribute (and in the CPU emulator, which runs
