@@ -82,11 +82,13 @@ void launch_embedding_backward(const int64_t* order, const int64_t* seg, const i
                                int64_t runs, ConstRows dout, float scale, float* dtable, int64_t D,
                                cudaStream_t s);
 
-// Softmax cross-entropy of a block of logits rows (in place: logits become
-// grad_scale (softmax - onehot)); loss[r] written in double (0 without a
-// target).
+// Softmax cross-entropy of a block of logits rows over their first V
+// columns: loss[r] written in double (0 without a target), and the rows'
+// gradient grad_scale (softmax - onehot) (zero in columns V.. and on rows
+// without a target) written in place, or, with g_bf16, rounded to bf16
+// into the rows of g_bf16 (g_stride apart; the logits then stay).
 void launch_softmax_xent(Rows logits, int64_t V, const int64_t* targets, double grad_scale,
-                         double* loss, cudaStream_t s);
+                         double* loss, void* g_bf16, int64_t g_stride, cudaStream_t s);
 // *out = sum of v[0..n) in double, in order of a fixed tree.
 void launch_sum_doubles(const double* v, int64_t n, double* out, cudaStream_t s);
 
