@@ -2,9 +2,11 @@
 // table with the entries of mamba3_attention_backward_ops.cpp,
 // hybrid_backward_ops.cpp, ssd_step_ops.cpp, norm_linear_ops.cpp (with the
 // few-row projection kernel), mixer_ops.cpp (the norms, conv1d, the SSD
-// scan's chunked and step kernels), ssd_scan_backward_ops.cpp and mamba3_ops.cpp
+// scan's chunked and step kernels), ssd_scan_backward_ops.cpp, norm_conv_backward_ops.cpp
+// (the norms' and conv1d's backward) and mamba3_ops.cpp
 // (prepare, the chunked and step scans, output) and dropout_ops.cpp with their kernels
 // emulated, and stand-ins for the runtime's stream and checks.
+#include <cstring>
 #include <memory>
 
 #include "ops/backend_registry.h"
@@ -17,6 +19,12 @@
 #include "ops/cuda/views.h"
 #include "ssm/ops/mamba3.h"
 #include "ssm/ops/op_table.h"
+
+// Host memory: the runtime's memset is memset.
+extern "C" cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t) {
+  std::memset(p, value, n);
+  return cudaSuccess;
+}
 
 namespace ssm {
 namespace {
@@ -45,12 +53,10 @@ CudaResources& resources(Context& ctx) {
 }
 void check_launch(const char*) {}
 void check(cudaError_t, const char*) {}
-void launch_column_sums(ConstRows src, float* dst, cudaStream_t) {
-  for (int64_t c = 0; c < src.cols; ++c) {
-    float acc = 0;
-    for (int64_t r = 0; r < src.rows; ++r) acc += src.p[r * src.stride + c];
-    dst[c] += acc;
-  }
+// elementwise.cu's (not emulated), which conv1d_backward's host side uses.
+void launch_add(Rows dst, ConstRows src, float alpha, cudaStream_t) {
+  for (int64_t r = 0; r < dst.rows; ++r)
+    for (int64_t c = 0; c < dst.cols; ++c) dst.p[r * dst.stride + c] += alpha * src.p[r * src.stride + c];
 }
 }  // namespace cuda
 namespace {
@@ -64,6 +70,7 @@ class EmuBackend : public Backend {
     cuda::add_ssd_scan_backward_kernels(table_);
     cuda::add_norm_linear_kernels(table_);
     cuda::add_dropout_kernels(table_);
+    cuda::add_norm_conv_backward_kernels(table_);
 #ifdef SSM_EMU_REF_FORWARD
     // Training (run.sh TRAIN=1): of the forward ops only mamba3_prepare is
     // emulated; emulated norms and scans would make the training curves

@@ -16,7 +16,9 @@ inline constexpr int kPartialRows = 128;
 // dst[c] += sum over r of src[r, c], rows summed in order.
 void launch_column_sums(ConstRows src, float* dst, cudaStream_t s);
 
-// RMSNorm backward (ops/rms_norm.h); partial: kPartialRows x D (when dw).
+// RMSNorm backward (ops/rms_norm.h); partial: kPartialRows x D (when dw),
+// every row of it written (the norms' and conv1d's launchers need no zeroed
+// scratch).
 void launch_rms_norm_backward(ConstRows x, const float* w, float eps, ConstRows dout, Rows dx,
                               bool accumulate_dx, float* partial, cudaStream_t s);
 // The gated grouped norm's backward; partial: kPartialRows x D (when w and dw).

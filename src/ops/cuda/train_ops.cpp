@@ -19,17 +19,6 @@
 namespace ssm::cuda {
 namespace {
 
-// A zeroed kPartialRows x cols scratch for the two-stage parameter sums.
-float* partial_rows(Context& ctx, int64_t cols) {
-  Tensor t = ctx.arena().alloc(DType::kF32, {kPartialRows, cols});
-  check(cudaMemsetAsync(t.raw(), 0, t.nbytes(), stream(ctx)), "partial sums (memset)");
-  return ops::elements<float>(t);
-}
-
-void sum_partials(Context& ctx, const float* partial, int64_t cols, float* dst) {
-  launch_column_sums(ConstRows{partial, kPartialRows, cols, cols}, dst, stream(ctx));
-}
-
 void gemm(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc, const char* what) {
@@ -60,74 +49,6 @@ void linear_backward(Context& ctx, const ops::LinearBackwardArgs& a) {
   if (a.dbias.defined() && N > 0)
     launch_column_sums(dy, ops::elements<float>(a.dbias), stream(ctx));
   check_launch("linear_backward");
-}
-
-void rms_norm_backward(Context& ctx, const ops::RmsNormBackwardArgs& a) {
-  Arena::Scope scope(ctx.arena());
-  const int64_t D = a.x.cols();
-  float* partial = a.dw.defined() ? partial_rows(ctx, D) : nullptr;
-  launch_rms_norm_backward(const_rows_of(a.x), a.w.defined() ? a.w.data<float>() : nullptr, a.eps,
-                           const_rows_of(a.dout), rows_of(a.dx), a.accumulate_dx, partial,
-                           stream(ctx));
-  if (partial) sum_partials(ctx, partial, D, ops::elements<float>(a.dw));
-  check_launch("rms_norm_backward");
-}
-
-void gated_rms_norm_backward(Context& ctx, const ops::GatedRmsNormBackwardArgs& a) {
-  Arena::Scope scope(ctx.arena());
-  const int64_t D = a.y.cols();
-  float* partial = a.dw.defined() && a.w.defined() ? partial_rows(ctx, D) : nullptr;
-  launch_gated_rms_norm_backward(const_rows_of(a.y), const_rows_of(a.z),
-                                 a.w.defined() ? a.w.data<float>() : nullptr, a.group, a.eps,
-                                 a.norm_before_gate, const_rows_of(a.dout), rows_of(a.dy),
-                                 rows_of(a.dz), partial, stream(ctx));
-  if (partial) sum_partials(ctx, partial, D, ops::elements<float>(a.dw));
-  check_launch("gated_rms_norm_backward");
-}
-
-void conv1d_backward(Context& ctx, const ops::Conv1dBackwardArgs& a) {
-  const int64_t B = a.in.dim(0), L = a.in.dim(1), C = a.in.dim(2), K = a.weight.dim(2);
-  if (K > 17)
-    throw Error(
-        cat("op 'conv1d_backward': backend 'cuda' takes kernels of at most 17 taps, not ", K));
-  if (B * L * C == 0) return;
-  Arena::Scope scope(ctx.arena());
-  const bool params = a.dweight.defined() || a.dbias.defined();
-  Conv1dBackwardLaunch l{const_rows_of(a.in),
-                         const_rows_of(a.dout),
-                         a.weight.data<float>(),
-                         a.bias.defined() ? a.bias.data<float>() : nullptr,
-                         rows_of(a.din),
-                         ops::elements<float>(ctx.arena().alloc(DType::kF32, {B * L, C})),
-                         params ? partial_rows(ctx, C * (K + 1)) : nullptr,
-                         B,
-                         L,
-                         C,
-                         K,
-                         a.silu};
-  launch_conv1d_backward(l, stream(ctx));
-  if (params) {
-    // The partial rows hold C*K taps, then C biases: sum them all, then add each part.
-    Tensor sums = ctx.arena().alloc(DType::kF32, {C * (K + 1)});
-    check(cudaMemsetAsync(sums.raw(), 0, sums.nbytes(), stream(ctx)), "conv1d_backward (memset)");
-    sum_partials(ctx, l.partial, C * (K + 1), ops::elements<float>(sums));
-    if (a.dweight.defined())
-      launch_add(rows_of(a.dweight.reshape({C * K})), const_rows_of(sums.slice(0, 0, C * K)), 1.f,
-                 stream(ctx));
-    if (a.dbias.defined())
-      launch_add(rows_of(a.dbias), const_rows_of(sums.slice(0, C * K, C * (K + 1))), 1.f,
-                 stream(ctx));
-  }
-  check_launch("conv1d_backward");
-}
-
-void ssd_prepare_backward(Context& ctx, const ops::SsdPrepareBackwardArgs& a) {
-  launch_ssd_prepare_backward(const_rows_of(a.dt_raw), a.dt_bias.data<float>(),
-                              a.A_log.data<float>(), a.dt_min, a.dt_max, const_rows_of(a.ddt),
-                              a.dA.data<float>(), rows_of(a.ddt_raw),
-                              ops::elements_or_null<float>(a.ddt_bias),
-                              ops::elements_or_null<float>(a.dA_log), stream(ctx));
-  check_launch("ssd_prepare_backward");
 }
 
 // The rows grouped by id on the host (ids sorted stably, so rows keep their
@@ -270,13 +191,10 @@ void add_train_kernels(OpTable& t) {
   rows_sum_squares = t.sum_squares;  // registered before (add_elementwise_kernels)
   t.sum_squares = &sum_squares;
   t.linear_backward = &linear_backward;
-  t.rms_norm_backward = &rms_norm_backward;
-  t.gated_rms_norm_backward = &gated_rms_norm_backward;
-  t.conv1d_backward = &conv1d_backward;
-  t.ssd_prepare_backward = &ssd_prepare_backward;
   t.embedding_backward = &embedding_backward;
   t.head_cross_entropy = &head_cross_entropy;
   t.adamw = &adamw;
+  add_norm_conv_backward_kernels(t);
   add_ssd_scan_backward_kernels(t);
   add_mamba3_attention_backward_kernels(t);
   add_hybrid_backward_kernels(t);
