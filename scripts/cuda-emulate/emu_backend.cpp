@@ -53,11 +53,6 @@ CudaResources& resources(Context& ctx) {
 }
 void check_launch(const char*) {}
 void check(cudaError_t, const char*) {}
-// elementwise.cu's (not emulated), which conv1d_backward's host side uses.
-void launch_add(Rows dst, ConstRows src, float alpha, cudaStream_t) {
-  for (int64_t r = 0; r < dst.rows; ++r)
-    for (int64_t c = 0; c < dst.cols; ++c) dst.p[r * dst.stride + c] += alpha * src.p[r * src.stride + c];
-}
 }  // namespace cuda
 namespace {
 class EmuBackend : public Backend {

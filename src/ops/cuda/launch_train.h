@@ -26,8 +26,10 @@ void launch_gated_rms_norm_backward(ConstRows y, ConstRows z, const float* w, in
                                     float eps, bool norm_before_gate, ConstRows dout, Rows dy,
                                     Rows dz, float* partial, cudaStream_t s);
 
-// conv1d backward (zero starting state). dpre: B*L x C dense scratch;
-// partial: kPartialRows x C*(K+1) (dweight taps, then dbias), when wanted.
+// conv1d backward (zero starting state). dpre: B*L x C dense scratch for
+// K > kConv1dOnePassTaps (one pass without it otherwise); partial:
+// kPartialRows x C*(K+1) (dweight taps, then dbias), when wanted.
+inline constexpr int64_t kConv1dOnePassTaps = 4;
 struct Conv1dBackwardLaunch {
   ConstRows in, dout;
   const float* weight;

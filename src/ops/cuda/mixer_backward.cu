@@ -202,6 +202,7 @@ void launch_conv1d_backward(const Conv1dBackwardLaunch& a, cudaStream_t s) {
   const int64_t n = a.B * a.L * a.C;
   if (n == 0) return;
   const dim3 grid(static_cast<unsigned>((a.C + kThreads - 1) / kThreads), kPartialRows);
+  static_assert(kConv1dOnePassTaps == 4, "the cases below");
   switch (a.K) {
     case 1: conv1d_backward_rows_kernel<1><<<grid, kThreads, 0, s>>>(a); return;
     case 2: conv1d_backward_rows_kernel<2><<<grid, kThreads, 0, s>>>(a); return;

@@ -56,7 +56,9 @@ void conv1d_backward(Context& ctx, const ops::Conv1dBackwardArgs& a) {
                          a.weight.data<float>(),
                          a.bias.defined() ? a.bias.data<float>() : nullptr,
                          rows_of(a.din),
-                         ops::elements<float>(ctx.arena().alloc(DType::kF32, {B * L, C})),
+                         K > kConv1dOnePassTaps
+                             ? ops::elements<float>(ctx.arena().alloc(DType::kF32, {B * L, C}))
+                             : nullptr,
                          params ? partial_rows(ctx, C * (K + 1)) : nullptr,
                          B,
                          L,
@@ -65,16 +67,16 @@ void conv1d_backward(Context& ctx, const ops::Conv1dBackwardArgs& a) {
                          a.silu};
   launch_conv1d_backward(l, stream(ctx));
   if (params) {
-    // The partial rows hold C*K taps, then C biases: sum them all, then add each part.
-    Tensor sums = ctx.arena().alloc(DType::kF32, {C * (K + 1)});
-    check(cudaMemsetAsync(sums.raw(), 0, sums.nbytes(), stream(ctx)), "conv1d_backward (memset)");
-    sum_partials(ctx, l.partial, C * (K + 1), ops::elements<float>(sums));
+    // The partial rows hold C*K taps, then C biases: each part summed
+    // straight into its (dense) gradient.
+    const int64_t cols = C * (K + 1);
+    const cudaStream_t s = stream(ctx);
     if (a.dweight.defined())
-      launch_add(rows_of(a.dweight.reshape({C * K})), const_rows_of(sums.slice(0, 0, C * K)), 1.f,
-                 stream(ctx));
+      launch_column_sums(ConstRows{l.partial, kPartialRows, C * K, cols},
+                         ops::elements<float>(a.dweight), s);
     if (a.dbias.defined())
-      launch_add(rows_of(a.dbias), const_rows_of(sums.slice(0, C * K, C * (K + 1))), 1.f,
-                 stream(ctx));
+      launch_column_sums(ConstRows{l.partial + C * K, kPartialRows, C, cols},
+                         ops::elements<float>(a.dbias), s);
   }
   check_launch("conv1d_backward");
 }
