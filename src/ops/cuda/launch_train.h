@@ -90,7 +90,8 @@ void launch_embedding_backward(const int64_t* order, const int64_t* seg, const i
 // columns: loss[r] written in double (0 without a target), and the rows'
 // gradient grad_scale (softmax - onehot) (zero in columns V.. and on rows
 // without a target) written in place, or, with g_bf16, rounded to bf16
-// into the rows of g_bf16 (g_stride apart; the logits then stay).
+// into the rows of g_bf16 (g_stride apart; the logits then stay); with
+// grad_scale 0 no gradient is written.
 void launch_softmax_xent(Rows logits, int64_t V, const int64_t* targets, double grad_scale,
                          double* loss, void* g_bf16, int64_t g_stride, cudaStream_t s);
 // *out = sum of v[0..n) in double, in order of a fixed tree.

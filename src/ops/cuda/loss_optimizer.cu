@@ -90,6 +90,7 @@ __global__ void __launch_bounds__(kThreads)
   } else if (threadIdx.x == 0) {
     loss[r] = 0;
   }
+  if (grad_scale == 0) return;  // the loss alone: no gradient written
   // Zero outside the vocabulary and on rows without a target.
   auto grad = [&](int64_t v, float x) {
     if (target < 0 || v >= V) return 0.f;
