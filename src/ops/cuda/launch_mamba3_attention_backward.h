@@ -69,9 +69,8 @@ struct Mamba3PrepareBackwardLaunch : Mamba3PrepareInputs {
   // Scratch: dphase (B*H*L*S).
   float* dphase = nullptr;
   // Per-row contributions of the parameter gradients, null when not wanted:
-  // cBn, cCn (B*L*R*G rows of N), cBb, cCb (B*L rows of H*R*N), cmx (B*L
-  // rows of H*R*P).
-  float *cBn = nullptr, *cCn = nullptr, *cBb = nullptr, *cCb = nullptr, *cmx = nullptr;
+  // cBn, cCn (B*L*R*G rows of N), cmx (B*L rows of H*R*P).
+  float *cBn = nullptr, *cCn = nullptr, *cmx = nullptr;
 };
 void launch_mamba3_prepare_backward(const Mamba3PrepareBackwardLaunch& a, cudaStream_t s);
 

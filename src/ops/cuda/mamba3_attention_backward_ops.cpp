@@ -105,8 +105,8 @@ void mamba3_prepare_backward(Context& ctx, const ops::Mamba3PrepareBackwardArgs&
   l.cBn = scratch_if(ctx, g.dB_norm.defined(), norm_rows, l.N);
   l.cCn = scratch_if(ctx, g.dC_norm.defined(), norm_rows, l.N);
   // The biases' gradients are dk's and dq's sums over (b, t), read in place
-  // below (cBb, cCb stay null: bias_kernel's copy into rows, 49 us a launch
-  // at 1 x 2048 SISO on an H100, is not made).
+  // below (their copy into rows first, bias_kernel, took 49 us a launch at
+  // 1 x 2048 SISO on an H100).
   l.cmx = scratch_if(ctx, a.mimo_x.defined() && g.dmimo_x.defined(), rows, HRP);
   launch_mamba3_prepare_backward(l, stream(ctx));
   // ddt_bias[h] += the column sums of dddt (written above).

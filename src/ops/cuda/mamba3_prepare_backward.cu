@@ -10,8 +10,9 @@
 //             over the heads in order;
 //   norms     a warp per (row, rank, group, B or C): the heads' dk (dq)
 //             summed, then RMSNorm's backward;
-//   biases / v  a thread per element: per-row contributions of the biases
-//             and mimo_x, and dx.
+//   v         a thread per element: per-row contributions of mimo_x, and
+//             dx (the biases' gradients are dk's and dq's sums, made by the
+//             host side with launch_sum_head_rows).
 // Parameter gradients leave per-row contributions (launch_sum_rows sums
 // them in a fixed order): no atomics, results repeat bit for bit.
 #include <algorithm>
@@ -197,17 +198,6 @@ __global__ void norms_kernel(Mamba3PrepareBackwardLaunch a) {
   for (int64_t n = lane + 32 * kKept; n < N; n += 32) write(n, dn_of(n));
 }
 
-// Thread per (row, h, i < R N): the biases' contributions (k = normed B + B_bias).
-__global__ void bias_kernel(Mamba3PrepareBackwardLaunch a) {
-  const int64_t RN = a.R * a.N, HRN = a.H * RN;
-  const int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (u >= a.B * a.L * HRN) return;
-  const int64_t row = u / HRN, e = u % HRN, h = e / RN, i = e % RN;
-  const int64_t b = row / a.L, t = row % a.L, at0 = ((b * a.H + h) * a.L + t) * RN + i;
-  if (a.cBb) a.cBb[u] = a.dk[at0];
-  if (a.cCb) a.cCb[u] = a.dq[at0];
-}
-
 // Thread per (row, h, p): v = x mimo_x, so dx = sum_r dv mimo_x and mimo_x's
 // contribution dv x.
 __global__ void v_kernel(Mamba3PrepareBackwardLaunch a) {
@@ -239,7 +229,6 @@ void launch_mamba3_prepare_backward(const Mamba3PrepareBackwardLaunch& a, cudaSt
   }
   steps_kernel<<<blocks_for(steps), kThreads, 0, s>>>(a);
   norms_kernel<<<blocks_for(a.B * a.L * a.R * a.G * 2 * 32), kThreads, 0, s>>>(a);
-  if (a.cBb || a.cCb) bias_kernel<<<blocks_for(a.B * a.L * a.H * a.R * a.N), kThreads, 0, s>>>(a);
   v_kernel<<<blocks_for(a.B * a.L * a.H * a.P), kThreads, 0, s>>>(a);
 }
 
