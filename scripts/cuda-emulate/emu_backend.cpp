@@ -141,11 +141,6 @@ class EmuBackend : public Backend {
     cuda::add_ssd_scan_backward_kernels(table_);
     cuda::add_norm_linear_kernels(table_);
     cuda::add_dropout_kernels(table_);
-    cuda::add_norm_conv_backward_kernels(table_);
-    // train_ops.cpp's head loss (its products on the host, above).
-    OpTable train;
-    cuda::add_train_kernels(train);
-    table_.head_cross_entropy = train.head_cross_entropy;
 #ifdef SSM_EMU_REF_FORWARD
     // Training (run.sh TRAIN=1): of the forward ops only mamba3_prepare is
     // emulated; emulated norms and scans would make the training curves
@@ -156,6 +151,13 @@ class EmuBackend : public Backend {
 #else
     cuda::add_mixer_kernels(table_);
     cuda::add_mamba3_kernels(table_);
+    // The norms' and conv1d's backward (128 blocks of up to 512 fibers a
+    // call: seconds each, too slow for TRAIN=1's training curves) and
+    // train_ops.cpp's head loss (its products on the host, above).
+    cuda::add_norm_conv_backward_kernels(table_);
+    OpTable train;
+    cuda::add_train_kernels(train);
+    table_.head_cross_entropy = train.head_cross_entropy;
 #endif
   }
   std::string_view name() const override { return "cuda"; }
