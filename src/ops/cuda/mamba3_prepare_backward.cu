@@ -199,22 +199,28 @@ __global__ void norms_kernel(Mamba3PrepareBackwardLaunch a) {
 }
 
 // Thread per (row, h, p): v = x mimo_x, so dx = sum_r dv mimo_x and mimo_x's
-// contribution dv x.
+// contribution dv x. Block y: rows (strided by the grid), block x: the
+// row's H P channels, so that a thread divides in 32 bits once (a flat
+// index split by five 64-bit divisions took 34 us a launch at 1 x 2048 SISO,
+// H100, for 25 MB of traffic).
 __global__ void v_kernel(Mamba3PrepareBackwardLaunch a) {
-  const int64_t HP = a.H * a.P;
-  const int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (u >= a.B * a.L * HP) return;
-  const int64_t row = u / HP, e = u % HP, h = e / a.P, p = e % a.P;
-  const int64_t b = row / a.L, t = row % a.L, step = (b * a.H + h) * a.L + t;
-  const float xv = at(a.x, row, e);
-  float sum = 0.f;
-  for (int64_t r = 0; r < a.R; ++r) {
-    const float gv = a.dv[(step * a.R + r) * a.P + p];
-    const int64_t m = (h * a.R + r) * a.P + p;
-    sum += a.mimo_x ? gv * a.mimo_x[m] : gv;
-    if (a.cmx) a.cmx[row * a.H * a.R * a.P + m] = gv * xv;
+  const int P = static_cast<int>(a.P), HP = static_cast<int>(a.H) * P;
+  const int e = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (e >= HP) return;
+  const int h = e / P, p = e - h * P;
+  const int64_t HRP = a.H * a.R * a.P;
+  for (int64_t row = blockIdx.y; row < a.B * a.L; row += gridDim.y) {
+    const int64_t b = row / a.L, t = row - b * a.L, step = (b * a.H + h) * a.L + t;
+    const float xv = at(a.x, row, e);
+    float sum = 0.f;
+    for (int64_t r = 0; r < a.R; ++r) {
+      const float gv = a.dv[(step * a.R + r) * a.P + p];
+      const int64_t m = (h * a.R + r) * a.P + p;
+      sum += a.mimo_x ? gv * a.mimo_x[m] : gv;
+      if (a.cmx) a.cmx[row * HRP + m] = gv * xv;
+    }
+    at(a.dx, row, e) = sum;
   }
-  at(a.dx, row, e) = sum;
 }
 
 }  // namespace
@@ -229,7 +235,9 @@ void launch_mamba3_prepare_backward(const Mamba3PrepareBackwardLaunch& a, cudaSt
   }
   steps_kernel<<<blocks_for(steps), kThreads, 0, s>>>(a);
   norms_kernel<<<blocks_for(a.B * a.L * a.R * a.G * 2 * 32), kThreads, 0, s>>>(a);
-  v_kernel<<<blocks_for(a.B * a.L * a.H * a.P), kThreads, 0, s>>>(a);
+  const dim3 v_grid(blocks_for(a.H * a.P),
+                    static_cast<unsigned>(std::min<int64_t>(a.B * a.L, 65535)));
+  v_kernel<<<v_grid, kThreads, 0, s>>>(a);
 }
 
 }  // namespace ssm::cuda
