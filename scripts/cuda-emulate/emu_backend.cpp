@@ -2,12 +2,16 @@
 // table with the entries of mamba3_attention_backward_ops.cpp,
 // hybrid_backward_ops.cpp, ssd_step_ops.cpp, norm_linear_ops.cpp (with the
 // few-row projection kernel), mixer_ops.cpp (the norms, conv1d, the SSD
-// scan's chunked and step kernels), ssd_scan_backward_ops.cpp and mamba3_ops.cpp
+// scan's chunked and step kernels), ssd_scan_backward_ops.cpp, norm_conv_backward_ops.cpp
+// (the norms' and conv1d's backward) and mamba3_ops.cpp
 // (prepare, the chunked and step scans, output) and dropout_ops.cpp with their kernels
 // emulated, and stand-ins for the runtime's stream and checks.
+#include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "ops/backend_registry.h"
+#include "ops/cuda/gemm_f32.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch_mamba3.h"
 #include "ops/cuda/launch_ssd_step.h"
@@ -17,6 +21,22 @@
 #include "ops/cuda/views.h"
 #include "ssm/ops/mamba3.h"
 #include "ssm/ops/op_table.h"
+
+// Host memory: the runtime's memset and copies are memset and memcpy.
+extern "C" cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t) {
+  std::memset(p, value, n);
+  return cudaSuccess;
+}
+extern "C" cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind,
+                                       cudaStream_t) {
+  std::memcpy(dst, src, n);
+  return cudaSuccess;
+}
+extern "C" cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind) {
+  std::memcpy(dst, src, n);
+  return cudaSuccess;
+}
+extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 
 namespace ssm {
 namespace {
@@ -45,12 +65,69 @@ CudaResources& resources(Context& ctx) {
 }
 void check_launch(const char*) {}
 void check(cudaError_t, const char*) {}
-void launch_column_sums(ConstRows src, float* dst, cudaStream_t) {
-  for (int64_t c = 0; c < src.cols; ++c) {
-    float acc = 0;
-    for (int64_t r = 0; r < src.rows; ++r) acc += src.p[r * src.stride + c];
-    dst[c] += acc;
-  }
+// elementwise.cu's fill (not emulated), for train_ops.cpp.
+void launch_fill(Rows t, float value, cudaStream_t) {
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t c = 0; c < t.cols; ++c) t.p[r * t.stride + c] = value;
+}
+// gemm_f32.cpp's products on the host (no cuBLAS), for train_ops.cpp's head
+// loss: column-major, each input rounded to bf16 (nearest even) under bf16
+// compute as the GPU's copies are, sums in double.
+namespace {
+float round_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+float bf16_value(uint16_t h) {
+  const uint32_t u = uint32_t{h} << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+template <typename AOf, typename BOf>
+void host_gemm(int64_t m, int64_t n, int64_t k, AOf a, BOf b, float beta, float* C, int64_t ldc) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p) acc += static_cast<double>(a(i, p)) * b(p, j);
+      float& c = C[i + j * ldc];
+      c = static_cast<float>(acc) + (beta == 0.f ? 0.f : beta * c);
+    }
+}
+// Element (i, p) of op(M), M column-major with leading dimension ld.
+float op_at(const float* M, int64_t ld, cublasOperation_t t, int64_t i, int64_t p) {
+  return t == CUBLAS_OP_N ? M[i + p * ld] : M[p + i * ld];
+}
+}  // namespace
+void gemm_f32(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+              int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+              float* C, int64_t ldc, const char*) {
+  const bool bf = resources(ctx).bf16_compute;
+  host_gemm(
+      m, n, k,
+      [&](int64_t i, int64_t p) {
+        const float v = op_at(A, lda, ta, i, p);
+        return bf ? round_bf16(v) : v;
+      },
+      [&](int64_t p, int64_t j) {
+        const float v = op_at(B, ldb, tb, p, j);
+        return bf ? round_bf16(v) : v;
+      },
+      beta, C, ldc);
+}
+void gemm_f32_bf16(Context&, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                   int64_t k, const float* A, int64_t lda, const void* B_bf16, int64_t ldb,
+                   float beta, float* C, int64_t ldc, const char*) {
+  const auto* Bh = static_cast<const uint16_t*>(B_bf16);
+  host_gemm(
+      m, n, k, [&](int64_t i, int64_t p) { return round_bf16(op_at(A, lda, ta, i, p)); },
+      [&](int64_t p, int64_t j) {
+        return bf16_value(tb == CUBLAS_OP_N ? Bh[p + j * ldb] : Bh[j + p * ldb]);
+      },
+      beta, C, ldc);
 }
 }  // namespace cuda
 namespace {
@@ -74,6 +151,13 @@ class EmuBackend : public Backend {
 #else
     cuda::add_mixer_kernels(table_);
     cuda::add_mamba3_kernels(table_);
+    // The norms' and conv1d's backward (128 blocks of up to 512 fibers a
+    // call: seconds each, too slow for TRAIN=1's training curves) and
+    // train_ops.cpp's head loss (its products on the host, above).
+    cuda::add_norm_conv_backward_kernels(table_);
+    OpTable train;
+    cuda::add_train_kernels(train);
+    table_.head_cross_entropy = train.head_cross_entropy;
 #endif
   }
   std::string_view name() const override { return "cuda"; }

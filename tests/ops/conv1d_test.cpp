@@ -108,7 +108,10 @@ TEST_P(Conv1dTest, BackwardMatchesRef) {
   struct Shape4 {
     int64_t B, L, C, K;
   };
-  for (const Shape4 s : {Shape4{2, 9, 20, 4}, {1, 1, 5, 4}, {3, 30, 70, 3}, {1, 6, 17, 1}})
+  // {3, 100, 8, 4}: more rows than the cuda kernel's 128 runs, so that runs
+  // of three rows cross sequence starts; K = 5: its kernels for longer filters.
+  for (const Shape4 s : {Shape4{2, 9, 20, 4}, {1, 1, 5, 4}, {3, 30, 70, 3}, {1, 6, 17, 1},
+                         {3, 100, 8, 4}, {2, 7, 9, 5}})
     for (int variant = 0; variant < 4; ++variant) {
       // variant bits: SiLU, parameter gradients wanted (and bias present).
       const bool silu = variant & 1, params = variant & 2, strided = s.L % 2;

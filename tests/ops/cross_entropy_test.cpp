@@ -30,6 +30,9 @@ const Case kCases[] = {
     {"wide_rows", 70, 64, 100, 128, true},
     // Too few rows for two threads: the cpu kernel splits the vocabulary.
     {"few_rows_large_vocabulary", 5, 16, 300, 320, true},
+    // A vocabulary not a multiple of 8 in a head without padding rows: the
+    // cuda kernel cannot pad its products to whole 16-byte pieces.
+    {"odd_vocabulary_unpadded_head", 9, 6, 13, 13, true},
 };
 // More rows than the cpu kernel's block of logits: about 4M (16 rows here,
 // three blocks) on its portable path; 16M on its AVX-512 path (62 rows here:
@@ -131,6 +134,31 @@ TEST_P(HeadCrossEntropy, RowsWithoutTargetsLoseNothingAndGetNoGradient) {
   EXPECT_EQ(got.loss, 0.0);
   EXPECT_TRUE(testing::identical(got.df, Tensor::zeros(DType::kF32, {11, 6})));
   EXPECT_TRUE(testing::identical(got.dhead, in.dhead));
+}
+
+// The 130m bench model's head at one sequence of 2048 (V = 50277 in 50288
+// rows; D cut to 64 so that the check stays quick), where the cuda kernel
+// pads its products to 50280 columns: in F32 and under bf16 compute (its
+// products' inputs rounded: bf16's tolerance), against the cpu backend (ref
+// takes minutes here; cpu is checked against ref above). GPU builds only.
+TEST_P(HeadCrossEntropy, MatchesCpuAtTheBenchVocabulary) {
+  if (!testing::kGpuTests) GTEST_SKIP() << "a GPU test";
+  const Inputs in = make_inputs({"bench_vocabulary", 2048, 64, 50277, 50288, true});
+  Context cpu("cpu", 8);
+  const Outputs want = run(cpu, in, 1.0 / 2048);
+  for (const bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16 compute" : "F32");
+    Context ctx(GetParam(), 1);
+    BackendResources* r = ctx.resources();
+    if (bf16 && !(r && r->set_bf16_compute(true))) continue;
+    const Outputs got = run(ctx, in, 1.0 / 2048);
+    const testing::Tolerance tol = bf16 ? testing::tolerance_for(DType::kBF16) : testing::Tolerance{};
+    EXPECT_NEAR(got.loss, want.loss, (bf16 ? 1e-3 : 1e-5) * want.loss);
+    EXPECT_TRUE(testing::close(got.row_loss, want.row_loss, tol));
+    EXPECT_TRUE(testing::close(got.df, want.df, tol));
+    EXPECT_TRUE(testing::close(got.dhead, want.dhead, tol));
+    EXPECT_TRUE(testing::identical(got.dhead.rows(50277, 50288), in.dhead.rows(50277, 50288)));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, HeadCrossEntropy, ::testing::ValuesIn(testing::all_backends()),

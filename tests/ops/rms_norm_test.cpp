@@ -173,6 +173,57 @@ TEST_P(RmsNormTest, ManyAlignedRowsMatchRef) {
         }
 }
 
+// The backwards on prefill's many aligned rows (the cuda backend's warp per
+// row, in 16-byte pieces, when they are aligned and at most 2,048 wide):
+// the 130m model's widths (768; 1536 in one group or four), a width that
+// fills a lane's pieces partly (136 in two groups), the widest (2048),
+// strided rows, accumulated dx, dw wanted or not.
+TEST_P(RmsNormTest, ManyAlignedRowsBackwardMatchRef) {
+  const int64_t R = 300;
+  for (const int64_t D : {int64_t{768}, int64_t{2048}, int64_t{136}})
+    for (const bool want_dw : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "rms_norm_backward D " << D << " dw " << want_dw);
+      const Tensor x = random_tensor({R, D}, D), w = random_tensor({D}, 7, 0.5f, 1.5f);
+      const Tensor dout = random_tensor({R, D}, D + 1), dx0 = random_tensor({R, D}, D + 2);
+      const Tensor dw0 = random_tensor({D}, D + 3);
+      testing::expect_matches_ref(GetParam(), [&](Context& ctx) -> testing::Outputs {
+        const Tensor dx = on(ctx, dx0), dw = want_dw ? on(ctx, dw0) : Tensor();
+        ops::rms_norm_backward(ctx, {.x = on(ctx, x),
+                                     .w = on(ctx, w),
+                                     .dout = in_wider_rows(ctx, dout, 4, 8),
+                                     .dx = dx,
+                                     .accumulate_dx = want_dw,
+                                     .dw = dw});
+        return testing::outputs({{"dx", dx}, {"dw", dw}});
+      });
+    }
+  for (const int64_t D : {int64_t{1536}, int64_t{136}})
+    for (Gate gate : kGates)
+      for (int64_t group : {int64_t{0}, D == 1536 ? int64_t{384} : int64_t{68}}) {
+        SCOPED_TRACE(::testing::Message() << "gated backward D " << D << " gate "
+                                          << static_cast<int>(gate) << " group " << group);
+        const Tensor y = random_tensor({R, D}, D + group),
+                     z = random_tensor({R, D}, D + 1, -3.f, 3.f);
+        const Tensor w = random_tensor({D}, D + 2, 0.5f, 1.5f), dw0 = random_tensor({D}, D + 3);
+        const Tensor dout = random_tensor({R, D}, D + 4);
+        testing::expect_matches_ref(GetParam(), [&](Context& ctx) -> testing::Outputs {
+          const Tensor dy = on(ctx, Tensor::zeros(DType::kF32, {R, D}));
+          const Tensor dz = on(ctx, Tensor::zeros(DType::kF32, {R, D}));
+          const Tensor dw = gate == Gate::kNoNorm ? Tensor() : on(ctx, dw0);
+          ops::gated_rms_norm_backward(ctx, {.y = on(ctx, y),
+                                             .z = in_wider_rows(ctx, z, 4, 8),
+                                             .w = gate == Gate::kNoNorm ? Tensor() : on(ctx, w),
+                                             .group = group,
+                                             .norm_before_gate = gate == Gate::kNormBeforeGate,
+                                             .dout = on(ctx, dout),
+                                             .dy = dy,
+                                             .dz = dz,
+                                             .dw = dw});
+          return testing::outputs({{"dy", dy}, {"dz", dz}, {"dw", dw}});
+        });
+      }
+}
+
 // The grouped norm is the plain RMSNorm of each group of the gated input
 // (norm after gate), or the plain gate of each group's RMSNorm (norm before
 // gate), with a weight that repeats per group: the same numbers by two

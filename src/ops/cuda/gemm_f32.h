@@ -17,4 +17,12 @@ void gemm_f32(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t 
               int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
               float* C, int64_t ldc, const char* what);
 
+// The same product on the bf16 tensor cores (a context with bf16 compute
+// only) where B is already bf16 (column-major, leading dimension ldb): an
+// input rounded where it was made (the head loss's gradient) is not
+// written in F32 and rounded again at each use.
+void gemm_f32_bf16(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                   int64_t k, const float* A, int64_t lda, const void* B_bf16, int64_t ldb,
+                   float beta, float* C, int64_t ldc, const char* what);
+
 }  // namespace ssm::cuda

@@ -16,6 +16,9 @@ void add_mamba3_kernels(OpTable& t);       // mamba3_ops.cpp: prepare, scan, out
 void add_hybrid_kernels(OpTable& t);       // hybrid_ops.cpp: relu^2, selective scan, MoE, attention
 void add_train_kernels(OpTable& t);        // train_ops.cpp: backward ops, head loss, AdamW
 void add_dropout_kernels(OpTable& t);      // dropout_ops.cpp: training's residual dropout
+// norm_conv_backward_ops.cpp (called by add_train_kernels): the norms',
+// conv1d's and ssd_prepare's backward
+void add_norm_conv_backward_kernels(OpTable& t);
 // ssd_scan_backward_ops.cpp (called by add_train_kernels)
 void add_ssd_scan_backward_kernels(OpTable& t);
 // mamba3_attention_backward_ops.cpp (called by add_train_kernels)

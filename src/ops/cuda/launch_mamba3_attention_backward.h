@@ -13,6 +13,11 @@ namespace ssm::cuda {
 // contiguous row ranges first (partial: kPartialRows x src.cols of scratch,
 // written here), then those partial rows in order.
 void launch_sum_rows(ConstRows src, float* partial, float* dst, cudaStream_t s);
+// The same sum over the rows (b, t) of a (B, H, L, n) tensor read as B*L
+// rows of H*n columns ((h, i) at column h*n + i), in place: no copy of it
+// into rows first (mamba3_prepare's bias gradients from dk and dq).
+void launch_sum_head_rows(const float* src, int64_t B, int64_t L, int64_t H, int64_t n,
+                          float* partial, float* dst, cudaStream_t s);
 
 // mamba3_output backward (ops/mamba3.h). The parameter gradients' per-row
 // contributions (each may be null: not wanted): cz and co (B*L rows of
@@ -64,9 +69,8 @@ struct Mamba3PrepareBackwardLaunch : Mamba3PrepareInputs {
   // Scratch: dphase (B*H*L*S).
   float* dphase = nullptr;
   // Per-row contributions of the parameter gradients, null when not wanted:
-  // cBn, cCn (B*L*R*G rows of N), cBb, cCb (B*L rows of H*R*N), cmx (B*L
-  // rows of H*R*P).
-  float *cBn = nullptr, *cCn = nullptr, *cBb = nullptr, *cCb = nullptr, *cmx = nullptr;
+  // cBn, cCn (B*L*R*G rows of N), cmx (B*L rows of H*R*P).
+  float *cBn = nullptr, *cCn = nullptr, *cmx = nullptr;
 };
 void launch_mamba3_prepare_backward(const Mamba3PrepareBackwardLaunch& a, cudaStream_t s);
 

@@ -16,7 +16,9 @@ inline constexpr int kPartialRows = 128;
 // dst[c] += sum over r of src[r, c], rows summed in order.
 void launch_column_sums(ConstRows src, float* dst, cudaStream_t s);
 
-// RMSNorm backward (ops/rms_norm.h); partial: kPartialRows x D (when dw).
+// RMSNorm backward (ops/rms_norm.h); partial: kPartialRows x D (when dw),
+// every row of it written (the norms' and conv1d's launchers need no zeroed
+// scratch).
 void launch_rms_norm_backward(ConstRows x, const float* w, float eps, ConstRows dout, Rows dx,
                               bool accumulate_dx, float* partial, cudaStream_t s);
 // The gated grouped norm's backward; partial: kPartialRows x D (when w and dw).
@@ -24,8 +26,10 @@ void launch_gated_rms_norm_backward(ConstRows y, ConstRows z, const float* w, in
                                     float eps, bool norm_before_gate, ConstRows dout, Rows dy,
                                     Rows dz, float* partial, cudaStream_t s);
 
-// conv1d backward (zero starting state). dpre: B*L x C dense scratch;
-// partial: kPartialRows x C*(K+1) (dweight taps, then dbias), when wanted.
+// conv1d backward (zero starting state). dpre: B*L x C dense scratch for
+// K > kConv1dOnePassTaps (one pass without it otherwise); partial:
+// kPartialRows x C*(K+1) (dweight taps, then dbias), when wanted.
+inline constexpr int64_t kConv1dOnePassTaps = 4;
 struct Conv1dBackwardLaunch {
   ConstRows in, dout;
   const float* weight;
@@ -82,11 +86,14 @@ void launch_embedding_backward(const int64_t* order, const int64_t* seg, const i
                                int64_t runs, ConstRows dout, float scale, float* dtable, int64_t D,
                                cudaStream_t s);
 
-// Softmax cross-entropy of a block of logits rows (in place: logits become
-// grad_scale (softmax - onehot)); loss[r] written in double (0 without a
-// target).
+// Softmax cross-entropy of a block of logits rows over their first V
+// columns: loss[r] written in double (0 without a target), and the rows'
+// gradient grad_scale (softmax - onehot) (zero in columns V.. and on rows
+// without a target) written in place, or, with g_bf16, rounded to bf16
+// into the rows of g_bf16 (g_stride apart; the logits then stay); with
+// grad_scale 0 no gradient is written.
 void launch_softmax_xent(Rows logits, int64_t V, const int64_t* targets, double grad_scale,
-                         double* loss, cudaStream_t s);
+                         double* loss, void* g_bf16, int64_t g_stride, cudaStream_t s);
 // *out = sum of v[0..n) in double, in order of a fixed tree.
 void launch_sum_doubles(const double* v, int64_t n, double* out, cudaStream_t s);
 

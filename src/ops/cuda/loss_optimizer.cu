@@ -1,5 +1,9 @@
 // The row-wise part of the fused head cross-entropy (the products are
 // cuBLAS calls in train_ops.cpp) and the AdamW update.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
 #include "ops/cuda/launch_train.h"
 
 namespace ssm::cuda {
@@ -21,33 +25,97 @@ __device__ T block_reduce(T v, Op op, T* scratch) {
   return r;
 }
 
-// Block per row: log-sum-exp in double over the logits, then the row
-// becomes grad_scale (softmax - onehot(target)) (zeros without a target).
-__global__ void softmax_xent_kernel(Rows logits, int64_t V, const int64_t* targets,
-                                    double grad_scale, double* loss) {
-  __shared__ double scratch[kThreads];
-  const int64_t r = blockIdx.x;
-  float* row = logits.p + r * logits.stride;
-  const int64_t target = targets[r];
-  if (target < 0) {
-    for (int64_t v = threadIdx.x; v < V; v += kThreads) row[v] = 0.f;
-    if (threadIdx.x == 0) loss[r] = 0;
-    return;
+// Block per row of logits (the first V columns are the vocabulary's; the
+// rest, padding up to an aligned stride, get a zero gradient). One read
+// finds each thread's running maximum and its sum of exp(x - max) (the sum
+// rescaled when the maximum grows), combined over the block in a fixed
+// tree with the sums in double; a second read writes grad_scale (softmax -
+// onehot(target)): in place in F32, or rounded to bf16 into g (the
+// products' input under bf16 compute: no F32 gradient written and read
+// back to be rounded). The logits come from a product in F32, so exp of
+// their distance to the maximum in float is as exact as the logits are.
+struct MaxSum {
+  float m;
+  double s;
+};
+
+__device__ MaxSum combine(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.0};
+  return {m, a.s * exp(static_cast<double>(a.m - m)) + b.s * exp(static_cast<double>(b.m - m))};
+}
+
+__device__ void add_exp(float x, float& m, float& s) {
+  if (x > m) {
+    s = s * expf(m - x) + 1.f;
+    m = x;
+  } else {
+    s += expf(x - m);
   }
-  double mx = -INFINITY;
-  for (int64_t v = threadIdx.x; v < V; v += kThreads) mx = fmax(mx, static_cast<double>(row[v]));
-  mx = block_reduce(
-      mx, [](double a, double b) { return fmax(a, b); }, scratch);
-  double sum = 0;
-  for (int64_t v = threadIdx.x; v < V; v += kThreads) sum += exp(static_cast<double>(row[v]) - mx);
-  sum = block_reduce(
-      sum, [](double a, double b) { return a + b; }, scratch);
-  const double lse = mx + log(sum);
-  if (threadIdx.x == 0) loss[r] = lse - static_cast<double>(row[target]);
-  __syncthreads();  // the target's logit is read before the row is overwritten
-  for (int64_t v = threadIdx.x; v < V; v += kThreads)
-    row[v] = static_cast<float>(
-        grad_scale * (exp(static_cast<double>(row[v]) - lse) - (v == target ? 1.0 : 0.0)));
+}
+
+__global__ void __launch_bounds__(kThreads)
+    softmax_xent_kernel(Rows logits, int64_t V, const int64_t* targets, double grad_scale,
+                        double* loss, __nv_bfloat16* g, int64_t g_stride) {
+  __shared__ MaxSum scratch[kThreads];
+  const int64_t r = blockIdx.x, cols = logits.cols;
+  float* row = logits.p + r * logits.stride;
+  __nv_bfloat16* grow = g ? g + r * g_stride : nullptr;
+  const int64_t target = targets[r];
+  const bool vec = logits.stride % 4 == 0 && reinterpret_cast<uintptr_t>(logits.p) % 16 == 0 &&
+                   (!g || (g_stride % 4 == 0 && reinterpret_cast<uintptr_t>(g) % 8 == 0));
+  const int64_t V4 = vec ? V / 4 : 0;  // float4 pieces wholly inside the vocabulary
+  double lse = 0;
+  if (target >= 0) {
+    float m = -INFINITY, s = 0.f;
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+    for (int64_t j = threadIdx.x; j < V4; j += kThreads) {
+      const float4 x = row4[j];
+      add_exp(x.x, m, s);
+      add_exp(x.y, m, s);
+      add_exp(x.z, m, s);
+      add_exp(x.w, m, s);
+    }
+    for (int64_t v = 4 * V4 + threadIdx.x; v < V; v += kThreads) add_exp(row[v], m, s);
+    scratch[threadIdx.x] = {m, s};
+    __syncthreads();
+    for (int o = kThreads / 2; o > 0; o /= 2) {
+      if (threadIdx.x < o)
+        scratch[threadIdx.x] = combine(scratch[threadIdx.x], scratch[threadIdx.x + o]);
+      __syncthreads();
+    }
+    lse = static_cast<double>(scratch[0].m) + log(scratch[0].s);
+    if (threadIdx.x == 0) loss[r] = lse - static_cast<double>(row[target]);
+    __syncthreads();  // the target's logit is read before the row is overwritten
+  } else if (threadIdx.x == 0) {
+    loss[r] = 0;
+  }
+  if (grad_scale == 0) return;  // the loss alone: no gradient written
+  // Zero outside the vocabulary and on rows without a target.
+  auto grad = [&](int64_t v, float x) {
+    if (target < 0 || v >= V) return 0.f;
+    const float p = expf(static_cast<float>(static_cast<double>(x) - lse));
+    return static_cast<float>(grad_scale * (static_cast<double>(p) - (v == target ? 1.0 : 0.0)));
+  };
+  const int64_t C4 = vec ? cols / 4 : 0;
+  for (int64_t j = threadIdx.x; j < C4; j += kThreads) {
+    const float4 x = reinterpret_cast<const float4*>(row)[j];
+    const float4 d{grad(4 * j, x.x), grad(4 * j + 1, x.y), grad(4 * j + 2, x.z), grad(4 * j + 3, x.w)};
+    if (grow) {
+      const ushort4 o{__bfloat16_as_ushort(__float2bfloat16_rn(d.x)),
+                      __bfloat16_as_ushort(__float2bfloat16_rn(d.y)),
+                      __bfloat16_as_ushort(__float2bfloat16_rn(d.z)),
+                      __bfloat16_as_ushort(__float2bfloat16_rn(d.w))};
+      *reinterpret_cast<ushort4*>(grow + 4 * j) = o;
+    } else {
+      reinterpret_cast<float4*>(row)[j] = d;
+    }
+  }
+  for (int64_t v = 4 * C4 + threadIdx.x; v < cols; v += kThreads) {
+    const float d = grad(v, row[v]);
+    if (grow) grow[v] = __float2bfloat16_rn(d);
+    else row[v] = d;
+  }
 }
 
 __global__ void sum_doubles_kernel(const double* v, int64_t n, double* out) {
@@ -92,10 +160,10 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64
 }  // namespace
 
 void launch_softmax_xent(Rows logits, int64_t V, const int64_t* targets, double grad_scale,
-                         double* loss, cudaStream_t s) {
+                         double* loss, void* g_bf16, int64_t g_stride, cudaStream_t s) {
   if (logits.rows == 0) return;
-  softmax_xent_kernel<<<static_cast<unsigned>(logits.rows), kThreads, 0, s>>>(logits, V, targets,
-                                                                              grad_scale, loss);
+  softmax_xent_kernel<<<static_cast<unsigned>(logits.rows), kThreads, 0, s>>>(
+      logits, V, targets, grad_scale, loss, static_cast<__nv_bfloat16*>(g_bf16), g_stride);
 }
 
 void launch_sum_doubles(const double* v, int64_t n, double* out, cudaStream_t s) {

@@ -91,7 +91,29 @@ __global__ void partial_rows_kernel(ConstRows src, float* partial) {
   partial[k * src.cols + c] = acc;
 }
 
+// partial_rows_kernel over the rows (b, t) and columns (h, i) of a (B, H,
+// L, n) tensor, read in place.
+__global__ void head_partial_rows_kernel(const float* src, int64_t L, int64_t H, int64_t n,
+                                         int64_t rows, float* partial) {
+  const int64_t cols = H * n, c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= cols) return;
+  const int64_t k = blockIdx.y, h = c / n, i = c % n;
+  const int64_t r0 = rows * k / kPartialRows, r1 = rows * (k + 1) / kPartialRows;
+  float acc = 0.f;
+  for (int64_t r = r0; r < r1; ++r) acc += src[(((r / L) * H + h) * L + r % L) * n + i];
+  partial[k * cols + c] = acc;
+}
+
 }  // namespace
+
+void launch_sum_head_rows(const float* src, int64_t B, int64_t L, int64_t H, int64_t n,
+                          float* partial, float* dst, cudaStream_t s) {
+  const int64_t cols = H * n;
+  if (cols == 0 || B * L == 0) return;
+  const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads), kPartialRows);
+  head_partial_rows_kernel<<<grid, kThreads, 0, s>>>(src, L, H, n, B * L, partial);
+  launch_column_sums(ConstRows{partial, kPartialRows, cols, cols}, dst, s);
+}
 
 void launch_sum_rows(ConstRows src, float* partial, float* dst, cudaStream_t s) {
   if (src.cols == 0) return;

@@ -19,17 +19,6 @@
 namespace ssm::cuda {
 namespace {
 
-// A zeroed kPartialRows x cols scratch for the two-stage parameter sums.
-float* partial_rows(Context& ctx, int64_t cols) {
-  Tensor t = ctx.arena().alloc(DType::kF32, {kPartialRows, cols});
-  check(cudaMemsetAsync(t.raw(), 0, t.nbytes(), stream(ctx)), "partial sums (memset)");
-  return ops::elements<float>(t);
-}
-
-void sum_partials(Context& ctx, const float* partial, int64_t cols, float* dst) {
-  launch_column_sums(ConstRows{partial, kPartialRows, cols, cols}, dst, stream(ctx));
-}
-
 void gemm(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc, const char* what) {
@@ -60,74 +49,6 @@ void linear_backward(Context& ctx, const ops::LinearBackwardArgs& a) {
   if (a.dbias.defined() && N > 0)
     launch_column_sums(dy, ops::elements<float>(a.dbias), stream(ctx));
   check_launch("linear_backward");
-}
-
-void rms_norm_backward(Context& ctx, const ops::RmsNormBackwardArgs& a) {
-  Arena::Scope scope(ctx.arena());
-  const int64_t D = a.x.cols();
-  float* partial = a.dw.defined() ? partial_rows(ctx, D) : nullptr;
-  launch_rms_norm_backward(const_rows_of(a.x), a.w.defined() ? a.w.data<float>() : nullptr, a.eps,
-                           const_rows_of(a.dout), rows_of(a.dx), a.accumulate_dx, partial,
-                           stream(ctx));
-  if (partial) sum_partials(ctx, partial, D, ops::elements<float>(a.dw));
-  check_launch("rms_norm_backward");
-}
-
-void gated_rms_norm_backward(Context& ctx, const ops::GatedRmsNormBackwardArgs& a) {
-  Arena::Scope scope(ctx.arena());
-  const int64_t D = a.y.cols();
-  float* partial = a.dw.defined() && a.w.defined() ? partial_rows(ctx, D) : nullptr;
-  launch_gated_rms_norm_backward(const_rows_of(a.y), const_rows_of(a.z),
-                                 a.w.defined() ? a.w.data<float>() : nullptr, a.group, a.eps,
-                                 a.norm_before_gate, const_rows_of(a.dout), rows_of(a.dy),
-                                 rows_of(a.dz), partial, stream(ctx));
-  if (partial) sum_partials(ctx, partial, D, ops::elements<float>(a.dw));
-  check_launch("gated_rms_norm_backward");
-}
-
-void conv1d_backward(Context& ctx, const ops::Conv1dBackwardArgs& a) {
-  const int64_t B = a.in.dim(0), L = a.in.dim(1), C = a.in.dim(2), K = a.weight.dim(2);
-  if (K > 17)
-    throw Error(
-        cat("op 'conv1d_backward': backend 'cuda' takes kernels of at most 17 taps, not ", K));
-  if (B * L * C == 0) return;
-  Arena::Scope scope(ctx.arena());
-  const bool params = a.dweight.defined() || a.dbias.defined();
-  Conv1dBackwardLaunch l{const_rows_of(a.in),
-                         const_rows_of(a.dout),
-                         a.weight.data<float>(),
-                         a.bias.defined() ? a.bias.data<float>() : nullptr,
-                         rows_of(a.din),
-                         ops::elements<float>(ctx.arena().alloc(DType::kF32, {B * L, C})),
-                         params ? partial_rows(ctx, C * (K + 1)) : nullptr,
-                         B,
-                         L,
-                         C,
-                         K,
-                         a.silu};
-  launch_conv1d_backward(l, stream(ctx));
-  if (params) {
-    // The partial rows hold C*K taps, then C biases: sum them all, then add each part.
-    Tensor sums = ctx.arena().alloc(DType::kF32, {C * (K + 1)});
-    check(cudaMemsetAsync(sums.raw(), 0, sums.nbytes(), stream(ctx)), "conv1d_backward (memset)");
-    sum_partials(ctx, l.partial, C * (K + 1), ops::elements<float>(sums));
-    if (a.dweight.defined())
-      launch_add(rows_of(a.dweight.reshape({C * K})), const_rows_of(sums.slice(0, 0, C * K)), 1.f,
-                 stream(ctx));
-    if (a.dbias.defined())
-      launch_add(rows_of(a.dbias), const_rows_of(sums.slice(0, C * K, C * (K + 1))), 1.f,
-                 stream(ctx));
-  }
-  check_launch("conv1d_backward");
-}
-
-void ssd_prepare_backward(Context& ctx, const ops::SsdPrepareBackwardArgs& a) {
-  launch_ssd_prepare_backward(const_rows_of(a.dt_raw), a.dt_bias.data<float>(),
-                              a.A_log.data<float>(), a.dt_min, a.dt_max, const_rows_of(a.ddt),
-                              a.dA.data<float>(), rows_of(a.ddt_raw),
-                              ops::elements_or_null<float>(a.ddt_bias),
-                              ops::elements_or_null<float>(a.dA_log), stream(ctx));
-  check_launch("ssd_prepare_backward");
 }
 
 // The rows grouped by id on the host (ids sorted stably, so rows keep their
@@ -169,16 +90,31 @@ void embedding_backward(Context& ctx, const ops::EmbeddingBackwardArgs& a) {
   check(cudaStreamSynchronize(s), "embedding_backward");
 }
 
-// Blocks of rows: logits (block, V) = f head^T by SGEMM, the softmax in
+// Blocks of rows: logits (block, W) = f head^T by SGEMM, the softmax in
 // place (becoming g), then df = g head and dhead += g^T f by SGEMM. The row
 // losses come back to the host once, at the end.
+//
+// W: the vocabulary rounded up to 8 columns where the head (and dhead) have
+// those rows, so that every matrix's contiguous extent and leading
+// dimension is a whole number of 16-byte pieces: at V = 50277 the three
+// bf16 products fell back to cuBLAS's sm75 "align1" kernels (3.9 ms a step
+// at 2048 x 768 x 50277 on an H100, about four times the sm90 ones). The
+// padding columns' logits are the padded head rows' (finite weights); their
+// gradient is zero, so they add exact zeros to df and to dhead's padded rows.
+// Under bf16 compute the softmax writes g in bf16, the products' input,
+// instead of F32 that each product would round again.
 double head_cross_entropy(Context& ctx, const ops::HeadLossArgs& a) {
   const int64_t R = a.f.rows(), D = a.f.cols(), V = a.vocab;
   if (R == 0) return 0;
   Arena::Scope scope(ctx.arena());
   const cudaStream_t s = stream(ctx);
-  const int64_t block = std::clamp<int64_t>((int64_t{1} << 27) / V, 1, R);
-  Tensor logits = ctx.arena().alloc(DType::kF32, {block, V});
+  const int64_t padded = (V + 7) / 8 * 8;
+  const bool pad = a.head.dim(0) >= padded && (!a.dhead.defined() || a.dhead.dim(0) >= padded);
+  const int64_t W = pad ? padded : V, ld = padded;
+  const int64_t block = std::clamp<int64_t>((int64_t{1} << 27) / ld, 1, R);
+  const bool bf16 = resources(ctx).bf16_compute;
+  Tensor logits = ctx.arena().alloc(DType::kF32, {block, ld});
+  Tensor g16 = bf16 ? ctx.arena().alloc(DType::kBF16, {block, ld}) : Tensor();
   Tensor targets = ctx.arena().alloc(DType::kI64, {R});
   Tensor loss = ctx.arena().alloc(DType::kF64, {R + 1});
   check(cudaMemcpyAsync(targets.raw(), a.targets.data<int64_t>(), sizeof(int64_t) * R,
@@ -188,25 +124,31 @@ double head_cross_entropy(Context& ctx, const ops::HeadLossArgs& a) {
   const float* head = a.head.data<float>();
   const bool grad = a.grad_scale != 0;
   float* lg = ops::elements<float>(logits);
+  // g (n, W), ld apart: the softmax's output, F32 in place or bf16.
+  auto product_with_g = [&](cublasOperation_t tb, int64_t m, int64_t n, int64_t k, const float* A,
+                            int64_t lda, float beta, float* C, int64_t ldc, const char* what) {
+    if (bf16) gemm_f32_bf16(ctx, CUBLAS_OP_N, tb, m, n, k, A, lda, g16.raw(), ld, beta, C, ldc, what);
+    else gemm(ctx, CUBLAS_OP_N, tb, m, n, k, A, lda, lg, ld, beta, C, ldc, what);
+  };
   for (int64_t r0 = 0; r0 < R; r0 += block) {
     const int64_t n = std::min(block, R - r0);
     const float* fr = f.p + r0 * f.stride;
-    // logits (n, V) = f head^T: column-major, logits^T (V, n) = head f^T, with head stored
-    // (V, D) row-major = (D, V) column-major, hence op T; f^T is f read column-major (op N).
-    gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, V, n, D, head, D, fr, f.stride, 0.f, lg, V,
+    // logits (n, W) = f head^T: column-major, logits^T (W, n) = head f^T, with head stored
+    // (W, D) row-major = (D, W) column-major, hence op T; f^T is f read column-major (op N).
+    gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, W, n, D, head, D, fr, f.stride, 0.f, lg, ld,
          "head_cross_entropy logits");
-    launch_softmax_xent(Rows{lg, n, V, V}, V, targets.data<int64_t>() + r0, a.grad_scale,
-                        ops::elements<double>(loss) + r0, s);
+    launch_softmax_xent(Rows{lg, n, W, ld}, V, targets.data<int64_t>() + r0, a.grad_scale,
+                        ops::elements<double>(loss) + r0, grad && bf16 ? g16.raw() : nullptr, ld, s);
     check_launch("head_cross_entropy (softmax)");
     if (!grad) continue;
-    // df (n, D) = g (n, V) head (V, D): df^T = head^T g^T (op N, op N).
+    // df (n, D) = g (n, W) head (W, D): df^T = head^T g^T (op N, op N).
     const Rows df = rows_of(a.df);
-    gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, D, n, V, head, D, lg, V, 0.f, df.p + r0 * df.stride,
-         df.stride, "head_cross_entropy df");
-    // dhead (V, D) += g^T f: dhead^T (D, V) += f^T (D, n) g (n, V) (op N, op T).
+    product_with_g(CUBLAS_OP_N, D, n, W, head, D, 0.f, df.p + r0 * df.stride, df.stride,
+                   "head_cross_entropy df");
+    // dhead (W, D) += g^T f: dhead^T (D, W) += f^T (D, n) g (n, W) (op N, op T).
     if (a.dhead.defined())
-      gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, D, V, n, fr, f.stride, lg, V, 1.f,
-           ops::elements<float>(a.dhead), D, "head_cross_entropy dhead");
+      product_with_g(CUBLAS_OP_T, D, W, n, fr, f.stride, 1.f, ops::elements<float>(a.dhead), D,
+                     "head_cross_entropy dhead");
   }
   double* l = ops::elements<double>(loss);
   launch_sum_doubles(l, R, l + R, s);
@@ -249,13 +191,10 @@ void add_train_kernels(OpTable& t) {
   rows_sum_squares = t.sum_squares;  // registered before (add_elementwise_kernels)
   t.sum_squares = &sum_squares;
   t.linear_backward = &linear_backward;
-  t.rms_norm_backward = &rms_norm_backward;
-  t.gated_rms_norm_backward = &gated_rms_norm_backward;
-  t.conv1d_backward = &conv1d_backward;
-  t.ssd_prepare_backward = &ssd_prepare_backward;
   t.embedding_backward = &embedding_backward;
   t.head_cross_entropy = &head_cross_entropy;
   t.adamw = &adamw;
+  add_norm_conv_backward_kernels(t);
   add_ssd_scan_backward_kernels(t);
   add_mamba3_attention_backward_kernels(t);
   add_hybrid_backward_kernels(t);
