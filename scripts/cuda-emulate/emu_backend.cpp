@@ -3,7 +3,8 @@
 // hybrid_backward_ops.cpp, ssd_step_ops.cpp, norm_linear_ops.cpp (with the
 // few-row projection kernel), mixer_ops.cpp (the norms, conv1d, the SSD
 // scan's chunked and step kernels), ssd_scan_backward_ops.cpp and mamba3_ops.cpp
-// (prepare, the chunked and step scans, output) and dropout_ops.cpp with their kernels
+// (prepare, the chunked and step scans, output), dropout_ops.cpp and
+// optimizer_ops.cpp (AdamW) with their kernels
 // emulated, and stand-ins for the runtime's stream and checks.
 #include <memory>
 
@@ -64,6 +65,7 @@ class EmuBackend : public Backend {
     cuda::add_ssd_scan_backward_kernels(table_);
     cuda::add_norm_linear_kernels(table_);
     cuda::add_dropout_kernels(table_);
+    cuda::add_optimizer_kernels(table_);
 #ifdef SSM_EMU_REF_FORWARD
     // Training (run.sh TRAIN=1): of the forward ops only mamba3_prepare is
     // emulated; emulated norms and scans would make the training curves

@@ -74,18 +74,60 @@ __global__ void sum_squares_partial_kernel(const float* p, int64_t n, double* pa
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, double lr,
-                             double b1, double b2, double eps, double decay, double bc1,
-                             double bc2) {
+// One element's update: the per-slice kernel and the fused one share it, so
+// that their results agree to the bit.
+__device__ __forceinline__ void adamw_element(float* p, float g, float* m, float* v, int64_t i,
+                                              const AdamWStep& s, double decay) {
+  const double gi = g;
+  const float mi = static_cast<float>(s.b1 * m[i] + (1.0 - s.b1) * gi);
+  const float vi = static_cast<float>(s.b2 * v[i] + (1.0 - s.b2) * gi * gi);
+  m[i] = mi;
+  v[i] = vi;
+  const double update = (mi / s.bc1) / (sqrt(vi / s.bc2) + s.eps);
+  p[i] = static_cast<float>(p[i] * decay - s.lr * update);
+}
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, AdamWStep s) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const double gi = g[i];
-    const float mi = static_cast<float>(b1 * m[i] + (1.0 - b1) * gi);
-    const float vi = static_cast<float>(b2 * v[i] + (1.0 - b2) * gi * gi);
-    m[i] = mi;
-    v[i] = vi;
-    const double update = (mi / bc1) / (sqrt(vi / bc2) + eps);
-    p[i] = static_cast<float>(p[i] * decay - lr * update);
+       i += int64_t{gridDim.x} * blockDim.x)
+    adamw_element(p, g[i], m, v, i, s, s.decay);
+}
+
+// The clip's F32 scale from the squared norm, as clip_grad_norm
+// (optimizer.cpp) decides it on the host: sqrt, the division and the sum are
+// correctly rounded in double on both.
+struct Clip {
+  bool on = false;
+  float scale = 1.f;
+};
+__device__ Clip clip_of(const double* sum_squares, double max_norm) {
+  if (!sum_squares) return {};
+  const double norm = sqrt(*sum_squares);
+  if (max_norm <= 0 || norm <= max_norm) return {};
+  return {true, static_cast<float>(max_norm / (norm + 1e-6))};
+}
+
+// Grid-stride over the elements of every slice together; a thread finds its
+// first element's slice by bisection, then walks forward with its stride.
+__global__ void adamw_slices_kernel(const AdamWSliceLaunch* table, int64_t slices,
+                                    int64_t elements, AdamWStep s) {
+  const Clip clip = clip_of(s.clip_sum_squares, s.max_norm);
+  int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= elements) return;
+  int64_t lo = 0, hi = slices - 1;  // the last slice whose begin <= i
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (table[mid].begin <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  for (int64_t k = lo; i < elements; i += int64_t{gridDim.x} * blockDim.x) {
+    while (i >= table[k].begin + table[k].n) ++k;
+    const AdamWSliceLaunch& t = table[k];
+    const int64_t j = i - t.begin;
+    // The clipped gradient is rounded to F32 before the update, as the
+    // separate scale kernel stored it.
+    const float g = clip.on ? __fmul_rn(t.g[j], clip.scale) : t.g[j];
+    adamw_element(t.p, g, t.m, t.v, j, s, t.decays ? s.decay : s.no_decay);
   }
 }
 
@@ -107,12 +149,39 @@ void launch_sum_squares_dense(const float* p, int64_t n, double* partial, double
   sum_doubles_kernel<<<1, kThreads, 0, s>>>(partial, kSumBlocks, out);
 }
 
-void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, double lr, double b1,
-                  double b2, double eps, double wd, double bc1, double bc2, cudaStream_t s) {
-  if (n == 0) return;
+AdamWStep adamw_step(double lr, double b1, double b2, double eps, double wd, double bc1,
+                     double bc2) {
+  AdamWStep s;
+  s.lr = lr;
+  s.b1 = b1;
+  s.b2 = b2;
+  s.eps = eps;
+  s.decay = 1.0 - lr * wd;
+  s.no_decay = 1.0 - lr * 0.0;
+  s.bc1 = bc1;
+  s.bc2 = bc2;
+  return s;
+}
+
+namespace {
+
+unsigned blocks_for(int64_t n) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
-  adamw_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), kThreads, 0, s>>>(
-      p, g, m, v, n, lr, b1, b2, eps, 1.0 - lr * wd, bc1, bc2);
+  return static_cast<unsigned>(blocks < 4096 ? blocks : 4096);
+}
+
+}  // namespace
+
+void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& step,
+                  cudaStream_t s) {
+  if (n == 0) return;
+  adamw_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, g, m, v, n, step);
+}
+
+void launch_adamw_slices(const AdamWSliceLaunch* table, int64_t slices, int64_t elements,
+                         const AdamWStep& step, cudaStream_t s) {
+  if (elements == 0 || slices == 0) return;
+  adamw_slices_kernel<<<blocks_for(elements), kThreads, 0, s>>>(table, slices, elements, step);
 }
 
 }  // namespace ssm::cuda
