@@ -118,7 +118,7 @@ void AdamW::step_fused(Gradients& grads, double lr, Context& ctx, const Tensor& 
                      .m = static_cast<float*>(m.raw()), .v = static_cast<float*>(v.raw()),
                      .begin = begin, .n = p.numel(),
                      .decays = s.param->role == ParamRole::kWeight ? 1 : 0});
-    begin += p.numel();
+    begin += (p.numel() + 3) / 4 * 4;  // whole quads (ops::AdamWSlice::begin)
   }
   if (table != table_ || !device_table_.defined()) {
     table_ = std::move(table);
@@ -128,7 +128,7 @@ void AdamW::step_fused(Gradients& grads, double lr, Context& ctx, const Tensor& 
   // Decoupled decay (PyTorch AdamW) only for weights, not norms and biases:
   // the table's `decays`.
   ops::adamw_slices(ctx, {.table = device_table_, .slices = static_cast<int64_t>(table_.size()),
-                          .elements = begin, .lr = lr, .beta1 = opt_.beta1, .beta2 = opt_.beta2,
+                          .elements = table_.back().begin + table_.back().n, .lr = lr, .beta1 = opt_.beta1, .beta2 = opt_.beta2,
                           .eps = opt_.eps, .weight_decay = opt_.weight_decay, .step = step_,
                           .clip_sum_squares = clip_sum_squares, .max_norm = max_norm});
 }

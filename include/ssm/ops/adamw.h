@@ -24,7 +24,9 @@ struct AdamWSlice {
   const float* grad = nullptr;
   float* m = nullptr;
   float* v = nullptr;
-  int64_t begin = 0;  // of its first element among every slice's, in order
+  // Of its first element among every slice's, in order, each slice padded
+  // to a multiple of 4 elements (the kernels move 4 at a time).
+  int64_t begin = 0;
   int64_t n = 0;
   int64_t decays = 0;  // 1: weight_decay applies, 0: none
   bool operator==(const AdamWSlice&) const = default;
@@ -42,7 +44,7 @@ static_assert(sizeof(AdamWSlice) == kAdamWSliceWords * 8, "a slice is whole word
 struct AdamWSlicesArgs {
   Tensor table;  // (slices * kAdamWSliceWords) I64 on the device: the AdamWSlices, built once
   int64_t slices = 0;
-  int64_t elements = 0;  // the slices' n summed
+  int64_t elements = 0;  // the last slice's begin + n
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   int64_t step = 1;
   Tensor clip_sum_squares;  // (1) F64 on the device, or undefined: no clip

@@ -110,8 +110,9 @@ AdamWStep adamw_step(double lr, double b1, double b2, double eps, double wd, dou
 // AdamW over n elements (decay: step.decay).
 void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& step,
                   cudaStream_t s);
-// One slice of the fused update: ops::AdamWSlice's layout (train_ops.cpp
-// checks that the two agree).
+// One slice of the fused update: ops::AdamWSlice's layout (optimizer_ops.cpp
+// checks that the two agree). begin: a multiple of 4, the slices padded to
+// whole quads (elements counts the padding).
 struct AdamWSliceLaunch {
   float* p;
   const float* g;
