@@ -127,10 +127,17 @@ void AdamW::step_fused(Gradients& grads, double lr, Context& ctx, const Tensor& 
   }
   // Decoupled decay (PyTorch AdamW) only for weights, not norms and biases:
   // the table's `decays`.
-  ops::adamw_slices(ctx, {.table = device_table_, .slices = static_cast<int64_t>(table_.size()),
-                          .elements = table_.back().begin + table_.back().n, .lr = lr, .beta1 = opt_.beta1, .beta2 = opt_.beta2,
-                          .eps = opt_.eps, .weight_decay = opt_.weight_decay, .step = step_,
-                          .clip_sum_squares = clip_sum_squares, .max_norm = max_norm});
+  ops::adamw_slices(ctx, {.table = device_table_,
+                          .slices = static_cast<int64_t>(table_.size()),
+                          .elements = table_.back().begin + table_.back().n,
+                          .lr = lr,
+                          .beta1 = opt_.beta1,
+                          .beta2 = opt_.beta2,
+                          .eps = opt_.eps,
+                          .weight_decay = opt_.weight_decay,
+                          .step = step_,
+                          .clip_sum_squares = clip_sum_squares,
+                          .max_norm = max_norm});
 }
 
 void AdamW::step(Gradients& grads, double lr, Context& ctx, const Tensor& clip_sum_squares,

@@ -142,7 +142,8 @@ StepReport Trainer::step(bool read_back) {
   const Tensor sum_squares = on_device ? device_sums_.slice(0, micro, micro + 1) : Tensor();
   const bool clip_on_device =
       on_device && grad_sum_squares_on_device(optimizer_.slices(), grads_, sum_squares, ctx_);
-  if (!clip_on_device) r.grad_norm = clip_grad_norm(optimizer_.slices(), grads_, options_.clip, ctx_);
+  if (!clip_on_device)
+    r.grad_norm = clip_grad_norm(optimizer_.slices(), grads_, options_.clip, ctx_);
   r.lr = schedule_.at(optimizer_.steps());
   optimizer_.step(grads_, r.lr, ctx_, clip_on_device ? sum_squares : Tensor(), options_.clip);
   if (BackendResources* res = ctx_.resources()) res->weights_changed();

@@ -1,5 +1,6 @@
 // The host side of the backward ops, the fused head loss and the gradient
-// norm's sum on the GPU (AdamW: optimizer_ops.cpp): workspaces from the context's arena, cuBLAS for the products, the
+// norm's sum on the GPU (AdamW: optimizer_ops.cpp): workspaces from the
+// context's arena, cuBLAS for the products, the
 // launchers of launch_train.h for the rest.
 //
 // Products, row-major read as column-major (see linear.cpp):
@@ -169,7 +170,8 @@ void embedding_backward(Context& ctx, const ops::EmbeddingBackwardArgs& a) {
   Arena::Scope scope(ctx.arena());
   Tensor meta = ctx.arena().alloc(DType::kI64, {R + 2 * runs + 1});
   int64_t* m = ops::elements<int64_t>(meta);
-  copy_from_host(ctx, m, order.data(), sizeof(int64_t) * order.size(), "embedding_backward (rows by id)");
+  copy_from_host(ctx, m, order.data(), sizeof(int64_t) * order.size(),
+                 "embedding_backward (rows by id)");
   launch_embedding_backward(m, m + R, m + R + runs + 1, runs, const_rows_of(a.dout), a.scale,
                             ops::elements<float>(a.dtable), D, stream(ctx));
   check_launch("embedding_backward");
@@ -245,7 +247,8 @@ double sum_squares(Context& ctx, const Tensor& t) {
   Tensor out = ctx.arena().alloc(DType::kF64, {1});
   sum_squares_to(ctx, t, out);
   double result = 0;
-  check(cudaMemcpy(&result, out.raw(), sizeof(double), cudaMemcpyDeviceToHost), "sum_squares (read back)");
+  check(cudaMemcpy(&result, out.raw(), sizeof(double), cudaMemcpyDeviceToHost),
+        "sum_squares (read back)");
   return result;
 }
 
