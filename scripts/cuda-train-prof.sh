@@ -7,8 +7,10 @@
 #   scripts/cuda-train-prof.sh [SOURCE_DIR] [BUILD_DIR] [LOG_DIR]
 # e.g. in a device call:  scripts/cuda-train-prof.sh . /tmp/b $OUT
 # Stage limits in seconds (530 in all at most): BUILD_S (300), TEST_S (100),
-# BENCH_S (30 each), PROF_S (70). TESTS: the ctest -R regex; PROF_BATCH: the
-# profiled batch (8).
+# BENCH_S (30 each), PROF_S (70; 0: no profile). TESTS: the ctest -R regex;
+# BATCHES: the benched batches ("8"); CONFIGS: the benched configs (the
+# 130m Mamba-2 of bench/train_configs, Mamba-3 SISO of bench/configs);
+# PROF_BATCH: the profiled batch (8).
 # DEPS_DIR: as scripts/cuda-check.sh.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,12 +36,17 @@ tail -3 "$logs/test.log"
 
 stage bench
 : > "$logs/bench.log"
-for cfg in "$src/bench/train_configs/mamba2_130m.json" "$src/bench/configs/mamba3_siso_130m.json"; do
+# CONFIGS: the benched configs, paths from the source directory.
+for cfg in ${CONFIGS:-bench/train_configs/mamba2_130m.json bench/configs/mamba3_siso_130m.json}; do
+  cfg=$src/$cfg
   dir=/tmp/prof-$(basename "$cfg" .json)
   "$ssm" init --config "$cfg" --out "$dir" --force >> "$logs/bench.log" 2>&1 || { echo "init $cfg failed"; status=1; continue; }
-  timeout -k 5 "${BENCH_S:-30}" "$ssm" bench "$dir" --train --bf16 --backend cuda --batch 8 -p 2048 \
-    --train-steps 3 2>&1 | tee -a "$logs/bench.log"
+  for b in ${BATCHES:-8}; do
+    timeout -k 5 "${BENCH_S:-30}" "$ssm" bench "$dir" --train --bf16 --backend cuda --batch "$b" \
+      -p 2048 --train-steps 3 2>&1 | tee -a "$logs/bench.log"
+  done
 done
+[ "${PROF_S:-70}" = 0 ] && { stage finished; exit $status; }
 
 stage profile
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

@@ -3,8 +3,9 @@
 // hybrid_backward_ops.cpp, ssd_step_ops.cpp, norm_linear_ops.cpp (with the
 // few-row projection kernel), mixer_ops.cpp (the norms, conv1d, the SSD
 // scan's chunked and step kernels), ssd_scan_backward_ops.cpp, norm_conv_backward_ops.cpp
-// (the norms' and conv1d's backward) and mamba3_ops.cpp
-// (prepare, the chunked and step scans, output) and dropout_ops.cpp with their kernels
+// (the norms' and conv1d's backward), mamba3_ops.cpp (prepare, the chunked
+// and step scans, output), dropout_ops.cpp and optimizer_ops.cpp (AdamW)
+// with their kernels
 // emulated, and stand-ins for the runtime's stream and checks.
 #include <cstdint>
 #include <cstring>
@@ -141,6 +142,7 @@ class EmuBackend : public Backend {
     cuda::add_ssd_scan_backward_kernels(table_);
     cuda::add_norm_linear_kernels(table_);
     cuda::add_dropout_kernels(table_);
+    cuda::add_optimizer_kernels(table_);
 #ifdef SSM_EMU_REF_FORWARD
     // Training (run.sh TRAIN=1): of the forward ops only mamba3_prepare is
     // emulated; emulated norms and scans would make the training curves

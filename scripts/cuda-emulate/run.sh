@@ -2,7 +2,8 @@
 # Runs cuda kernels on the CPU, without a GPU: the .cu files of
 # mamba3_prepare, of the Mamba-3, attention and HF hybrid (selective scan,
 # MoE, relu^2, GELU product) backward ops, of dropout and of the fused Mamba-2 decode
-# step (ssd_step: conv_ssd.cu, norms.cu), of the few-row projection with
+# step (ssd_step: conv_ssd.cu, norms.cu), AdamW per slice and fused
+# (loss_optimizer.cu, optimizer_ops.cpp), of the few-row projection with
 # its norm (norm_linear: linear_skinny.cu), of conv1d, the norms and the chunked
 # SSD and Mamba-3 scans (chunk_scan.cu, with emu_tf32_mma.h for its
 # tensor-core products; mamba3_scan.cu) and the SSD scan's backward
@@ -37,7 +38,7 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${1:-/tmp/ssm-cuda-emulate}
-FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/NormLinearTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*:Backends/DropoutTest.*:Backends/HeadCrossEntropy.*-*BenchVocabulary*'}
+FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/NormLinearTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*:Backends/DropoutTest.*:Backends/HeadCrossEntropy.*:Backends/AdamW.*-*BenchVocabulary*'}
 HERE=$SRC/scripts/cuda-emulate
 B=$SRC/build
 mkdir -p "$WORK"
@@ -71,7 +72,8 @@ for f in "$HERE/emu_backend.cpp" "$SRC/src/ops/cuda/mamba3_attention_backward_op
   "$SRC/src/ops/cuda/norm_linear_ops.cpp" \
   "$SRC/src/ops/cuda/mixer_ops.cpp" "$SRC/src/ops/cuda/mamba3_ops.cpp" \
   "$SRC/src/ops/cuda/ssd_scan_backward_ops.cpp" "$SRC/src/ops/cuda/dropout_ops.cpp" \
-  "$SRC/src/ops/cuda/norm_conv_backward_ops.cpp" "$SRC/src/ops/cuda/train_ops.cpp"; do
+  "$SRC/src/ops/cuda/norm_conv_backward_ops.cpp" "$SRC/src/ops/cuda/train_ops.cpp" \
+  "$SRC/src/ops/cuda/optimizer_ops.cpp"; do
   o=$(basename "$f" .cpp).o
   if stale "$o" "$f"; then $CXX $FLAGS -c "$f" -o "$o"; fi
   objs="$objs $o"
@@ -91,7 +93,7 @@ tests=""
 for t in mamba3_scan_backward_test mamba3_output_test mamba3_prepare_test attention_backward_test \
   selective_scan_backward_test moe_backward_test activation_backward_test ssd_step_test conv1d_test \
   rms_norm_test ssd_scan_test mamba3_scan_test ssd_scan_backward_test norm_linear_test dropout_test \
-  cross_entropy_test; do
+  cross_entropy_test adamw_test; do
   if stale "$t.o" "$SRC/tests/ops/$t.cpp"; then $CXX $FLAGS -c "$SRC/tests/ops/$t.cpp" -o "$t.o"; fi
   tests="$tests $t.o"
 done

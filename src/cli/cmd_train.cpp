@@ -179,8 +179,13 @@ int run_train(TrainArgs& a) {
     interrupted = rank ? rank->any(interrupt->requested()) : interrupt->requested();
     return interrupted;
   };
+  // The steps that print their loss (every one on a terminal): the others
+  // do not wait for a device to report it.
+  const auto logged = [&](int64_t step) {
+    return tty || step % a.log_every == 0 || step == opt.steps || step == first + 1;
+  };
   while (!trainer.finished() && !stop_here() && !interrupted_now()) {
-    const StepReport r = trainer.step();
+    const StepReport r = trainer.step(logged(trainer.steps_done() + 1));
     tokens += r.tokens;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double tps = static_cast<double>(tokens) / std::max(secs, 1e-9);
@@ -191,7 +196,7 @@ int run_train(TrainArgs& a) {
                   std::string(done, '#').c_str(), std::string(width - done, '.').c_str(),
                   static_cast<long long>(r.step), static_cast<long long>(opt.steps), r.loss, tps,
                   duration(eta).c_str());
-    } else if (r.step % a.log_every == 0 || r.step == opt.steps || r.step == first + 1) {
+    } else if (logged(r.step)) {
       std::printf("step %lld/%lld loss %.9g lr %.3g grad_norm %.4g tok/s %.0f eta %s%s\n",
                   static_cast<long long>(r.step), static_cast<long long>(opt.steps), r.loss, r.lr,
                   r.grad_norm, tps, duration(eta).c_str(),

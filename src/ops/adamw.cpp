@@ -14,4 +14,15 @@ void adamw(Context& ctx, const AdamWArgs& a) {
   detail::run(ctx, c.kernel(&OpTable::adamw), a);
 }
 
+void adamw_slices(Context& ctx, const AdamWSlicesArgs& a) {
+  const detail::OpCheck c(ctx, "adamw_slices");
+  c.expect(a.slices >= 0 && a.elements >= 0, "slices and elements count from 0");
+  c.dense("table", a.table, {a.slices * kAdamWSliceWords}, DType::kI64);
+  c.optional("clip_sum_squares", a.clip_sum_squares, {1}, DType::kF64);
+  c.expect(a.step >= 1, "step counts from 1");
+  detail::run(ctx, c.kernel(&OpTable::adamw_slices), a);
+}
+
+bool has_adamw_slices(Context& ctx) { return ctx.backend().ops().adamw_slices != nullptr; }
+
 }  // namespace ssm::ops

@@ -1,6 +1,7 @@
 #include "ssm/ops/cross_entropy.h"
 
 #include "ops/op_check.h"
+#include "ops/tensor_data.h"
 
 namespace ssm::ops {
 
@@ -15,9 +16,18 @@ double head_cross_entropy(Context& ctx, const HeadLossArgs& a) {
   if (a.grad_scale != 0) c.rows("df", a.df, R, D);
   if (a.dhead.defined()) c.dense("dhead", a.dhead, {a.dhead.dim(0), D}).expect(a.dhead.dim(0) >= a.vocab, "dhead too small");
   if (a.row_loss.defined()) c.host("row_loss", a.row_loss, {R}, DType::kF64);
+  if (a.sum_out.defined()) {
+    c.dense("sum_out", a.sum_out, {1}, DType::kF64).expect(!a.row_loss.defined(), "sum_out is not taken with row_loss");
+  }
   const int64_t* t = a.targets.data<int64_t>();
   for (int64_t r = 0; r < R; ++r) c.expect(t[r] >= -1 && t[r] < a.vocab, "a target is outside the vocabulary");
-  return detail::run(ctx, c.kernel(&OpTable::head_cross_entropy), a);
+  const double sum = detail::run(ctx, c.kernel(&OpTable::head_cross_entropy), a);
+  // A host backend returns its sum: stored where the caller wants it.
+  if (a.sum_out.defined() && ctx.device().is_host()) {
+    elements<double>(a.sum_out)[0] = sum;
+    return 0;
+  }
+  return sum;
 }
 
 }  // namespace ssm::ops

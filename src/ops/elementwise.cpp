@@ -1,6 +1,7 @@
 #include "ssm/ops/elementwise.h"
 
 #include "ops/op_check.h"
+#include "ops/tensor_data.h"
 
 namespace ssm::ops {
 
@@ -38,6 +39,18 @@ double sum_squares(Context& ctx, const Tensor& t) {
   const detail::OpCheck c(ctx, "sum_squares");
   c.rows("t", t);
   return detail::run(ctx, c.kernel(&OpTable::sum_squares), t);
+}
+
+void sum_squares_to(Context& ctx, const Tensor& t, const Tensor& out) {
+  const detail::OpCheck c(ctx, "sum_squares_to");
+  c.rows("t", t).dense("out", out, {1}, DType::kF64);
+  // A host backend has nothing to wait for: its sum, stored.
+  if (!ctx.backend().ops().sum_squares_to) {
+    const double s = detail::run(ctx, c.kernel(&OpTable::sum_squares), t);
+    elements<double>(out)[0] = s;
+    return;
+  }
+  detail::run(ctx, c.kernel(&OpTable::sum_squares_to), t, out);
 }
 
 }  // namespace ssm::ops

@@ -33,6 +33,8 @@ void embedding_backward(Context& ctx, const EmbeddingBackwardArgs& a) {
   c.dense("dtable", a.dtable, a.dtable.shape());
   c.rows("dout", a.dout, a.ids.numel(), a.dtable.dim(1));
   c.expect(a.ids.device() == ctx.device(), "ids are not on the backend's device");
+  if (a.host_ids.defined())
+    c.host("host_ids", a.host_ids, a.ids.shape(), a.ids.dtype());
   detail::run(ctx, c.kernel(&OpTable::embedding_backward), a);
 }
 

@@ -180,6 +180,19 @@ void shared_block_backward(const ModelConfig& c, LanguageModel::Block& b, const 
   ops::add(ctx, demb, djoined.cols(D, 2 * D));
 }
 
+// The ids on the context's device: host ids through the backend's queued
+// copy where it has one, so that the host does not wait for the device to
+// finish the work queued before (the last step's update) at every step.
+Tensor ids_on_device(const Tensor& ids, const Workspace& step_tensors, Context& ctx) {
+  if (ids.device() == ctx.device()) return ids;
+  BackendResources* r = ctx.resources();
+  if (ids.device().is_host() && ids.is_dense() && r) {
+    Tensor on = step_tensors(ids.shape(), ids.dtype());
+    if (r->copy_from_host_queued(on.raw(), ids.raw(), ids.nbytes())) return on;
+  }
+  return ids.to(ctx.device());
+}
+
 }  // namespace
 
 Gradients::Gradients(LanguageModel& model, bool all) {
@@ -237,7 +250,8 @@ std::vector<int64_t> next_token_targets(const Tensor& ids, int64_t vocab_size) {
 
 LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
                             Context& ctx, std::vector<double>* position_loss, bool keep_activations,
-                            const GradientsFinal* on_final, const ResidualDropout& dropout) {
+                            const GradientsFinal* on_final, const ResidualDropout& dropout,
+                            const Tensor& loss_out) {
   const ModelConfig& c = model.config();
   if (dropout.on())
     for (int64_t i = 0; i < c.n_layer; ++i)
@@ -274,7 +288,7 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
   if (device.is_host()) kept_scope.emplace(ctx.kept_arena());
   const Workspace step_tensors(ctx, true);
 
-  const Tensor ids_on = ids.device() == device ? ids : ids.to(device);
+  const Tensor ids_on = ids_on_device(ids, step_tensors, ctx);
   const Tensor h = step_tensors({B, L, D});
   model.embed(ids_on, h, ctx);
   BlockTape tape;
@@ -307,7 +321,7 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
       ctx, {.vocab = c.vocab_size, .f = f, .head = head, .targets = target_ids,
             .grad_scale = grads && loss.count ? scale / static_cast<double>(loss.count) : 0.0,
             .df = df, .dhead = grads ? grad_or_none(*grads, model.head()) : Tensor(),
-            .row_loss = row_loss});
+            .row_loss = row_loss, .sum_out = loss_out});
   if (position_loss) position_loss->assign(row_loss.data<double>(), row_loss.data<double>() + rows);
   std::vector<std::vector<const Param*>> finals;
   size_t part = 0;
@@ -362,7 +376,8 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
                                 .site = ResidualDropout::kEmbeddingSite});
   if (c.embedding_multiplier != 1.f) ops::scale(ctx, dh, c.embedding_multiplier);
   if (Tensor dE = grad_or_none(*grads, model.embedding()); dE.defined())
-    ops::embedding_backward(ctx, {.ids = ids_on, .dout = dh, .dtable = dE});
+    ops::embedding_backward(ctx, {.ids = ids_on, .dout = dh, .dtable = dE,
+                                  .host_ids = ids.device().is_host() && ids.is_dense() ? ids : Tensor()});
   part_done();
   return loss;
 }

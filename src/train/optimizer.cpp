@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "ssm/core/error.h"
 #include "ssm/ops/adamw.h"
 #include "ssm/ops/elementwise.h"
 
@@ -80,6 +81,13 @@ double clip_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grad
   return norm;
 }
 
+bool grad_sum_squares_on_device(const std::vector<TrainableSlice>& slices, Gradients& grads,
+                                const Tensor& sum_squares, Context& ctx) {
+  if (!whole_on_device(slices, grads, ctx) || !ops::has_adamw_slices(ctx)) return false;
+  ops::sum_squares_to(ctx, grads.flat(), sum_squares);
+  return true;
+}
+
 AdamW::AdamW(std::vector<TrainableSlice> slices, AdamWOptions options)
     : slices_(std::move(slices)), opt_(options) {
   for (const TrainableSlice& s : slices_) {
@@ -89,8 +97,57 @@ AdamW::AdamW(std::vector<TrainableSlice> slices, AdamWOptions options)
   }
 }
 
-void AdamW::step(Gradients& grads, double lr, Context& ctx) {
+bool AdamW::fused(Gradients& grads, Context& ctx) const {
+  if (ctx.device().is_host() || !ops::has_adamw_slices(ctx)) return false;
+  for (const TrainableSlice& s : slices_)
+    if (s.param->value.device() != ctx.device() || grads.of(*s.param).device() != ctx.device())
+      return false;
+  return true;
+}
+
+void AdamW::step_fused(Gradients& grads, double lr, Context& ctx, const Tensor& clip_sum_squares,
+                       double max_norm) {
+  if (slices_.empty()) return;
+  std::vector<ops::AdamWSlice> table;
+  int64_t begin = 0;
+  for (size_t k = 0; k < slices_.size(); ++k) {
+    const TrainableSlice& s = slices_[k];
+    Tensor p = slice_of(s, s.param->value), m = m_[k], v = v_[k];
+    const Tensor g = slice_of(s, grads.of(*s.param));
+    table.push_back({.param = static_cast<float*>(p.raw()), .grad = g.data<float>(),
+                     .m = static_cast<float*>(m.raw()), .v = static_cast<float*>(v.raw()),
+                     .begin = begin, .n = p.numel(),
+                     .decays = s.param->role == ParamRole::kWeight ? 1 : 0});
+    begin += (p.numel() + 3) / 4 * 4;  // whole quads (ops::AdamWSlice::begin)
+  }
+  if (table != table_ || !device_table_.defined()) {
+    table_ = std::move(table);
+    const int64_t words = static_cast<int64_t>(table_.size()) * ops::kAdamWSliceWords;
+    device_table_ = Tensor::borrow(nullptr, table_.data(), DType::kI64, {words}).to(ctx.device());
+  }
+  // Decoupled decay (PyTorch AdamW) only for weights, not norms and biases:
+  // the table's `decays`.
+  ops::adamw_slices(ctx, {.table = device_table_,
+                          .slices = static_cast<int64_t>(table_.size()),
+                          .elements = table_.back().begin + table_.back().n,
+                          .lr = lr,
+                          .beta1 = opt_.beta1,
+                          .beta2 = opt_.beta2,
+                          .eps = opt_.eps,
+                          .weight_decay = opt_.weight_decay,
+                          .step = step_,
+                          .clip_sum_squares = clip_sum_squares,
+                          .max_norm = max_norm});
+}
+
+void AdamW::step(Gradients& grads, double lr, Context& ctx, const Tensor& clip_sum_squares,
+                 double max_norm) {
   ++step_;
+  if (fused(grads, ctx)) {
+    step_fused(grads, lr, ctx, clip_sum_squares, max_norm);
+    return;
+  }
+  SSM_CHECK(!clip_sum_squares.defined(), "a clip on the device needs the fused update");
   for (size_t k = 0; k < slices_.size(); ++k) {
     const TrainableSlice& s = slices_[k];
     // Decoupled decay (PyTorch AdamW) only for weights, not norms and biases.

@@ -1,5 +1,8 @@
 #include "ssm/train/trainer.h"
 
+#include <cmath>
+#include <limits>
+
 namespace ssm {
 namespace {
 
@@ -93,8 +96,14 @@ Trainer::~Trainer() {
   if (BackendResources* r = ctx_.resources()) r->forget_weights();
 }
 
-StepReport Trainer::step() {
+StepReport Trainer::step(bool read_back) {
   StepReport r;
+  // A data-parallel run sums the loss over the ranks on the host at every step.
+  const bool on_device = !ctx_.device().is_host() && !group_;
+  const int64_t micro = options_.accumulation;
+  if (on_device && !device_sums_.defined())
+    device_sums_ = Tensor::zeros(DType::kF64, {micro + 1}, ctx_.device());
+  std::vector<LossSum> losses;
   grads_.zero(ctx_);
   const double scale = 1.0 / static_cast<double>(options_.accumulation);
   const GradientsFinal on_final = [this](const std::vector<const Param*>& params) {
@@ -114,23 +123,41 @@ StepReport Trainer::step() {
                        static_cast<uint64_t>(k)) * static_cast<uint64_t>(options_.world) +
                       static_cast<uint64_t>(options_.rank);
     const ResidualDropout dropout{.p = options_.dropout, .seed = options_.seed, .step = draw};
-    r.loss += model_loss_and_grad(model_, ids, &grads_, scale, ctx_, nullptr, keep,
-                                  reducer_ && last ? &on_final : nullptr, dropout)
-                  .mean() *
-              scale;
+    losses.push_back(model_loss_and_grad(model_, ids, &grads_, scale, ctx_, nullptr, keep,
+                                         reducer_ && last ? &on_final : nullptr, dropout,
+                                         on_device ? device_sums_.slice(0, k, k + 1) : Tensor()));
     r.tokens += ids.numel() * options_.world;
   }
   if (reducer_) reducer_->finish();
+  const auto mean_loss = [&] {
+    for (const LossSum& l : losses) r.loss += l.mean() * scale;
+  };
+  if (!on_device) mean_loss();
   if (group_) {  // every rank's rows count alike: the mean of the ranks' means
     group_->all_reduce_sum(&r.loss, 1);
     r.loss /= static_cast<double>(group_->size());
   }
   if (hook_) hook_(grads_);
-  r.grad_norm = clip_grad_norm(optimizer_.slices(), grads_, options_.clip, ctx_);
+  // On a device the norm stays there, and the clip is applied by the update.
+  const Tensor sum_squares = on_device ? device_sums_.slice(0, micro, micro + 1) : Tensor();
+  const bool clip_on_device =
+      on_device && grad_sum_squares_on_device(optimizer_.slices(), grads_, sum_squares, ctx_);
+  if (!clip_on_device)
+    r.grad_norm = clip_grad_norm(optimizer_.slices(), grads_, options_.clip, ctx_);
   r.lr = schedule_.at(optimizer_.steps());
-  optimizer_.step(grads_, r.lr, ctx_);
+  optimizer_.step(grads_, r.lr, ctx_, clip_on_device ? sum_squares : Tensor(), options_.clip);
   if (BackendResources* res = ctx_.resources()) res->weights_changed();
   r.step = optimizer_.steps();
+  if (on_device && read_back) {
+    // The host's arithmetic of before on the device's sums: the same report.
+    const Tensor sums = device_sums_.to(Device::host());
+    for (int64_t k = 0; k < micro; ++k) losses[k].sum = sums.data<double>()[k];
+    mean_loss();
+    if (clip_on_device) r.grad_norm = std::sqrt(sums.data<double>()[micro]);
+  } else if (on_device) {
+    r.loss = std::numeric_limits<double>::quiet_NaN();
+    if (clip_on_device) r.grad_norm = std::numeric_limits<double>::quiet_NaN();
+  }
   // Known once the step's work is done: after the optimizer's host read.
   if (reducer_) r.comm_wait_ms = reducer_->transport().last_wait_ms();
   return r;

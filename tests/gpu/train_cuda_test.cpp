@@ -20,6 +20,7 @@
 #include "ssm/train/trainer.h"
 #include "support/backends.h"
 #include "support/compare.h"
+#include "gpu/tiny_kinds.h"
 #include "train/tiny_model.h"
 
 namespace ssm {
@@ -28,6 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::host;
 using testing::max_rel_error;
+using testing::tiny_kind_model;
 
 class GpuGoldenGrad : public ::testing::TestWithParam<std::string> {};
 
@@ -90,42 +92,6 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_NEAR(got[i], want[i], rel * std::abs(want[i])) << "step " << i + 1;
-}
-
-// Tiny models of each mixer kind training runs through: tiny_config's
-// Mamba-2, and Mamba-3 SISO, MIMO (rank 2, two groups, the output norm) and
-// a hybrid (Mamba-3, grouped-query attention with partial rotary, MLPs).
-ModelConfig tiny_kind_config(const std::string& kind) {
-  if (kind == "mamba2") return testing::tiny_config();
-  const bool mimo = kind == "mamba3_mimo", hybrid = kind == "hybrid";
-  Json ssm = {{"layer", "Mamba3"}, {"d_state", 8},           {"headdim", 8},
-              {"expand", 2},       {"chunk_size", 8},        {"rope_fraction", 0.5},
-              {"is_mimo", mimo},   {"is_outproj_norm", mimo}};
-  if (mimo) {
-    ssm["mimo_rank"] = 2;
-    ssm["ngroups"] = 2;
-  }
-  const Json j = {{"d_model", 32},
-                  {"n_layer", hybrid ? 3 : 2},
-                  {"vocab_size", 64},
-                  {"pad_vocab_size_multiple", 8},
-                  {"d_intermediate", hybrid ? 64 : 0},
-                  {"ssm_cfg", ssm},
-                  {"tie_embeddings", true},
-                  {"attn_layer_idx", hybrid ? Json::array({1}) : Json::array()},
-                  {"attn_cfg", hybrid ? Json{{"causal", true},
-                                             {"head_dim", 8},
-                                             {"num_heads", 4},
-                                             {"num_heads_kv", 2},
-                                             {"rotary_emb_dim", 4}}
-                                      : Json::object()}};
-  return parse_model_config(j, "tiny " + kind + " test config");
-}
-
-LanguageModel tiny_kind_model(const std::string& kind, uint64_t seed) {
-  LanguageModel m(tiny_kind_config(kind));
-  initialize_model(m, seed);
-  return m;
 }
 
 class GpuTrainingKinds : public ::testing::TestWithParam<std::string> {};

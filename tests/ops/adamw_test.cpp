@@ -8,8 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "op_test_support.h"
+#include "ssm/ops/elementwise.h"
 
 namespace ssm {
 namespace {
@@ -115,6 +118,92 @@ TEST_P(AdamW, ThreadCountChangesNoBit) {
   EXPECT_TRUE(testing::identical(a.p, b.p));
   EXPECT_TRUE(testing::identical(a.m, b.m));
   EXPECT_TRUE(testing::identical(a.v, b.v));
+}
+
+// The fused update (device backends) against adamw() slice by slice, the
+// clip against clip_grad_norm's way (the norm read back, then scale()):
+// equal to the bit, over three steps, with slices of every size (one
+// empty, one the middle of a tensor), decaying and not, clipped and not.
+TEST_P(AdamW, FusedSlicesEqualPerSliceUpdatesToTheBit) {
+  Context ctx(GetParam(), 2);
+  if (!ops::has_adamw_slices(ctx)) GTEST_SKIP() << "no fused update on " << GetParam();
+  const std::vector<int64_t> sizes = {37, 1, 0, 100003, 5000};
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n;  // 105041
+  for (double max_norm : {0.0, 1e9, 5.0}) {
+    SCOPED_TRACE(::testing::Message() << "max_norm " << max_norm);
+    // Two copies of everything: one per-slice, one fused. The last slice
+    // is 5000 elements from the 101040th of a longer tensor (16-byte
+    // aligned: the kernel's 16-byte moves), the others packed from the
+    // first (unaligned after the first: element by element).
+    struct Copy {
+      Tensor p, m, v;
+    };
+    std::vector<Copy> copies;
+    for (int c = 0; c < 2; ++c)
+      copies.push_back({testing::on(ctx, testing::random_tensor({total + 2000}, 1)),
+                        testing::on(ctx, testing::random_tensor({total + 2000}, 2, 0.f, 0.1f)),
+                        testing::on(ctx, testing::random_tensor({total + 2000}, 3, 0.f, 0.01f))});
+    const auto piece = [&](const Tensor& t, size_t k) {
+      int64_t begin = k + 1 == sizes.size() ? (1000 + total - sizes.back()) / 4 * 4 : 0;
+      for (size_t j = 0; j < k && k + 1 < sizes.size(); ++j) begin += sizes[j];
+      return t.slice(0, begin, begin + sizes[k]);
+    };
+    std::vector<ops::AdamWSlice> table;
+    int64_t begin = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      Tensor p = piece(copies[1].p, k), m = piece(copies[1].m, k), v = piece(copies[1].v, k);
+      table.push_back({.param = static_cast<float*>(p.raw()), .grad = nullptr,
+                       .m = static_cast<float*>(m.raw()), .v = static_cast<float*>(v.raw()),
+                       .begin = begin, .n = sizes[k], .decays = static_cast<int64_t>(k % 2)});
+      begin += (sizes[k] + 3) / 4 * 4;  // whole quads
+    }
+    const Hyper h = kHypers[0];
+    for (int64_t step = 1; step <= 3; ++step) {
+      // Every gradient in one tensor, as Gradients::flat() holds them, at
+      // the table's places (zeros between).
+      Tensor host_g = testing::random_tensor({begin}, 100 + step, -1.f, 1.f);
+      for (size_t k = 0; k < sizes.size(); ++k)
+        for (int64_t e = table[k].begin + sizes[k];
+             e < (k + 1 < sizes.size() ? table[k + 1].begin : begin); ++e)
+          host_g.data<float>()[e] = 0.f;
+      const Tensor g = testing::on(ctx, host_g), g_fused = testing::on(ctx, host_g);
+      const auto grad = [&](const Tensor& t, size_t k) {
+        return t.slice(0, table[k].begin, table[k].begin + sizes[k]);
+      };
+      for (size_t k = 0; k < sizes.size(); ++k) table[k].grad = grad(g_fused, k).data<float>();
+      const int64_t slices = static_cast<int64_t>(table.size());
+      Tensor words = Tensor::empty(DType::kI64, {slices * ops::kAdamWSliceWords});
+      std::memcpy(words.raw(), table.data(), words.nbytes());
+      const Tensor sum_squares = testing::on(ctx, Tensor::zeros(DType::kF64, {1}));
+      ops::sum_squares_to(ctx, g_fused, sum_squares);
+      ops::adamw_slices(ctx, {.table = testing::on(ctx, words),
+                              .slices = slices,
+                              .elements = table.back().begin + table.back().n,
+                              .lr = h.lr,
+                              .beta1 = h.beta1,
+                              .beta2 = h.beta2,
+                              .eps = h.eps,
+                              .weight_decay = h.weight_decay,
+                              .step = step,
+                              .clip_sum_squares = sum_squares,
+                              .max_norm = max_norm});
+      // clip_grad_norm's way.
+      const double norm = std::sqrt(ops::sum_squares(ctx, g));
+      if (!(max_norm <= 0 || norm <= max_norm))
+        ops::scale(ctx, g, static_cast<float>(max_norm / (norm + 1e-6)));
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        if (sizes[k] > 0)
+          ops::adamw(ctx, {.param = piece(copies[0].p, k), .grad = grad(g, k),
+                           .m = piece(copies[0].m, k), .v = piece(copies[0].v, k), .lr = h.lr,
+                           .beta1 = h.beta1, .beta2 = h.beta2, .eps = h.eps,
+                           .weight_decay = k % 2 ? h.weight_decay : 0.0, .step = step});
+      }
+    }
+    EXPECT_TRUE(testing::identical(testing::host(copies[1].p), testing::host(copies[0].p)));
+    EXPECT_TRUE(testing::identical(testing::host(copies[1].m), testing::host(copies[0].m)));
+    EXPECT_TRUE(testing::identical(testing::host(copies[1].v), testing::host(copies[0].v)));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, AdamW, ::testing::ValuesIn(testing::all_backends()),

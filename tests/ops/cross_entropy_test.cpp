@@ -126,6 +126,32 @@ TEST_P(HeadCrossEntropy, LossAloneEqualsLossWithGradientsAndTouchesNothing) {
   EXPECT_TRUE(testing::identical(no_dhead.df, with.df));
 }
 
+// The sum left in device memory (sum_out, for training's steps that do not
+// wait) is the returned sum to the bit, with the same gradients.
+TEST_P(HeadCrossEntropy, SumOutHoldsTheReturnedSum) {
+  for (const Case& c : {kCases[1], kSeveralBlocks[2]}) {
+    SCOPED_TRACE(c.name);
+    const Inputs in = make_inputs(c);
+    Context ctx(GetParam(), 2);
+    const Outputs want = run(ctx, in, 0.5);
+    const Block df = on(ctx, in.df);
+    const Tensor dhead = testing::on(ctx, in.dhead);
+    const Tensor sum = testing::on(ctx, Tensor::zeros(DType::kF64, {1}));
+    const double returned = ops::head_cross_entropy(ctx, {.vocab = in.V,
+                                                          .f = on(ctx, in.f).view(),
+                                                          .head = testing::on(ctx, in.head),
+                                                          .targets = in.targets,
+                                                          .grad_scale = 0.5,
+                                                          .df = df.view(),
+                                                          .dhead = dhead,
+                                                          .sum_out = sum});
+    EXPECT_EQ(returned, 0.0);
+    EXPECT_EQ(testing::host(sum).data<double>()[0], want.loss);
+    EXPECT_TRUE(testing::identical(testing::host(df.wide), want.df));
+    EXPECT_TRUE(testing::identical(testing::host(dhead), want.dhead));
+  }
+}
+
 TEST_P(HeadCrossEntropy, RowsWithoutTargetsLoseNothingAndGetNoGradient) {
   Inputs in = make_inputs(kCases[0]);
   in.targets = testing::i64_tensor(std::vector<int64_t>(11, -1));

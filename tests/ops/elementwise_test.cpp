@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iterator>
+#include <vector>
 
 #include "op_test_support.h"
 
@@ -147,6 +149,22 @@ TEST_P(Elementwise, SumSquaresMatchesRefAndIsThreadIndependent) {
     const double got = ops::sum_squares(one, on(one, t).view());
     EXPECT_NEAR(got, want, 1e-12 * want);
     EXPECT_EQ(ops::sum_squares(two, on(two, t).view()), got);
+  }
+}
+
+// The sum kept on the device (training's gradient norm) is the returned one,
+// also over a million elements (where the cuda kernel sums in many blocks).
+TEST_P(Elementwise, SumSquaresToStoresTheSameSum) {
+  std::vector<Case> cases(std::begin(kCases), std::end(kCases));
+  cases.push_back({"over_a_million", {1100, 1024}, 0, 0});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Block t = testing::random_block(c.shape, c.offset, c.pad, 7);
+    Context ctx(GetParam(), 2);
+    const Block d = on(ctx, t);
+    const Tensor out = testing::on(ctx, Tensor::zeros(DType::kF64, {1}));
+    ops::sum_squares_to(ctx, d.view(), out);
+    EXPECT_EQ(testing::host(out).data<double>()[0], ops::sum_squares(ctx, d.view()));
   }
 }
 

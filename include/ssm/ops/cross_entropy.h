@@ -19,8 +19,13 @@ struct HeadLossArgs {
   Tensor df;        // (rows, D) overwritten when grad_scale != 0
   Tensor dhead;     // (V or more, D) accumulated; undefined: not wanted
   Tensor row_loss;  // (rows) F64 on the host: each row's loss (0 without target); optional
+  // Optional (1) F64 on the context's device: the sum of the row losses is
+  // written here and the op returns 0, so that a device backend need not
+  // wait for its work to end (training reads the loss back only when it
+  // reports it). Not with row_loss.
+  Tensor sum_out;
 };
-// Returns the sum of the row losses.
+// Returns the sum of the row losses (0 with sum_out).
 double head_cross_entropy(Context& ctx, const HeadLossArgs& a);
 
 }  // namespace ssm::ops

@@ -20,5 +20,9 @@ void fill(Context& ctx, const Tensor& dst, float value);
 void scale(Context& ctx, const Tensor& t, float alpha);
 // Sum of squares of every element of an F32 tensor with rows, in double.
 double sum_squares(Context& ctx, const Tensor& t);
+// The same sum written into out, an F64 (1) tensor on the context's device,
+// in order with the context's work: a device backend does not wait for it
+// (training's gradient norm stays on the device until it is reported).
+void sum_squares_to(Context& ctx, const Tensor& t, const Tensor& out);
 
 }  // namespace ssm::ops

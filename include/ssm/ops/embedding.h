@@ -21,6 +21,10 @@ struct EmbeddingBackwardArgs {
   Tensor dout;    // (..., D) rows
   float scale = 1.f;
   Tensor dtable;  // (V, D) dense, accumulated
+  // Optional: the same ids on the host (dense, the same dtype), when the
+  // caller has them: a device backend groups the rows by id on the host and
+  // need not read ids back (which would wait for the device's work).
+  Tensor host_ids;
 };
 void embedding_backward(Context& ctx, const EmbeddingBackwardArgs& a);
 

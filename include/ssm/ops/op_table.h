@@ -61,6 +61,8 @@ struct OpTable {
   Kernel<ops::EmbeddingArgs> embedding = nullptr;
   Kernel<ops::EmbeddingBackwardArgs> embedding_backward = nullptr;
   Kernel<ops::AdamWArgs> adamw = nullptr;
+  // Optional (device backends): every slice of a model in one launch.
+  Kernel<ops::AdamWSlicesArgs> adamw_slices = nullptr;
   // The backward is the forward's product over dy: backends may point both
   // slots at one kernel.
   Kernel<ops::DropoutArgs> dropout = nullptr;
@@ -76,6 +78,8 @@ struct OpTable {
   void (*gelu_product_backward)(Context& ctx, const Tensor& gate, const Tensor& t,
                                 const Tensor& dgate, const Tensor& d) = nullptr;
   double (*sum_squares)(Context& ctx, const Tensor& t) = nullptr;
+  // Optional: ops::sum_squares_to stores sum_squares' result where it is null.
+  void (*sum_squares_to)(Context& ctx, const Tensor& t, const Tensor& out) = nullptr;
 };
 
 }  // namespace ssm

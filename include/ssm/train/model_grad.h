@@ -63,11 +63,14 @@ using GradientsFinal = std::function<void(const std::vector<const Param*>&)>;
 // for speed; the same results) instead of recomputing them. on_final: see
 // GradientsFinal (a parameter is named at most once). dropout: training's
 // residual dropout (ResidualDropout; p = 0, the default, is none), refused
-// for Falcon-H1's parallel and Zamba2's shared blocks.
+// for Falcon-H1's parallel and Zamba2's shared blocks. loss_out (an F64 (1)
+// tensor on the context's device, not with position_loss): the loss sum is
+// written there and the returned sum is 0, so that a device backend's host
+// queues the whole step without waiting for its work (Trainer::step).
 LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* grads, double scale,
                             Context& ctx, std::vector<double>* position_loss = nullptr,
                             bool keep_activations = false, const GradientsFinal* on_final = nullptr,
-                            const ResidualDropout& dropout = {});
+                            const ResidualDropout& dropout = {}, const Tensor& loss_out = Tensor());
 
 // Forward only (no residuals kept unless it drops), the same loss;
 // position_loss (B*L) is filled with each position's loss when given.

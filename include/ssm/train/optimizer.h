@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ssm/layers/param.h"
+#include "ssm/ops/adamw.h"
 #include "ssm/train/model_grad.h"
 
 namespace ssm {
@@ -33,13 +34,24 @@ double global_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& gr
 // <= 0: never). Returns the norm before clipping.
 double clip_grad_norm(const std::vector<TrainableSlice>& slices, Gradients& grads, double max_norm,
                       Context& ctx);
+// The device's way, where nothing waits: the squared global norm written
+// into sum_squares (F64 (1) on ctx's device) for AdamW::step to clip with.
+// Only where the slices are every gradient whole and the backend updates
+// them in one launch (ops::adamw_slices); elsewhere it returns false,
+// having done nothing, and the caller clips with clip_grad_norm.
+bool grad_sum_squares_on_device(const std::vector<TrainableSlice>& slices, Gradients& grads,
+                                const Tensor& sum_squares, Context& ctx);
 
 class AdamW {
  public:
   AdamW(std::vector<TrainableSlice> slices, AdamWOptions options);
 
-  // One update with learning rate lr from grads; counts steps.
-  void step(Gradients& grads, double lr, Context& ctx);
+  // One update with learning rate lr from grads; counts steps. On a backend
+  // with ops::adamw_slices every slice is updated in one launch, clipped
+  // first by clip_sum_squares and max_norm when given (see
+  // grad_sum_squares_on_device; elsewhere they must not be given).
+  void step(Gradients& grads, double lr, Context& ctx, const Tensor& clip_sum_squares = Tensor(),
+            double max_norm = 0);
 
   int64_t steps() const { return step_; }
   void set_steps(int64_t s) { step_ = s; }
@@ -53,6 +65,13 @@ class AdamW {
   AdamWOptions opt_;
   std::vector<Tensor> m_, v_;
   int64_t step_ = 0;
+  // The fused update's table (ops::AdamWSlice): built on the host at every
+  // step (the tensors might have moved), sent to the device when it changed.
+  std::vector<ops::AdamWSlice> table_;
+  Tensor device_table_;
+  bool fused(Gradients& grads, Context& ctx) const;
+  void step_fused(Gradients& grads, double lr, Context& ctx, const Tensor& clip_sum_squares,
+                  double max_norm);
 };
 
 // The shape of a slice: its rows of the parameter's shape.

@@ -52,9 +52,9 @@ struct TrainOptions {
 
 struct StepReport {
   int64_t step = 0;  // 1-based: the number of optimizer steps done
-  double loss = 0;   // mean training loss of the step's micro-batches
+  double loss = 0;   // mean training loss of the step's micro-batches (NaN: not read back)
   double lr = 0;
-  double grad_norm = 0;  // before clipping
+  double grad_norm = 0;  // before clipping (NaN: not read back)
   int64_t tokens = 0;    // tokens consumed by this step (by every rank together)
   double comm_wait_ms = -1;  // data parallel: see GradientTransport::last_wait_ms
 };
@@ -68,8 +68,13 @@ class Trainer {
           Context& ctx);
   ~Trainer();
 
-  // One optimizer step.
-  StepReport step();
+  // One optimizer step. On a device backend the step's loss and gradient
+  // norm stay in device memory, and the host queues the whole step without
+  // waiting for the device, unless read_back (then it waits for the step to
+  // end and reports them; without it they are NaN). The weights are the
+  // same either way, to the bit. Host backends and data-parallel runs
+  // always read them.
+  StepReport step(bool read_back = true);
   int64_t steps_done() const { return optimizer_.steps(); }
   bool finished() const { return steps_done() >= options_.steps; }
   const TrainOptions& options() const { return options_; }
@@ -106,6 +111,9 @@ class Trainer {
   std::function<void(Gradients&)> hook_;
   dist::Group* group_ = nullptr;
   GradientReducer* reducer_ = nullptr;
+  // On a device: each micro-batch's loss sum, then the squared gradient
+  // norm (F64), until read back.
+  Tensor device_sums_;
 };
 
 // Reads the options stored in a checkpoint (for a resume that must reuse them).

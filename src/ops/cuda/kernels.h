@@ -15,6 +15,7 @@ void add_ssd_step_kernels(OpTable& t);     // ssd_step_ops.cpp: the fused Mamba-
 void add_mamba3_kernels(OpTable& t);       // mamba3_ops.cpp: prepare, scan, output (forward)
 void add_hybrid_kernels(OpTable& t);       // hybrid_ops.cpp: relu^2, selective scan, MoE, attention
 void add_train_kernels(OpTable& t);        // train_ops.cpp: backward ops, head loss, AdamW
+void add_optimizer_kernels(OpTable& t);    // optimizer_ops.cpp: AdamW (called by add_train_kernels)
 void add_dropout_kernels(OpTable& t);      // dropout_ops.cpp: training's residual dropout
 // norm_conv_backward_ops.cpp (called by add_train_kernels): the norms',
 // conv1d's and ssd_prepare's backward

@@ -103,8 +103,34 @@ inline constexpr int kSumBlocks = 264;
 void launch_sum_squares_dense(const float* p, int64_t n, double* partial, double* out,
                               cudaStream_t s);
 
-// AdamW (ops/adamw.h) over n elements; the step in double.
-void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, double lr, double b1,
-                  double b2, double eps, double wd, double bc1, double bc2, cudaStream_t s);
+// One AdamW step's scalars (ops/adamw.h), in double: decay = 1 - lr wd
+// for the slices that decay, no_decay = 1 - lr 0 for the rest; bias
+// corrections bc1, bc2. The fused update's clip (AdamWSlicesArgs): the
+// squared norm on the device, or null.
+struct AdamWStep {
+  double lr = 0, b1 = 0, b2 = 0, eps = 0, decay = 1, no_decay = 1, bc1 = 1, bc2 = 1;
+  const double* clip_sum_squares = nullptr;
+  double max_norm = 0;
+};
+AdamWStep adamw_step(double lr, double b1, double b2, double eps, double wd, double bc1,
+                     double bc2);
+// AdamW over n elements (decay: step.decay).
+void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& step,
+                  cudaStream_t s);
+// One slice of the fused update: ops::AdamWSlice's layout (optimizer_ops.cpp
+// checks that the two agree). begin: a multiple of 4, the slices padded to
+// whole quads (elements counts the padding).
+struct AdamWSliceLaunch {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t begin, n;
+  int64_t decays;
+};
+// AdamW over every element of the slices of table (on the device), the
+// gradients clipped first when step.clip_sum_squares.
+void launch_adamw_slices(const AdamWSliceLaunch* table, int64_t slices, int64_t elements,
+                         const AdamWStep& step, cudaStream_t s);
 
 }  // namespace ssm::cuda

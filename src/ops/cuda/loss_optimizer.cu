@@ -1,7 +1,6 @@
 // The row-wise part of the fused head cross-entropy (the products are
 // cuBLAS calls in train_ops.cpp) and the AdamW update.
 #include <cuda_bf16.h>
-
 #include <cstdint>
 
 #include "ops/cuda/launch_train.h"
@@ -142,18 +141,87 @@ __global__ void sum_squares_partial_kernel(const float* p, int64_t n, double* pa
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, double lr,
-                             double b1, double b2, double eps, double decay, double bc1,
-                             double bc2) {
+// One element's update: the per-slice kernel and the fused one share it, so
+// that their results agree to the bit.
+__device__ __forceinline__ void adamw_update(float& p, float g, float& m, float& v,
+                                             const AdamWStep& s, double decay) {
+  const double gi = g;
+  const float mi = static_cast<float>(s.b1 * m + (1.0 - s.b1) * gi);
+  const float vi = static_cast<float>(s.b2 * v + (1.0 - s.b2) * gi * gi);
+  m = mi;
+  v = vi;
+  const double update = (mi / s.bc1) / (sqrt(vi / s.bc2) + s.eps);
+  p = static_cast<float>(p * decay - s.lr * update);
+}
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, AdamWStep s) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const double gi = g[i];
-    const float mi = static_cast<float>(b1 * m[i] + (1.0 - b1) * gi);
-    const float vi = static_cast<float>(b2 * v[i] + (1.0 - b2) * gi * gi);
-    m[i] = mi;
-    v[i] = vi;
-    const double update = (mi / bc1) / (sqrt(vi / bc2) + eps);
-    p[i] = static_cast<float>(p[i] * decay - lr * update);
+       i += int64_t{gridDim.x} * blockDim.x)
+    adamw_update(p[i], g[i], m[i], v[i], s, s.decay);
+}
+
+// The clip's F32 scale from the squared norm, as clip_grad_norm
+// (optimizer.cpp) decides it on the host: sqrt, the division and the sum are
+// correctly rounded in double on both.
+struct Clip {
+  bool on = false;
+  float scale = 1.f;
+};
+__device__ Clip clip_of(const double* sum_squares, double max_norm) {
+  if (!sum_squares) return {};
+  const double norm = sqrt(*sum_squares);
+  if (max_norm <= 0 || norm <= max_norm) return {};
+  return {true, static_cast<float>(max_norm / (norm + 1e-6))};
+}
+
+// The clipped gradient is rounded to F32 before the update, as the separate
+// scale kernel stored it.
+__device__ __forceinline__ float clipped(float g, const Clip& c) {
+  return c.on ? __fmul_rn(g, c.scale) : g;
+}
+
+// Grid-stride over the quads (4 elements) of every slice together (each
+// slice starts at a multiple of 4: AdamWSliceLaunch::begin); a thread finds
+// its first quad's slice by bisection, then walks forward with its stride.
+// A whole quad whose four arrays are 16-byte aligned moves in 16-byte loads
+// and stores; the rest element by element, through the same update.
+__global__ void adamw_slices_kernel(const AdamWSliceLaunch* table, int64_t slices,
+                                    int64_t elements, AdamWStep s) {
+  const Clip clip = clip_of(s.clip_sum_squares, s.max_norm);
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x * 4;
+  int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 4;
+  if (i >= elements) return;
+  int64_t lo = 0, hi = slices - 1;  // the last slice whose begin <= i
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (table[mid].begin <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  for (int64_t k = lo; i < elements; i += stride) {
+    while (k + 1 < slices && table[k + 1].begin <= i) ++k;
+    const AdamWSliceLaunch& t = table[k];
+    const int64_t j = i - t.begin;
+    if (j >= t.n) continue;  // the padding after a slice
+    const double decay = t.decays ? s.decay : s.no_decay;
+    float *p = t.p + j, *m = t.m + j, *v = t.v + j;
+    const float* g = t.g + j;
+    const auto bits = reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(g) |
+                      reinterpret_cast<uintptr_t>(m) | reinterpret_cast<uintptr_t>(v);
+    if (j + 4 <= t.n && bits % 16 == 0) {
+      float4 p4 = *reinterpret_cast<float4*>(p), m4 = *reinterpret_cast<float4*>(m),
+             v4 = *reinterpret_cast<float4*>(v);
+      const float4 g4 = *reinterpret_cast<const float4*>(g);
+      adamw_update(p4.x, clipped(g4.x, clip), m4.x, v4.x, s, decay);
+      adamw_update(p4.y, clipped(g4.y, clip), m4.y, v4.y, s, decay);
+      adamw_update(p4.z, clipped(g4.z, clip), m4.z, v4.z, s, decay);
+      adamw_update(p4.w, clipped(g4.w, clip), m4.w, v4.w, s, decay);
+      *reinterpret_cast<float4*>(p) = p4;
+      *reinterpret_cast<float4*>(m) = m4;
+      *reinterpret_cast<float4*>(v) = v4;
+    } else {
+      const int64_t n = t.n - j < 4 ? t.n - j : 4;
+      for (int64_t e = 0; e < n; ++e) adamw_update(p[e], clipped(g[e], clip), m[e], v[e], s, decay);
+    }
   }
 }
 
@@ -175,12 +243,40 @@ void launch_sum_squares_dense(const float* p, int64_t n, double* partial, double
   sum_doubles_kernel<<<1, kThreads, 0, s>>>(partial, kSumBlocks, out);
 }
 
-void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, double lr, double b1,
-                  double b2, double eps, double wd, double bc1, double bc2, cudaStream_t s) {
-  if (n == 0) return;
+AdamWStep adamw_step(double lr, double b1, double b2, double eps, double wd, double bc1,
+                     double bc2) {
+  AdamWStep s;
+  s.lr = lr;
+  s.b1 = b1;
+  s.b2 = b2;
+  s.eps = eps;
+  s.decay = 1.0 - lr * wd;
+  s.no_decay = 1.0 - lr * 0.0;
+  s.bc1 = bc1;
+  s.bc2 = bc2;
+  return s;
+}
+
+namespace {
+
+unsigned blocks_for(int64_t n) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
-  adamw_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), kThreads, 0, s>>>(
-      p, g, m, v, n, lr, b1, b2, eps, 1.0 - lr * wd, bc1, bc2);
+  return static_cast<unsigned>(blocks < 4096 ? blocks : 4096);
+}
+
+}  // namespace
+
+void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& step,
+                  cudaStream_t s) {
+  if (n == 0) return;
+  adamw_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, g, m, v, n, step);
+}
+
+void launch_adamw_slices(const AdamWSliceLaunch* table, int64_t slices, int64_t elements,
+                         const AdamWStep& step, cudaStream_t s) {
+  if (elements == 0 || slices == 0) return;
+  adamw_slices_kernel<<<blocks_for((elements + 3) / 4), kThreads, 0, s>>>(table, slices, elements,
+                                                                          step);
 }
 
 }  // namespace ssm::cuda

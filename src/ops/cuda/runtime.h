@@ -90,7 +90,10 @@ class CudaResources : public BackendResources {
   bool record_graphs_ = true;
   bool keep_weight_copies_ = true;  // SSM_CUDA_WEIGHT_COPIES=0: off
   // copy_from_host_queued's pinned slots and the events of their last copies.
-  static constexpr int kStagingSlots = 4;
+  // A training step queues three copies a micro-batch (ids, the head loss's
+  // targets, the embedding backward's rows by id): 8 slots let the host
+  // queue the next step while the device runs the last.
+  static constexpr int kStagingSlots = 8;
   void* staging_[kStagingSlots] = {};
   cudaEvent_t staged_[kStagingSlots] = {};
   size_t staging_bytes_ = 0;

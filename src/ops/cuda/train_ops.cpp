@@ -1,5 +1,6 @@
-// The host side of the backward ops, the fused head loss and AdamW on the
-// GPU: workspaces from the context's arena, cuBLAS for the products, the
+// The host side of the backward ops, the fused head loss and the gradient
+// norm's sum on the GPU (AdamW: optimizer_ops.cpp): workspaces from the
+// context's arena, cuBLAS for the products, the
 // launchers of launch_train.h for the rest.
 //
 // Products, row-major read as column-major (see linear.cpp):
@@ -51,12 +52,26 @@ void linear_backward(Context& ctx, const ops::LinearBackwardArgs& a) {
   check_launch("linear_backward");
 }
 
+// bytes of host memory to dst in order with the context's work, through the
+// pinned staging of copy_from_host_queued: src may go when this returns, and
+// the host does not wait for the device. A context without the staging (the
+// CPU emulator's) copies synchronously.
+void copy_from_host(Context& ctx, void* dst, const void* src, size_t bytes, const char* what) {
+  BackendResources* r = ctx.resources();
+  if (r && r->copy_from_host_queued(dst, src, bytes)) return;
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), what);
+}
+
 // The rows grouped by id on the host (ids sorted stably, so rows keep their
-// order within an id), then a block per id adds its rows in that order.
+// order within an id), then a block per id adds its rows in that order. The
+// caller's host copy of the ids, when given, spares reading them back (a
+// wait for the device's work).
 void embedding_backward(Context& ctx, const ops::EmbeddingBackwardArgs& a) {
   const int64_t R = a.ids.numel(), D = a.dtable.dim(1);
   if (R == 0) return;
-  const Tensor ids = a.ids.device() == Device::host() ? a.ids : a.ids.to(Device::host());
+  const Tensor ids = a.host_ids.defined()                ? a.host_ids
+                     : a.ids.device() == Device::host() ? a.ids
+                                                         : a.ids.to(Device::host());
   auto id_at = [&](int64_t r) {
     return ids.dtype() == DType::kI64 ? ids.data<int64_t>()[r] : int64_t{ids.data<int32_t>()[r]};
   };
@@ -72,27 +87,23 @@ void embedding_backward(Context& ctx, const ops::EmbeddingBackwardArgs& a) {
     }
   const int64_t runs = static_cast<int64_t>(seg_id.size());
   seg.push_back(R);
+  // order, seg, seg_id in one buffer: one copy.
+  order.insert(order.end(), seg.begin(), seg.end());
+  order.insert(order.end(), seg_id.begin(), seg_id.end());
   Arena::Scope scope(ctx.arena());
   Tensor meta = ctx.arena().alloc(DType::kI64, {R + 2 * runs + 1});
   int64_t* m = ops::elements<int64_t>(meta);
-  const cudaStream_t s = stream(ctx);
-  check(cudaMemcpyAsync(m, order.data(), sizeof(int64_t) * R, cudaMemcpyHostToDevice, s),
-        "embedding_backward");
-  check(cudaMemcpyAsync(m + R, seg.data(), sizeof(int64_t) * (runs + 1), cudaMemcpyHostToDevice, s),
-        "embedding_backward");
-  check(cudaMemcpyAsync(m + R + runs + 1, seg_id.data(), sizeof(int64_t) * runs,
-                        cudaMemcpyHostToDevice, s),
-        "embedding_backward");
+  copy_from_host(ctx, m, order.data(), sizeof(int64_t) * order.size(),
+                 "embedding_backward (rows by id)");
   launch_embedding_backward(m, m + R, m + R + runs + 1, runs, const_rows_of(a.dout), a.scale,
-                            ops::elements<float>(a.dtable), D, s);
+                            ops::elements<float>(a.dtable), D, stream(ctx));
   check_launch("embedding_backward");
-  // The host vectors must outlive the asynchronous copies.
-  check(cudaStreamSynchronize(s), "embedding_backward");
 }
 
 // Blocks of rows: logits (block, W) = f head^T by SGEMM, the softmax in
 // place (becoming g), then df = g head and dhead += g^T f by SGEMM. The row
-// losses come back to the host once, at the end.
+// losses' sum comes back to the host once, at the end, or stays on the
+// device (sum_out).
 //
 // W: the vocabulary rounded up to 8 columns where the head (and dhead) have
 // those rows, so that every matrix's contiguous extent and leading
@@ -117,9 +128,8 @@ double head_cross_entropy(Context& ctx, const ops::HeadLossArgs& a) {
   Tensor g16 = bf16 ? ctx.arena().alloc(DType::kBF16, {block, ld}) : Tensor();
   Tensor targets = ctx.arena().alloc(DType::kI64, {R});
   Tensor loss = ctx.arena().alloc(DType::kF64, {R + 1});
-  check(cudaMemcpyAsync(targets.raw(), a.targets.data<int64_t>(), sizeof(int64_t) * R,
-                        cudaMemcpyHostToDevice, s),
-        "head_cross_entropy (targets)");
+  copy_from_host(ctx, targets.raw(), a.targets.data<int64_t>(), sizeof(int64_t) * R,
+                 "head_cross_entropy (targets)");
   const ConstRows f = const_rows_of(a.f);
   const float* head = a.head.data<float>();
   const bool grad = a.grad_scale != 0;
@@ -151,49 +161,50 @@ double head_cross_entropy(Context& ctx, const ops::HeadLossArgs& a) {
                      "head_cross_entropy dhead");
   }
   double* l = ops::elements<double>(loss);
-  launch_sum_doubles(l, R, l + R, s);
+  launch_sum_doubles(l, R, a.sum_out.defined() ? ops::elements<double>(a.sum_out) : l + R, s);
   check_launch("head_cross_entropy (sum)");
+  if (a.sum_out.defined()) return 0;
   const Tensor back = loss.to(Device::host());
   if (a.row_loss.defined())
     std::copy(back.data<double>(), back.data<double>() + R, ops::elements<double>(a.row_loss));
   return back.data<double>()[R];
 }
 
-void adamw(Context& ctx, const ops::AdamWArgs& a) {
-  const double step = static_cast<double>(a.step);
-  launch_adamw(ops::elements<float>(a.param), a.grad.data<float>(), ops::elements<float>(a.m),
-               ops::elements<float>(a.v), a.param.numel(), a.lr, a.beta1, a.beta2, a.eps,
-               a.weight_decay, 1.0 - std::pow(a.beta1, step), 1.0 - std::pow(a.beta2, step),
-               stream(ctx));
-  check_launch("adamw");
+// The gradient norm sums every gradient at once (optimizer.cpp): a dense
+// tensor is summed over many blocks; anything else (and anything small) by
+// the one-block kernel of elementwise.cu.
+void sum_squares_to(Context& ctx, const Tensor& t, const Tensor& out) {
+  double* o = ops::elements<double>(out);
+  if (!t.is_dense() || t.numel() < (int64_t{1} << 20)) {
+    launch_sum_squares(const_rows_of(t), o, stream(ctx));
+  } else {
+    Arena::Scope scope(ctx.arena());
+    Tensor partial = ctx.arena().alloc(DType::kF64, {kSumBlocks});
+    launch_sum_squares_dense(t.data<float>(), t.numel(), ops::elements<double>(partial), o,
+                             stream(ctx));
+  }
+  check_launch("sum_squares");
 }
 
-// The gradient norm sums every gradient at once (optimizer.cpp): a dense
-// tensor is summed over many blocks; anything else goes to the one-block
-// kernel of elementwise.cpp, kept as `rows_sum_squares`.
-double (*rows_sum_squares)(Context&, const Tensor&) = nullptr;
-
 double sum_squares(Context& ctx, const Tensor& t) {
-  if (!t.is_dense() || t.numel() < (int64_t{1} << 20)) return rows_sum_squares(ctx, t);
   Arena::Scope scope(ctx.arena());
-  Tensor out = ctx.arena().alloc(DType::kF64, {kSumBlocks + 1});
-  double* o = ops::elements<double>(out);
-  launch_sum_squares_dense(t.data<float>(), t.numel(), o + 1, o, stream(ctx));
-  check_launch("sum_squares");
+  Tensor out = ctx.arena().alloc(DType::kF64, {1});
+  sum_squares_to(ctx, t, out);
   double result = 0;
-  check(cudaMemcpy(&result, o, sizeof(double), cudaMemcpyDeviceToHost), "sum_squares (read back)");
+  check(cudaMemcpy(&result, out.raw(), sizeof(double), cudaMemcpyDeviceToHost),
+        "sum_squares (read back)");
   return result;
 }
 
 }  // namespace
 
 void add_train_kernels(OpTable& t) {
-  rows_sum_squares = t.sum_squares;  // registered before (add_elementwise_kernels)
   t.sum_squares = &sum_squares;
+  t.sum_squares_to = &sum_squares_to;
   t.linear_backward = &linear_backward;
   t.embedding_backward = &embedding_backward;
   t.head_cross_entropy = &head_cross_entropy;
-  t.adamw = &adamw;
+  add_optimizer_kernels(t);
   add_norm_conv_backward_kernels(t);
   add_ssd_scan_backward_kernels(t);
   add_mamba3_attention_backward_kernels(t);

@@ -1,0 +1,53 @@
+// The host side of AdamW on the GPU: one slice at a time (ops::adamw), or
+// every slice of a model in one launch with the gradient-norm clip folded
+// in (ops::adamw_slices). Apart from the runtime's launch check, nothing
+// here needs a GPU: the CPU emulator (scripts/cuda-emulate) runs it.
+#include <cmath>
+#include <cstddef>
+
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/launch_train.h"
+#include "ops/cuda/runtime.h"
+#include "ops/tensor_data.h"
+
+namespace ssm::cuda {
+namespace {
+
+// The step's scalars, computed on the host as they always were.
+template <typename Args>
+AdamWStep step_of(const Args& a) {
+  const double step = static_cast<double>(a.step);
+  return adamw_step(a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, 1.0 - std::pow(a.beta1, step),
+                    1.0 - std::pow(a.beta2, step));
+}
+
+void adamw(Context& ctx, const ops::AdamWArgs& a) {
+  launch_adamw(ops::elements<float>(a.param), a.grad.data<float>(), ops::elements<float>(a.m),
+               ops::elements<float>(a.v), a.param.numel(), step_of(a), stream(ctx));
+  check_launch("adamw");
+}
+
+static_assert(sizeof(AdamWSliceLaunch) == sizeof(ops::AdamWSlice) &&
+                  offsetof(AdamWSliceLaunch, begin) == offsetof(ops::AdamWSlice, begin) &&
+                  offsetof(AdamWSliceLaunch, decays) == offsetof(ops::AdamWSlice, decays),
+              "the fused AdamW's table is ops::AdamWSlice's");
+
+void adamw_slices(Context& ctx, const ops::AdamWSlicesArgs& a) {
+  AdamWStep step = step_of(a);
+  if (a.clip_sum_squares.defined()) {
+    step.clip_sum_squares = a.clip_sum_squares.data<double>();
+    step.max_norm = a.max_norm;
+  }
+  launch_adamw_slices(reinterpret_cast<const AdamWSliceLaunch*>(a.table.data<int64_t>()), a.slices,
+                      a.elements, step, stream(ctx));
+  check_launch("adamw_slices");
+}
+
+}  // namespace
+
+void add_optimizer_kernels(OpTable& t) {
+  t.adamw = &adamw;
+  t.adamw_slices = &adamw_slices;
+}
+
+}  // namespace ssm::cuda
