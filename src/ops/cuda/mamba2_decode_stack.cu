@@ -1,0 +1,437 @@
+// mamba2_decode_stack on the GPU: a stack of Mamba-2 decode layers as
+// three phases a layer, each a device function of (layer, block):
+//   0  in_proj: every block normalises h (the block's RMSNorm) into shared
+//      memory, then projects its own slice of the output columns;
+//   1  the scan step: work items (b, h, 16 rows of P): the convolution of
+//      the item's x channels and of its group's B and C channels
+//      (recomputed by every item that needs them), dt, one step of the
+//      recurrence, y + D x, the gate; y goes to scratch with the item's sum
+//      of squares in a slot of its own (no float atomics: the consumer sums
+//      the slots in order);
+//   2  out_proj: every block sums the slots for the gated norm's scales,
+//      normalises y into shared memory and projects its slice of the D
+//      columns, adding into h; the convolution states are shifted here,
+//      after every item of phase 1 has read them.
+// One cooperative launch runs every phase, a grid barrier between two (a
+// generation-counted counter); before it waits there, a block prefetches
+// into L2 the weights (and state rows) it reads in the next phases, so that
+// their streaming overlaps the barrier. In phase-per-launch mode each phase
+// is a plain launch, no barrier: the CPU emulator (scripts/cuda-emulate),
+// which runs blocks one after another, checks the phases that way. Results
+// do not depend on the grid's size (every sum is one thread's or one warp's,
+// in a fixed order).
+#include <cstdint>
+
+#include "ops/cuda/launch_mamba2_decode.h"
+
+namespace ssm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kSlices = kThreads / kDecodeRows;  // threads sharing a state row: 16
+constexpr int R = kDecodeMaxRows;
+
+__device__ __forceinline__ float silu(float z) { return z / (1.f + expf(-z)); }
+__device__ __forceinline__ float softplus(float x) {
+  return x > 20.f ? x : (x < -20.f ? expf(x) : log1pf(expf(x)));
+}
+
+// A 16-byte piece of a weight row at element k: 4 F32 or 8 BF16 values.
+// Read once a token, so through the non-coherent path, no place in L1.
+template <bool BF16>
+constexpr int kVec = BF16 ? 8 : 4;
+
+template <bool BF16>
+__device__ __forceinline__ uint4 load_piece(const void* row, int64_t k) {
+  const char* p = static_cast<const char*>(row) + k * (BF16 ? 2 : 4);
+#if defined(__CUDA_ARCH__)
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+#else
+  return *reinterpret_cast<const uint4*>(p);
+#endif
+}
+
+template <bool BF16>
+__device__ __forceinline__ void widen_piece(const uint4 raw, float (&w)[kVec<BF16>]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (BF16) {
+      w[2 * i] = __uint_as_float(words[i] << 16);
+      w[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    } else {
+      w[i] = __uint_as_float(words[i]);
+    }
+  }
+}
+
+// Asks L2 for the bytes [p, p + bytes), a line a thread at a time.
+__device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes) {
+#if defined(__CUDA_ARCH__)
+  const char* c = static_cast<const char*>(p);
+  for (int64_t o = int64_t{threadIdx.x} * 128; o < bytes; o += int64_t{kThreads} * 128)
+    asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(c + o));
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
+// Every block waits here until all have arrived; what any wrote before is
+// visible to all after (the fences of cooperative groups' grid sync). The
+// counter returns to zero each time, the generation only grows.
+__device__ void grid_barrier(unsigned* bar) {
+#ifndef SSM_CUDA_EMULATOR
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile unsigned* gen = bar + 1;
+    const unsigned g = *gen;
+    __threadfence();
+    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+      atomicExch(bar, 0u);
+      __threadfence();
+      atomicAdd(bar + 1, 1u);
+    } else {
+      while (*gen == g) {
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+#else
+  (void)bar;  // the emulator runs one phase a launch
+#endif
+}
+
+// The block's columns of a projection with `cols` outputs.
+struct ColumnSlice {
+  int begin, end;
+};
+__device__ __forceinline__ ColumnSlice column_slice(int cols) {
+  const int per = (cols + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  const int begin = min(cols, static_cast<int>(blockIdx.x) * per);
+  return {begin, min(cols, begin + per)};
+}
+
+// y[b, n] (+)= xs[b, :] . W[n, :] (+ bias[n]) for the block's columns n,
+// a warp per column; each lane sums its pieces in order of k, the lanes by
+// shuffles: the order depends on nothing but K.
+template <bool BF16>
+__device__ void project(const void* W, const float* bias, int K, int cols, const float* xs, int B,
+                        float* y, int ldy, bool accumulate) {
+  constexpr int V = kVec<BF16>;
+  const ColumnSlice s = column_slice(cols);
+  const int lane = threadIdx.x % 32;
+  for (int n = s.begin + static_cast<int>(threadIdx.x) / 32; n < s.end; n += kWarps) {
+    const char* row = static_cast<const char*>(W) + int64_t{n} * K * (BF16 ? 2 : 4);
+    float acc[R];
+#pragma unroll
+    for (int b = 0; b < R; ++b) acc[b] = 0.f;
+#pragma unroll 4
+    for (int k = lane * V; k < K; k += 32 * V) {
+      float w[V];
+      widen_piece<BF16>(load_piece<BF16>(row, k), w);
+#pragma unroll
+      for (int b = 0; b < R; ++b)
+        if (b < B) {
+          const float* x = xs + b * K + k;
+#pragma unroll
+          for (int i = 0; i < V; ++i) acc[b] += w[i] * x[i];
+        }
+    }
+#pragma unroll
+    for (int b = 0; b < R; ++b)
+      if (b < B) {
+        float v = acc[b];
+        for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) {
+          if (bias) v += bias[n];
+          float* out = y + int64_t{b} * ldy + n;
+          *out = accumulate ? *out + v : v;
+        }
+      }
+  }
+}
+
+// The block's RMSNorm of h's B rows into xs (B x D): each thread's sums in
+// order, the warps' by shuffles, the warps' sums in order.
+__device__ void normalise_h(const Mamba2DecodeLaunch& a, const float* w, float* xs, float* red) {
+  const int D = a.D, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float ss[R];
+#pragma unroll
+  for (int b = 0; b < R; ++b) ss[b] = 0.f;
+  for (int k = threadIdx.x; k < D; k += kThreads)
+#pragma unroll
+    for (int b = 0; b < R; ++b)
+      if (b < a.B) {
+        const float v = a.h[int64_t{b} * D + k];
+        xs[b * D + k] = v;
+        ss[b] += v * v;
+      }
+#pragma unroll
+  for (int b = 0; b < R; ++b)
+    if (b < a.B) {
+      float v = ss[b];
+      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0) red[warp * R + b] = v;
+    }
+  __syncthreads();
+  if (threadIdx.x < a.B) {
+    float t = 0.f;
+    for (int i = 0; i < kWarps; ++i) t += red[i * R + threadIdx.x];
+    red[kWarps * R + threadIdx.x] = rsqrtf(t / static_cast<float>(D) + a.eps);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < a.B * D; i += kThreads) xs[i] *= red[kWarps * R + i / D] * w[i % D];
+  __syncthreads();
+}
+
+struct Dims {
+  int HP, GN, C, NZ;  // H*P, G*N, conv channels, in_proj's outputs
+  __device__ explicit Dims(const Mamba2DecodeLaunch& a)
+      : HP(a.H * a.P), GN(a.G * a.N), C(a.H * a.P + 2 * a.G * a.N), NZ(2 * a.H * a.P + 2 * a.G * a.N + a.H) {}
+};
+
+template <bool BF16>
+__device__ void in_proj_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer& l, float* smem) {
+  const Dims d(a);
+  float* xs = smem;
+  normalise_h(a, l.norm_weight, xs, xs + a.B * a.D);
+  project<BF16>(l.in_proj, l.in_bias, a.D, d.NZ, xs, a.B, a.zxbcdt, d.NZ, false);
+}
+
+// conv(channel c) at this step: bias, the K-1 inputs of the state oldest
+// first, then the new one (the definition's order), SiLU'd.
+__device__ __forceinline__ float conv_step(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer& l,
+                                           const float* cst, const float* in, int C, int c) {
+  const int K = a.K;
+  float acc = l.conv_bias ? l.conv_bias[c] : 0.f;
+  for (int k = 0; k + 1 < K; ++k) acc += l.conv_weight[c * K + k] * cst[k * C + c];
+  acc += l.conv_weight[c * K + K - 1] * in[c];
+  return silu(acc);
+}
+
+template <int PER>
+__device__ void scan_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer& l, float* smem) {
+  const Dims d(a);
+  const int N = a.N, rb_per_head = a.P / kDecodeRows, items = a.B * a.H * rb_per_head;
+  float* sBC = smem;              // 2N: the group's B, then C
+  float* sx = sBC + 2 * N;        // kDecodeRows
+  float* ssq = sx + kDecodeRows;  // kDecodeRows
+  float* sstep = ssq + kDecodeRows;  // dt, exp(dt A)
+  const int pl = threadIdx.x / kSlices, j = threadIdx.x % kSlices;
+  for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x)) {
+    const int b = item / (a.H * rb_per_head), hr = item % (a.H * rb_per_head);
+    const int h = hr / rb_per_head, p0 = (hr % rb_per_head) * kDecodeRows, g = h / (a.H / a.G);
+    const float* row = a.zxbcdt + int64_t{b} * d.NZ;
+    const float* in = row + d.HP;  // the conv input, C channels
+    const float* cst = l.conv_state + int64_t{b} * (a.K - 1) * d.C;
+    for (int i = threadIdx.x; i < 2 * N; i += kThreads)
+      sBC[i] = conv_step(a, l, cst, in, d.C, d.HP + (i < N ? g * N + i : d.GN + g * N + (i - N)));
+    if (threadIdx.x < kDecodeRows) sx[threadIdx.x] = conv_step(a, l, cst, in, d.C, h * a.P + p0 + threadIdx.x);
+    if (threadIdx.x == 0) {
+      const float dt = fminf(fmaxf(softplus(row[d.HP + d.C + h] + l.dt_bias[h]), a.dt_min), a.dt_max);
+      sstep[0] = dt;
+      sstep[1] = expf(dt * -expf(l.A_log[h]));
+    }
+    __syncthreads();
+    const int p = p0 + pl, c = h * a.P + p;
+    float* state = l.state + ((int64_t{b} * a.H + h) * a.P + p) * N;
+    float st[PER];
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      const int n = j + kSlices * k;
+      st[k] = n < N ? state[n] : 0.f;
+    }
+    const float xv = sx[pl], decay = sstep[1], coef = sstep[0] * xv;
+    float acc = 0.f;
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      const int n = j + kSlices * k;
+      if (n < N) {
+        st[k] = decay * st[k] + coef * sBC[n];
+        acc += st[k] * sBC[N + n];
+        state[n] = st[k];
+      }
+    }
+    for (int o = kSlices / 2; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o, kSlices);
+    if (j == 0) {
+      const float yv = acc + (l.D ? l.D[h] : 0.f) * xv;
+      // The gated norm's input (rms_norm.h): y itself when the norm comes
+      // before the gate, else y SiLU(z).
+      const float v = l.gate_norm_weight && a.norm_before_gate ? yv : yv * silu(row[c]);
+      a.y[int64_t{b} * d.HP + c] = v;
+      ssq[pl] = v * v;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float t = 0.f;
+      for (int i = 0; i < kDecodeRows; ++i) t += ssq[i];
+      a.sums[int64_t{b} * (d.HP / kDecodeRows) + (h * a.P + p0) / kDecodeRows] = t;
+    }
+    __syncthreads();  // sBC, sx, ssq are the next item's
+  }
+}
+
+template <bool BF16>
+__device__ void out_proj_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer& l, float* smem) {
+  const Dims d(a);
+  const int HP = d.HP, groups = HP / a.norm_group, slots = HP / kDecodeRows;
+  const int per_group = a.norm_group / kDecodeRows;
+  float* xs = smem;                      // B x HP
+  float* scale = xs + a.B * HP;          // B x groups
+  const float* w = l.gate_norm_weight;
+  if (w)
+    for (int i = threadIdx.x; i < a.B * groups; i += kThreads) {
+      const float* s = a.sums + int64_t{i / groups} * slots + (i % groups) * per_group;
+      float t = 0.f;
+      for (int k = 0; k < per_group; ++k) t += s[k];
+      scale[i] = rsqrtf(t / static_cast<float>(a.norm_group) + a.gate_eps);
+    }
+  __syncthreads();
+  for (int i = threadIdx.x; i < a.B * HP; i += kThreads) {
+    const int b = i / HP, k = i % HP;
+    float v = a.y[i];
+    if (w) {
+      v *= scale[b * groups + k / a.norm_group] * w[k];
+      if (a.norm_before_gate) v *= silu(a.zxbcdt[int64_t{b} * d.NZ + k]);
+    }
+    xs[i] = v;
+  }
+  __syncthreads();
+  project<BF16>(l.out_proj, l.out_bias, HP, a.D, xs, a.B, a.h, a.D, true);
+  // The convolution states move on by one step: every item of the scan
+  // phase has read them.
+  const int W = a.K - 1;
+  if (W > 0)
+    for (int i = blockIdx.x * kThreads + threadIdx.x; i < a.B * d.C; i += gridDim.x * kThreads) {
+      const int b = i / d.C, c = i % d.C;
+      float* cst = l.conv_state + int64_t{b} * W * d.C + c;
+      for (int k = 1; k < W; ++k) cst[(k - 1) * d.C] = cst[k * d.C];
+      cst[(W - 1) * d.C] = a.zxbcdt[int64_t{b} * d.NZ + HP + c];
+    }
+}
+
+// What the block reads in phases after `phase` that no phase before them
+// writes (weights; the state rows, written only by their own item), asked
+// of L2 before the block waits at the barrier.
+template <bool BF16>
+__device__ void prefetch_after(const Mamba2DecodeLaunch& a, int phase, int last) {
+  const Dims d(a);
+  const int kind = phase % 3, layer = phase / 3;
+  const int64_t elem = BF16 ? 2 : 4;
+  if (kind == 0) {
+    const Mamba2DecodeLayer& l = a.layers[layer];
+    const int64_t row_bytes = int64_t{a.N} * 4 * kDecodeRows, rb = a.P / kDecodeRows;
+    for (int item = blockIdx.x; item < a.B * a.H * rb; item += gridDim.x)
+      prefetch_l2(l.state + item * int64_t{kDecodeRows} * a.N, row_bytes);
+    const ColumnSlice s = column_slice(a.D);
+    prefetch_l2(static_cast<const char*>(l.out_proj) + int64_t{s.begin} * d.HP * elem,
+                int64_t{s.end - s.begin} * d.HP * elem);
+  } else if (kind == 2 && phase + 1 < last) {
+    const ColumnSlice s = column_slice(d.NZ);
+    prefetch_l2(static_cast<const char*>(a.layers[layer + 1].in_proj) + int64_t{s.begin} * a.D * elem,
+                int64_t{s.end - s.begin} * a.D * elem);
+  }
+}
+
+template <bool BF16, int PER>
+__global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Mamba2DecodeLaunch a, int first, int last) {
+  extern __shared__ float4 decode_smem[];
+  float* smem = reinterpret_cast<float*>(decode_smem);
+  for (int phase = first; phase < last; ++phase) {
+    if (phase > first) grid_barrier(a.barrier);
+    const Mamba2DecodeLayer& l = a.layers[phase / 3];
+    switch (phase % 3) {
+      case 0: in_proj_phase<BF16>(a, l, smem); break;
+      case 1: scan_phase<PER>(a, l, smem); break;
+      default: out_proj_phase<BF16>(a, l, smem); break;
+    }
+    if (phase + 1 < last) prefetch_after<BF16>(a, phase, last);
+  }
+}
+
+constexpr int kMaxSmem = 200 * 1024;
+
+size_t smem_bytes(const Mamba2DecodeLaunch& a) {
+  const int HP = a.H * a.P;
+  const int in_proj = a.B * a.D + (kWarps + 1) * R;
+  const int scan = 2 * a.N + 2 * kDecodeRows + 2;
+  const int out_proj = a.B * HP + a.B * (HP / a.norm_group);
+  int most = in_proj > scan ? in_proj : scan;
+  most = most > out_proj ? most : out_proj;
+  return static_cast<size_t>(most) * sizeof(float);
+}
+
+using Kernel = void (*)(const Mamba2DecodeLaunch, int, int);
+Kernel kernel_for(const Mamba2DecodeLaunch& a) {
+  const bool small = a.N <= 8 * kSlices;
+  if (a.bf16) return small ? decode_stack_kernel<true, 8> : decode_stack_kernel<true, 16>;
+  return small ? decode_stack_kernel<false, 8> : decode_stack_kernel<false, 16>;
+}
+
+}  // namespace
+
+int mamba2_decode_grid(const Mamba2DecodeLaunch& a) {
+  // What the kernel takes: up to 8 rows, 16-row items, norm groups of whole
+  // items, K a multiple of every piece, N <= 256 (16 entries a thread).
+  const int HP = a.H * a.P;
+  if (a.B < 1 || a.B > R || a.P % kDecodeRows || a.norm_group % kDecodeRows || HP % a.norm_group ||
+      a.D % 8 || HP % 8 || a.N > 16 * kSlices || a.K < 1 || a.G < 1 || a.H % a.G)
+    return 0;
+  const size_t smem = smem_bytes(a);
+  if (smem > kMaxSmem) return 0;
+#ifdef SSM_CUDA_EMULATOR
+  return 5;  // blocks run one after another: a few, so that every block takes several items
+#else
+  const Kernel k = kernel_for(a);
+  int device = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 0;
+  // Once a kernel, for the most a launch may ask (the first step is never
+  // a recorded one, so this runs before any graph capture).
+  static const bool opted_in[4] = {
+      cudaFuncSetAttribute(decode_stack_kernel<true, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess,
+      cudaFuncSetAttribute(decode_stack_kernel<true, 16>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess,
+      cudaFuncSetAttribute(decode_stack_kernel<false, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess,
+      cudaFuncSetAttribute(decode_stack_kernel<false, 16>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess};
+  if (smem > 48 * 1024 && !opted_in[(a.bf16 ? 0 : 2) + (a.N <= 8 * kSlices ? 0 : 1)]) return 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, smem) != cudaSuccess || per_sm < 1)
+    return 0;
+  return sms;  // one a multiprocessor: every block resident at once, as the barrier needs
+#endif
+}
+
+void launch_mamba2_decode(const Mamba2DecodeLaunch& a, int first, int last, int grid, bool phase_per_launch,
+                          cudaStream_t s) {
+  const Kernel k = kernel_for(a);
+  const size_t smem = smem_bytes(a);
+#ifdef SSM_CUDA_EMULATOR
+  (void)phase_per_launch;  // always: a grid barrier would wait forever there
+  for (int p = first; p < last; ++p) emu::launch([&] { k(a, p, p + 1); }, dim3(grid), dim3(kThreads), smem, s);
+#else
+  if (phase_per_launch) {
+    for (int p = first; p < last; ++p) k<<<grid, kThreads, smem, s>>>(a, p, p + 1);
+    return;
+  }
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = s;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  // The launch's error is the caller's check_launch's (cudaGetLastError).
+  (void)cudaLaunchKernelEx(&config, k, a, first, last);
+#endif
+}
+
+}  // namespace ssm::cuda
