@@ -39,7 +39,7 @@ CudaResources& resources(Context& ctx) {
   auto& r = *reinterpret_cast<CudaResources*>(buf);
   r.step_counters = counters.data();
   r.fused_decode = true;  // as the constructor's default
-  r.persistent_decode = 2;  // the decode stack's kernel, a launch a phase (no grid barriers here)
+  r.persistent_decode = 2;  // the decode stack's kernel, a launch a phase (tests ask for the other)
   r.grid_barrier = nullptr;
   const auto* own = dynamic_cast<const EmuResources*>(ctx.resources());
   r.bf16_compute = own && own->bf16_compute;

@@ -2,8 +2,8 @@
 # Runs cuda kernels on the CPU, without a GPU: the .cu files of
 # mamba3_prepare, of the Mamba-3, attention and HF hybrid (selective scan,
 # MoE, relu^2, GELU product) backward ops, of dropout and of the fused Mamba-2 decode
-# step (ssd_step: conv_ssd.cu, norms.cu) and of the decode stack's phases
-# (mamba2_decode_stack.cu, a launch a phase), of the few-row projection with
+# step (ssd_step: conv_ssd.cu, norms.cu) and of the decode stack
+# (mamba2_decode_stack.cu: a launch a phase, or all phases on one block), of the few-row projection with
 # its norm (norm_linear: linear_skinny.cu), of conv1d, the norms and the chunked
 # SSD and Mamba-3 scans (chunk_scan.cu, with emu_tf32_mma.h for its
 # tensor-core products; mamba3_scan.cu) and the SSD scan's backward
@@ -35,7 +35,7 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${1:-/tmp/ssm-cuda-emulate}
-FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/NormLinearTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*:Backends/DropoutTest.*:Backends/Mamba2DecodeStackTest.PhasePerLaunch*'}
+FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/NormLinearTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*:Backends/DropoutTest.*:Backends/Mamba2DecodeStackTest.*'}
 HERE=$SRC/scripts/cuda-emulate
 B=$SRC/build
 mkdir -p "$WORK"

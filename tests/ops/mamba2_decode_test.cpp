@@ -4,8 +4,7 @@
 // layer's shape (one layer), small stacks (batch 1, 3 and 8, N 16 to 128,
 // groups, the norm before the gate, no gate norm, biases or none, BF16
 // weights) and a stack longer than one launch takes. On cuda it runs the
-// kernel once a phase (the CPU emulator runs nothing else) and, on a GPU,
-// once for the stack as well.
+// kernel once a phase and once for the stack.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -112,9 +111,8 @@ void check_cases(const std::string& backend, Launch launch) {
 
 TEST_P(Mamba2DecodeStackTest, PhasePerLaunchMatchesRef) { check_cases(GetParam(), Launch::kPhasePerLaunch); }
 
-// One launch for the stack, grid barriers between the phases (on a GPU;
-// the emulator's backend runs a launch a phase whatever is asked, since it
-// runs blocks one after another and a barrier would wait forever).
+// One launch for the stack, grid barriers between the phases (the CPU
+// emulator, which runs blocks one after another, runs it on one block).
 TEST_P(Mamba2DecodeStackTest, OneLaunchMatchesRef) { check_cases(GetParam(), Launch::kOneLaunch); }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Mamba2DecodeStackTest, ::testing::ValuesIn(testing::all_backends()),

@@ -44,13 +44,18 @@ struct Mamba2DecodeLaunch {
   float* y;       // (B, H*P) scratch: the gated step output before its norm
   float* sums;    // (B, H*P / kDecodeRows) scratch: y's partial sums of squares
   unsigned* barrier;  // two counters, zero before the first launch (the grid barrier's)
+  // Each block's slices of in_proj and out_proj copied into its shared
+  // memory (cp.async) before they are needed, set by plan_mamba2_decode
+  // when they fit (false: the phases read them from global memory).
+  bool stage_weights;
   int n_layers;       // <= kDecodeMaxLayers
   Mamba2DecodeLayer layers[kDecodeMaxLayers];
 };
 
 // The blocks of a launch: one per multiprocessor when one fits there, 0
-// when the kernel cannot run with this shape (the caller composes).
-int mamba2_decode_grid(const Mamba2DecodeLaunch& a);
+// when the kernel cannot run with this shape (the caller composes); sets
+// a.stage_weights.
+int plan_mamba2_decode(Mamba2DecodeLaunch& a);
 // Runs phases [first, last) (3 a layer: in_proj, the scan step, out_proj)
 // on `grid` blocks: all in one cooperative launch with grid barriers between
 // them, or, phase_per_launch, one plain launch each.

@@ -47,7 +47,7 @@ bool mamba2_decode_stack(Context& ctx, const ops::Mamba2DecodeStackArgs& a) {
         s.state.dim(3) != l.N || s.conv_weight.dim(2) != l.K || !aligned16(s.in_proj.raw()) ||
         !aligned16(s.out_proj.raw()))
       return false;
-  const int grid = mamba2_decode_grid(l);
+  const int grid = plan_mamba2_decode(l);
   if (grid == 0) return false;
   const int64_t HP = int64_t{l.H} * l.P, NZ = first.in_proj.dim(0);
   Arena& arena = ctx.arena();

@@ -13,16 +13,20 @@
 //      columns, adding into h; the convolution states are shifted here,
 //      after every item of phase 1 has read them.
 // One cooperative launch runs every phase, a grid barrier between two (a
-// generation-counted counter); before it waits there, a block prefetches
-// into L2 the weights (and state rows) it reads in the next phases, so that
-// their streaming overlaps the barrier. In phase-per-launch mode each phase
+// generation-counted counter). Weights stream while the blocks wait there:
+// once a block has projected in_proj, it copies its slices of out_proj and
+// of the next layer's in_proj into its shared memory (cp.async), which the
+// phases that need them wait for (where they do not fit, it asks L2 for
+// them instead). In phase-per-launch mode each phase
 // is a plain launch, no barrier: the CPU emulator (scripts/cuda-emulate),
 // which runs blocks one after another, checks the phases that way. Results
 // do not depend on the grid's size (every sum is one thread's or one warp's,
 // in a fixed order).
+#include <algorithm>
 #include <cstdint>
 
 #include "ops/cuda/launch_mamba2_decode.h"
+#include "ops/cuda/tf32_mma.h"  // copy16_async
 
 namespace ssm::cuda {
 namespace {
@@ -81,6 +85,20 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes) {
 #endif
 }
 
+// cp.async groups: the copies issued since the last commit form one; wait
+// until at most N are in flight (then a __syncthreads shows every thread's).
+__device__ __forceinline__ void commit_copies() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wait_copies() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 // Every block waits here until all have arrived; what any wrote before is
 // visible to all after (the fences of cooperative groups' grid sync). The
 // counter returns to zero each time, the generation only grows.
@@ -103,7 +121,10 @@ __device__ void grid_barrier(unsigned* bar) {
   }
   __syncthreads();
 #else
-  (void)bar;  // the emulator runs one phase a launch
+  // The emulator runs blocks one after another: a launch of several phases
+  // has one block there (launch_mamba2_decode), and this is its barrier.
+  (void)bar;
+  __syncthreads();
 #endif
 }
 
@@ -120,21 +141,24 @@ __device__ __forceinline__ ColumnSlice column_slice(int cols) {
 // y[b, n] (+)= xs[b, :] . W[n, :] (+ bias[n]) for the block's columns n,
 // a warp per column; each lane sums its pieces in order of k, the lanes by
 // shuffles: the order depends on nothing but K.
+// `staged`: the block's rows of W are in shared memory (stage_slice).
 template <bool BF16>
-__device__ void project(const void* W, const float* bias, int K, int cols, const float* xs, int B,
-                        float* y, int ldy, bool accumulate) {
+__device__ void project(const void* W, const void* staged, const float* bias, int K, int cols,
+                        const float* xs, int B, float* y, int ldy, bool accumulate) {
   constexpr int V = kVec<BF16>;
   const ColumnSlice s = column_slice(cols);
   const int lane = threadIdx.x % 32;
   for (int n = s.begin + static_cast<int>(threadIdx.x) / 32; n < s.end; n += kWarps) {
-    const char* row = static_cast<const char*>(W) + int64_t{n} * K * (BF16 ? 2 : 4);
+    const int64_t row_bytes = int64_t{K} * (BF16 ? 2 : 4);
+    const char* row = staged ? static_cast<const char*>(staged) + (n - s.begin) * row_bytes
+                             : static_cast<const char*>(W) + n * row_bytes;
     float acc[R];
 #pragma unroll
     for (int b = 0; b < R; ++b) acc[b] = 0.f;
 #pragma unroll 4
     for (int k = lane * V; k < K; k += 32 * V) {
       float w[V];
-      widen_piece<BF16>(load_piece<BF16>(row, k), w);
+      widen_piece<BF16>(staged ? *reinterpret_cast<const uint4*>(row + k * (BF16 ? 2 : 4)) : load_piece<BF16>(row, k), w);
 #pragma unroll
       for (int b = 0; b < R; ++b)
         if (b < B) {
@@ -197,11 +221,12 @@ struct Dims {
 };
 
 template <bool BF16>
-__device__ void in_proj_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer& l, float* smem) {
+__device__ void in_proj_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer& l, float* smem,
+                              const void* staged) {
   const Dims d(a);
   float* xs = smem;
   normalise_h(a, l.norm_weight, xs, xs + a.B * a.D);
-  project<BF16>(l.in_proj, l.in_bias, a.D, d.NZ, xs, a.B, a.zxbcdt, d.NZ, false);
+  project<BF16>(l.in_proj, staged, l.in_bias, a.D, d.NZ, xs, a.B, a.zxbcdt, d.NZ, false);
 }
 
 // conv(channel c) at this step: bias, the K-1 inputs of the state oldest
@@ -278,7 +303,8 @@ __device__ void scan_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer&
 }
 
 template <bool BF16>
-__device__ void out_proj_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer& l, float* smem) {
+__device__ void out_proj_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer& l, float* smem,
+                               const void* staged) {
   const Dims d(a);
   const int HP = d.HP, groups = HP / a.norm_group, slots = HP / kDecodeRows;
   const int per_group = a.norm_group / kDecodeRows;
@@ -303,7 +329,7 @@ __device__ void out_proj_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLa
     xs[i] = v;
   }
   __syncthreads();
-  project<BF16>(l.out_proj, l.out_bias, HP, a.D, xs, a.B, a.h, a.D, true);
+  project<BF16>(l.out_proj, staged, l.out_bias, HP, a.D, xs, a.B, a.h, a.D, true);
   // The convolution states move on by one step: every item of the scan
   // phase has read them.
   const int W = a.K - 1;
@@ -329,45 +355,117 @@ __device__ void prefetch_after(const Mamba2DecodeLaunch& a, int phase, int last)
     const int64_t row_bytes = int64_t{a.N} * 4 * kDecodeRows, rb = a.P / kDecodeRows;
     for (int item = blockIdx.x; item < a.B * a.H * rb; item += gridDim.x)
       prefetch_l2(l.state + item * int64_t{kDecodeRows} * a.N, row_bytes);
+    if (a.stage_weights) return;  // copied into shared memory already
     const ColumnSlice s = column_slice(a.D);
     prefetch_l2(static_cast<const char*>(l.out_proj) + int64_t{s.begin} * d.HP * elem,
                 int64_t{s.end - s.begin} * d.HP * elem);
-  } else if (kind == 2 && phase + 1 < last) {
+  } else if (kind == 2 && phase + 1 < last && !a.stage_weights) {
     const ColumnSlice s = column_slice(d.NZ);
     prefetch_l2(static_cast<const char*>(a.layers[layer + 1].in_proj) + int64_t{s.begin} * a.D * elem,
                 int64_t{s.end - s.begin} * a.D * elem);
   }
 }
 
+// Where a block's staged slices start in its shared memory: after the
+// phases' own floats (smem_floats), 16-byte aligned.
+struct Staging {
+  char* in_proj;
+  char* out_proj;
+  int64_t in_bytes, out_bytes;  // the most a block's slice takes
+};
+
+// Copies the block's rows [slice) of W (rows of row_bytes) into dst.
+__device__ void stage_slice(char* dst, const void* W, int cols, int64_t row_bytes) {
+  const ColumnSlice s = column_slice(cols);
+  const char* src = static_cast<const char*>(W) + s.begin * row_bytes;
+  const int64_t bytes = (s.end - s.begin) * row_bytes;
+  for (int64_t o = int64_t{threadIdx.x} * 16; o < bytes; o += int64_t{kThreads} * 16)
+    copy16_async(reinterpret_cast<float*>(dst + o), reinterpret_cast<const float*>(src + o));
+}
+
 template <bool BF16, int PER>
-__global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Mamba2DecodeLaunch a, int first, int last) {
+__global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Mamba2DecodeLaunch a, int first, int last,
+                                                                   int64_t smem_floats) {
   extern __shared__ float4 decode_smem[];
   float* smem = reinterpret_cast<float*>(decode_smem);
+  const Dims d(a);
+  const int64_t elem = BF16 ? 2 : 4, in_row = int64_t{a.D} * elem, out_row = int64_t{d.HP} * elem;
+  char* staged_in = reinterpret_cast<char*>(smem + smem_floats);
+  char* staged_out = staged_in + (d.NZ + gridDim.x - 1) / gridDim.x * in_row;
+  // Copy groups in flight: the out projection's (issued after in_proj) and
+  // the next layer's in_proj (after it, when that layer is this launch's).
+  bool next_in_issued = false;
   for (int phase = first; phase < last; ++phase) {
     if (phase > first) grid_barrier(a.barrier);
-    const Mamba2DecodeLayer& l = a.layers[phase / 3];
+    const int layer = phase / 3;
+    const Mamba2DecodeLayer& l = a.layers[layer];
     switch (phase % 3) {
-      case 0: in_proj_phase<BF16>(a, l, smem); break;
+      case 0:
+        if (a.stage_weights) {
+          if (!next_in_issued) {
+            stage_slice(staged_in, l.in_proj, d.NZ, in_row);
+            commit_copies();
+          }
+          wait_copies<0>();
+          __syncthreads();
+        }
+        in_proj_phase<BF16>(a, l, smem, a.stage_weights ? staged_in : nullptr);
+        next_in_issued = false;
+        if (a.stage_weights && phase + 2 < last) {
+          // Every warp is done with staged_in: the next slices may land.
+          __syncthreads();
+          stage_slice(staged_out, l.out_proj, a.D, out_row);
+          commit_copies();
+          next_in_issued = phase + 3 < last;
+          if (next_in_issued) {
+            stage_slice(staged_in, a.layers[layer + 1].in_proj, d.NZ, in_row);
+            commit_copies();
+          }
+        }
+        break;
       case 1: scan_phase<PER>(a, l, smem); break;
-      default: out_proj_phase<BF16>(a, l, smem); break;
+      default:
+        if (a.stage_weights) {
+          if (phase - 2 < first) {  // in_proj was another launch's: nothing issued yet
+            stage_slice(staged_out, l.out_proj, a.D, out_row);
+            commit_copies();
+          }
+          if (next_in_issued)
+            wait_copies<1>();
+          else
+            wait_copies<0>();
+          __syncthreads();
+        }
+        out_proj_phase<BF16>(a, l, smem, a.stage_weights ? staged_out : nullptr);
+        break;
     }
     if (phase + 1 < last) prefetch_after<BF16>(a, phase, last);
   }
+  wait_copies<0>();  // none left in flight at exit
 }
 
 constexpr int kMaxSmem = 200 * 1024;
 
-size_t smem_bytes(const Mamba2DecodeLaunch& a) {
-  const int HP = a.H * a.P;
-  const int in_proj = a.B * a.D + (kWarps + 1) * R;
-  const int scan = 2 * a.N + 2 * kDecodeRows + 2;
-  const int out_proj = a.B * HP + a.B * (HP / a.norm_group);
-  int most = in_proj > scan ? in_proj : scan;
-  most = most > out_proj ? most : out_proj;
-  return static_cast<size_t>(most) * sizeof(float);
+// The phases' own floats (the normalised rows, the scan's B, C, x), a
+// multiple of 4 (so the staged slices after them are 16-byte aligned).
+int64_t smem_floats(const Mamba2DecodeLaunch& a) {
+  const int64_t HP = int64_t{a.H} * a.P;
+  const int64_t in_proj = int64_t{a.B} * a.D + (kWarps + 1) * R;
+  const int64_t scan = 2 * int64_t{a.N} + 2 * kDecodeRows + 2;
+  const int64_t out_proj = a.B * HP + a.B * (HP / a.norm_group);
+  const int64_t most = std::max(in_proj, std::max(scan, out_proj));
+  return (most + 3) / 4 * 4;
+}
+// The staged slices' bytes on `grid` blocks.
+int64_t staged_bytes(const Mamba2DecodeLaunch& a, int grid) {
+  const int64_t HP = int64_t{a.H} * a.P, NZ = 2 * HP + 2 * int64_t{a.G} * a.N + a.H, elem = a.bf16 ? 2 : 4;
+  return (NZ + grid - 1) / grid * a.D * elem + (a.D + grid - 1) / grid * HP * elem;
+}
+size_t smem_bytes(const Mamba2DecodeLaunch& a, int grid) {
+  return static_cast<size_t>(smem_floats(a) * 4 + (a.stage_weights ? staged_bytes(a, grid) : 0));
 }
 
-using Kernel = void (*)(const Mamba2DecodeLaunch, int, int);
+using Kernel = void (*)(const Mamba2DecodeLaunch, int, int, int64_t);
 Kernel kernel_for(const Mamba2DecodeLaunch& a) {
   const bool small = a.N <= 8 * kSlices;
   if (a.bf16) return small ? decode_stack_kernel<true, 8> : decode_stack_kernel<true, 16>;
@@ -376,19 +474,24 @@ Kernel kernel_for(const Mamba2DecodeLaunch& a) {
 
 }  // namespace
 
-int mamba2_decode_grid(const Mamba2DecodeLaunch& a) {
+int plan_mamba2_decode(Mamba2DecodeLaunch& a) {
   // What the kernel takes: up to 8 rows, 16-row items, norm groups of whole
   // items, K a multiple of every piece, N <= 256 (16 entries a thread).
   const int HP = a.H * a.P;
   if (a.B < 1 || a.B > R || a.P % kDecodeRows || a.norm_group % kDecodeRows || HP % a.norm_group ||
       a.D % 8 || HP % 8 || a.N > 16 * kSlices || a.K < 1 || a.G < 1 || a.H % a.G)
     return 0;
-  const size_t smem = smem_bytes(a);
-  if (smem > kMaxSmem) return 0;
+  a.stage_weights = false;
+  if (smem_bytes(a, 1) > kMaxSmem) return 0;
 #ifdef SSM_CUDA_EMULATOR
-  return 5;  // blocks run one after another: a few, so that every block takes several items
+  // Blocks run one after another: a few, so that every block takes several
+  // items and columns; the slices staged where they take up to 1 MB a
+  // block (the small test stacks), not where more (the 130m layer), so that
+  // both ways of reading the weights are checked.
+  const int grid = 5;
+  a.stage_weights = smem_floats(a) * 4 + staged_bytes(a, grid) <= (1 << 20);
+  return grid;
 #else
-  const Kernel k = kernel_for(a);
   int device = 0, sms = 0, per_sm = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
@@ -400,8 +503,12 @@ int mamba2_decode_grid(const Mamba2DecodeLaunch& a) {
       cudaFuncSetAttribute(decode_stack_kernel<true, 16>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess,
       cudaFuncSetAttribute(decode_stack_kernel<false, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess,
       cudaFuncSetAttribute(decode_stack_kernel<false, 16>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess};
-  if (smem > 48 * 1024 && !opted_in[(a.bf16 ? 0 : 2) + (a.N <= 8 * kSlices ? 0 : 1)]) return 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, smem) != cudaSuccess || per_sm < 1)
+  const bool opted = opted_in[(a.bf16 ? 0 : 2) + (a.N <= 8 * kSlices ? 0 : 1)];
+  a.stage_weights = opted && smem_floats(a) * 4 + staged_bytes(a, sms) <= kMaxSmem;
+  const size_t smem = smem_bytes(a, sms);
+  if (smem > 48 * 1024 && !opted) return 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_for(a), kThreads, smem) != cudaSuccess ||
+      per_sm < 1)
     return 0;
   return sms;  // one a multiprocessor: every block resident at once, as the barrier needs
 #endif
@@ -410,13 +517,22 @@ int mamba2_decode_grid(const Mamba2DecodeLaunch& a) {
 void launch_mamba2_decode(const Mamba2DecodeLaunch& a, int first, int last, int grid, bool phase_per_launch,
                           cudaStream_t s) {
   const Kernel k = kernel_for(a);
-  const size_t smem = smem_bytes(a);
+  const size_t smem = smem_bytes(a, grid);
+  const int64_t floats = smem_floats(a);
 #ifdef SSM_CUDA_EMULATOR
-  (void)phase_per_launch;  // always: a grid barrier would wait forever there
-  for (int p = first; p < last; ++p) emu::launch([&] { k(a, p, p + 1); }, dim3(grid), dim3(kThreads), smem, s);
+  // Blocks run one after another, so a grid barrier among several would
+  // wait forever: the phases of one launch run on one block (which checks
+  // the order of the staged copies across phases), a launch a phase on
+  // the planned grid.
+  if (!phase_per_launch) {
+    emu::launch([&] { k(a, first, last, floats); }, dim3(1), dim3(kThreads), smem_bytes(a, 1), s);
+    return;
+  }
+  for (int p = first; p < last; ++p)
+    emu::launch([&] { k(a, p, p + 1, floats); }, dim3(grid), dim3(kThreads), smem, s);
 #else
   if (phase_per_launch) {
-    for (int p = first; p < last; ++p) k<<<grid, kThreads, smem, s>>>(a, p, p + 1);
+    for (int p = first; p < last; ++p) k<<<grid, kThreads, smem, s>>>(a, p, p + 1, floats);
     return;
   }
   cudaLaunchAttribute attr[1] = {};
@@ -430,7 +546,7 @@ void launch_mamba2_decode(const Mamba2DecodeLaunch& a, int first, int last, int 
   config.attrs = attr;
   config.numAttrs = 1;
   // The launch's error is the caller's check_launch's (cudaGetLastError).
-  (void)cudaLaunchKernelEx(&config, k, a, first, last);
+  (void)cudaLaunchKernelEx(&config, k, a, first, last, floats);
 #endif
 }
 
