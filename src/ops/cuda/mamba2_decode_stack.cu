@@ -85,6 +85,18 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes) {
 #endif
 }
 
+// What other blocks write during the launch (h, the projections' outputs,
+// y, the partial sums, the convolution states) is read through L2 only
+// (ld.global.cg): a line this block's L1 kept from an earlier phase would
+// be stale.
+__device__ __forceinline__ float load_l2(const float* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldcg(p);
+#else
+  return *p;
+#endif
+}
+
 // cp.async groups: the copies issued since the last commit form one; wait
 // until at most N are in flight (then a __syncthreads shows every thread's).
 __device__ __forceinline__ void commit_copies() {
@@ -175,7 +187,7 @@ __device__ void project(const void* W, const void* staged, const float* bias, in
         if (lane == 0) {
           if (bias) v += bias[n];
           float* out = y + int64_t{b} * ldy + n;
-          *out = accumulate ? *out + v : v;
+          *out = accumulate ? load_l2(out) + v : v;
         }
       }
   }
@@ -192,7 +204,7 @@ __device__ void normalise_h(const Mamba2DecodeLaunch& a, const float* w, float* 
 #pragma unroll
     for (int b = 0; b < R; ++b)
       if (b < a.B) {
-        const float v = a.h[int64_t{b} * D + k];
+        const float v = load_l2(a.h + int64_t{b} * D + k);
         xs[b * D + k] = v;
         ss[b] += v * v;
       }
@@ -235,8 +247,8 @@ __device__ __forceinline__ float conv_step(const Mamba2DecodeLaunch& a, const Ma
                                            const float* cst, const float* in, int C, int c) {
   const int K = a.K;
   float acc = l.conv_bias ? l.conv_bias[c] : 0.f;
-  for (int k = 0; k + 1 < K; ++k) acc += l.conv_weight[c * K + k] * cst[k * C + c];
-  acc += l.conv_weight[c * K + K - 1] * in[c];
+  for (int k = 0; k + 1 < K; ++k) acc += l.conv_weight[c * K + k] * load_l2(cst + k * C + c);
+  acc += l.conv_weight[c * K + K - 1] * load_l2(in + c);
   return silu(acc);
 }
 
@@ -259,7 +271,7 @@ __device__ void scan_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer&
       sBC[i] = conv_step(a, l, cst, in, d.C, d.HP + (i < N ? g * N + i : d.GN + g * N + (i - N)));
     if (threadIdx.x < kDecodeRows) sx[threadIdx.x] = conv_step(a, l, cst, in, d.C, h * a.P + p0 + threadIdx.x);
     if (threadIdx.x == 0) {
-      const float dt = fminf(fmaxf(softplus(row[d.HP + d.C + h] + l.dt_bias[h]), a.dt_min), a.dt_max);
+      const float dt = fminf(fmaxf(softplus(load_l2(row + d.HP + d.C + h) + l.dt_bias[h]), a.dt_min), a.dt_max);
       sstep[0] = dt;
       sstep[1] = expf(dt * -expf(l.A_log[h]));
     }
@@ -288,7 +300,7 @@ __device__ void scan_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer&
       const float yv = acc + (l.D ? l.D[h] : 0.f) * xv;
       // The gated norm's input (rms_norm.h): y itself when the norm comes
       // before the gate, else y SiLU(z).
-      const float v = l.gate_norm_weight && a.norm_before_gate ? yv : yv * silu(row[c]);
+      const float v = l.gate_norm_weight && a.norm_before_gate ? yv : yv * silu(load_l2(row + c));
       a.y[int64_t{b} * d.HP + c] = v;
       ssq[pl] = v * v;
     }
@@ -315,16 +327,16 @@ __device__ void out_proj_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLa
     for (int i = threadIdx.x; i < a.B * groups; i += kThreads) {
       const float* s = a.sums + int64_t{i / groups} * slots + (i % groups) * per_group;
       float t = 0.f;
-      for (int k = 0; k < per_group; ++k) t += s[k];
+      for (int k = 0; k < per_group; ++k) t += load_l2(s + k);
       scale[i] = rsqrtf(t / static_cast<float>(a.norm_group) + a.gate_eps);
     }
   __syncthreads();
   for (int i = threadIdx.x; i < a.B * HP; i += kThreads) {
     const int b = i / HP, k = i % HP;
-    float v = a.y[i];
+    float v = load_l2(a.y + i);
     if (w) {
       v *= scale[b * groups + k / a.norm_group] * w[k];
-      if (a.norm_before_gate) v *= silu(a.zxbcdt[int64_t{b} * d.NZ + k]);
+      if (a.norm_before_gate) v *= silu(load_l2(a.zxbcdt + int64_t{b} * d.NZ + k));
     }
     xs[i] = v;
   }
@@ -337,8 +349,8 @@ __device__ void out_proj_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLa
     for (int i = blockIdx.x * kThreads + threadIdx.x; i < a.B * d.C; i += gridDim.x * kThreads) {
       const int b = i / d.C, c = i % d.C;
       float* cst = l.conv_state + int64_t{b} * W * d.C + c;
-      for (int k = 1; k < W; ++k) cst[(k - 1) * d.C] = cst[k * d.C];
-      cst[(W - 1) * d.C] = a.zxbcdt[int64_t{b} * d.NZ + HP + c];
+      for (int k = 1; k < W; ++k) cst[(k - 1) * d.C] = load_l2(cst + k * d.C);
+      cst[(W - 1) * d.C] = load_l2(a.zxbcdt + int64_t{b} * d.NZ + HP + c);
     }
 }
 
