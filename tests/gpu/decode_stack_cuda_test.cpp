@@ -7,9 +7,13 @@
 // the CPU as the whole prefill does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "ssm/io/json.h"
 #include "ssm/model/config.h"

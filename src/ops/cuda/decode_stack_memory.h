@@ -83,7 +83,7 @@ __device__ __forceinline__ void wait_copies() {
 // Every block waits here until all have arrived; what any wrote before is
 // visible to all after (the fences of cooperative groups' grid sync). The
 // counter returns to zero each time, the generation only grows.
-__device__ inline void grid_barrier(unsigned* bar) {
+__device__ __forceinline__ void grid_barrier(unsigned* bar) {
 #ifndef SSM_CUDA_EMULATOR
   __syncthreads();
   if (threadIdx.x == 0) {
