@@ -48,17 +48,38 @@ void mamba2_decode_stack_composed(Context& ctx, const Mamba2DecodeStackArgs& a) 
     Arena::Scope scope(ctx.arena());
     const int64_t H = l.dt_bias.dim(0), HP = H * l.state.dim(2), C = l.conv_weight.dim(0);
     const Tensor zxbcdt = ctx.arena().alloc(DType::kF32, {B, 1, l.in_proj.dim(0)});
-    norm_linear(ctx, {.x = a.h, .norm_weight = l.norm_weight, .eps = a.eps, .W = l.in_proj,
-                      .bias = l.in_bias, .y = zxbcdt});
+    norm_linear(ctx, {.x = a.h,
+                      .norm_weight = l.norm_weight,
+                      .eps = a.eps,
+                      .W = l.in_proj,
+                      .bias = l.in_bias,
+                      .y = zxbcdt});
     const Tensor z = zxbcdt.cols(0, HP), y = ctx.arena().alloc(DType::kF32, {B, 1, HP});
-    ssd_step(ctx, {.groups = a.groups, .z = z, .xbc = zxbcdt.cols(HP, HP + C),
-                   .dt_raw = zxbcdt.cols(HP + C, HP + C + H), .conv_weight = l.conv_weight,
-                   .conv_bias = l.conv_bias, .conv_state = l.conv_state, .dt_bias = l.dt_bias,
-                   .A_log = l.A_log, .dt_min = a.dt_min, .dt_max = a.dt_max, .D = l.D,
-                   .state = l.state, .out = y, .gated = false});
-    norm_linear(ctx, {.x = y, .gate = z, .norm_weight = l.gate_norm_weight, .group = a.norm_group,
-                      .eps = a.gate_eps, .norm_before_gate = a.norm_before_gate, .W = l.out_proj,
-                      .bias = l.out_bias, .y = a.h, .accumulate = true});
+    ssd_step(ctx, {.groups = a.groups,
+                   .z = z,
+                   .xbc = zxbcdt.cols(HP, HP + C),
+                   .dt_raw = zxbcdt.cols(HP + C, HP + C + H),
+                   .conv_weight = l.conv_weight,
+                   .conv_bias = l.conv_bias,
+                   .conv_state = l.conv_state,
+                   .dt_bias = l.dt_bias,
+                   .A_log = l.A_log,
+                   .dt_min = a.dt_min,
+                   .dt_max = a.dt_max,
+                   .D = l.D,
+                   .state = l.state,
+                   .out = y,
+                   .gated = false});
+    norm_linear(ctx, {.x = y,
+                      .gate = z,
+                      .norm_weight = l.gate_norm_weight,
+                      .group = a.norm_group,
+                      .eps = a.gate_eps,
+                      .norm_before_gate = a.norm_before_gate,
+                      .W = l.out_proj,
+                      .bias = l.out_bias,
+                      .y = a.h,
+                      .accumulate = true});
   }
 }
 

@@ -134,11 +134,12 @@ TEST_P(DecodeStack, StateContinuesOnTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, DecodeStack,
-    ::testing::Values(StackModel{"mamba2_hf_tiny", 2, [] { return golden("mamba2_hf_tiny"); }, 1e-5},
-                      StackModel{"mamba2_ssm_tiny", 1, [] { return golden("mamba2_ssm_tiny"); }, 1e-5},
-                      StackModel{"random3_b1", 1, [] { return random_model(3, DType::kF32); }, 1e-5},
-                      StackModel{"random4_b3", 3, [] { return random_model(4, DType::kF32); }, 1e-5},
-                      StackModel{"random3_bf16_b8", 8, [] { return random_model(3, DType::kBF16); }, 1e-4}),
+    ::testing::Values(
+        StackModel{"mamba2_hf_tiny", 2, [] { return golden("mamba2_hf_tiny"); }, 1e-5},
+        StackModel{"mamba2_ssm_tiny", 1, [] { return golden("mamba2_ssm_tiny"); }, 1e-5},
+        StackModel{"random3_b1", 1, [] { return random_model(3, DType::kF32); }, 1e-5},
+        StackModel{"random4_b3", 3, [] { return random_model(4, DType::kF32); }, 1e-5},
+        StackModel{"random3_bf16_b8", 8, [] { return random_model(3, DType::kBF16); }, 1e-4}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

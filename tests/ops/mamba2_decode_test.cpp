@@ -5,13 +5,14 @@
 // groups, the norm before the gate, no gate norm, biases or none, BF16
 // weights) and a stack longer than one launch takes. On cuda it runs the
 // kernel once a phase and once for the stack.
+#include "ssm/ops/mamba2_decode.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "ops/against_ref.h"
-#include "ssm/ops/mamba2_decode.h"
 
 namespace ssm {
 namespace {
@@ -99,24 +100,28 @@ class Mamba2DecodeStackTest : public ::testing::TestWithParam<std::string> {};
 
 void check_cases(const std::string& backend, Launch launch) {
   for (const StackCase& s : kCases) {
-    SCOPED_TRACE(::testing::Message() << "layers " << s.layers << " B " << s.B << " D " << s.D << " H "
-                                      << s.H << " P " << s.P << " N " << s.N << " G " << s.G);
+    SCOPED_TRACE(::testing::Message()
+                 << "layers " << s.layers << " B " << s.B << " D " << s.D << " H " << s.H << " P "
+                 << s.P << " N " << s.N << " G " << s.G);
     std::vector<LayerInputs> in;
     for (int64_t i = 0; i < s.layers; ++i) in.emplace_back(s, 100 * static_cast<uint64_t>(i));
     const Tensor h0 = random_tensor({s.B, 1, s.D}, 7);
-    testing::expect_matches_ref(backend, [&](Context& ctx) { return run_stack(ctx, s, in, h0, launch); },
+    testing::expect_matches_ref(backend,
+                                [&](Context& ctx) { return run_stack(ctx, s, in, h0, launch); },
                                 {.tol = {1e-5, 1e-6}, .threads = {1}});
   }
 }
 
-TEST_P(Mamba2DecodeStackTest, PhasePerLaunchMatchesRef) { check_cases(GetParam(), Launch::kPhasePerLaunch); }
+TEST_P(Mamba2DecodeStackTest, PhasePerLaunchMatchesRef) {
+  check_cases(GetParam(), Launch::kPhasePerLaunch);
+}
 
 // One launch for the stack, grid barriers between the phases (the CPU
 // emulator, which runs blocks one after another, runs it on one block).
 TEST_P(Mamba2DecodeStackTest, OneLaunchMatchesRef) { check_cases(GetParam(), Launch::kOneLaunch); }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Mamba2DecodeStackTest, ::testing::ValuesIn(testing::all_backends()),
-                         testing::backend_param_name);
+INSTANTIATE_TEST_SUITE_P(Backends, Mamba2DecodeStackTest,
+                         ::testing::ValuesIn(testing::all_backends()), testing::backend_param_name);
 
 }  // namespace
 }  // namespace ssm

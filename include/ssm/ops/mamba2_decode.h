@@ -36,11 +36,11 @@ struct Mamba2StackLayer {
 };
 
 struct Mamba2DecodeStackArgs {
-  int64_t groups = 1;        // G
-  int64_t norm_group = 0;    // the gated norm's channels normalised together (0: all H*P)
+  int64_t groups = 1;      // G
+  int64_t norm_group = 0;  // the gated norm's channels normalised together (0: all H*P)
   bool norm_before_gate = false;
-  float eps = 1e-5f;         // the block's RMSNorm
-  float gate_eps = 1e-5f;    // the gated norm
+  float eps = 1e-5f;       // the block's RMSNorm
+  float gate_eps = 1e-5f;  // the gated norm
   float dt_min = 0.f, dt_max = std::numeric_limits<float>::infinity();
   std::vector<Mamba2StackLayer> layers;
   Tensor h;  // (B, 1, D) F32 dense: the residual rows, updated

@@ -39,16 +39,16 @@ struct Mamba2DecodeLaunch {
   int norm_group;  // > 0, a multiple of kDecodeRows dividing H*P
   bool norm_before_gate, bf16;
   float eps, gate_eps, dt_min, dt_max;
-  float* h;       // (B, D) dense
-  float* zxbcdt;  // (B, 2*H*P + 2*G*N + H) scratch
-  float* y;       // (B, H*P) scratch: the gated step output before its norm
-  float* sums;    // (B, H*P / kDecodeRows) scratch: y's partial sums of squares
+  float* h;           // (B, D) dense
+  float* zxbcdt;      // (B, 2*H*P + 2*G*N + H) scratch
+  float* y;           // (B, H*P) scratch: the gated step output before its norm
+  float* sums;        // (B, H*P / kDecodeRows) scratch: y's partial sums of squares
   unsigned* barrier;  // two counters, zero before the first launch (the grid barrier's)
   // Each block's slices of in_proj and out_proj copied into its shared
   // memory (cp.async) before they are needed, set by plan_mamba2_decode
   // when they fit (false: the phases read them from global memory).
   bool stage_weights;
-  int n_layers;       // <= kDecodeMaxLayers
+  int n_layers;  // <= kDecodeMaxLayers
   Mamba2DecodeLayer layers[kDecodeMaxLayers];
 };
 

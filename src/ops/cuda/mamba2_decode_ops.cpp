@@ -20,7 +20,9 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 bool mamba2_decode_stack(Context& ctx, const ops::Mamba2DecodeStackArgs& a) {
   CudaResources& r = resources(ctx);
   using Launch = ops::Mamba2DecodeStackArgs::Launch;
-  const int mode = a.launch == Launch::kBackend ? r.persistent_decode : a.launch == Launch::kOneLaunch ? 1 : 2;
+  const int mode = a.launch == Launch::kBackend     ? r.persistent_decode
+                   : a.launch == Launch::kOneLaunch ? 1
+                                                    : 2;
   if (mode == 0) return false;
   const ops::Mamba2StackLayer& first = a.layers.front();
   const DType wt = first.in_proj.dtype();

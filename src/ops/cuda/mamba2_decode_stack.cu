@@ -42,7 +42,6 @@ __device__ __forceinline__ float softplus(float x) {
   return x > 20.f ? x : (x < -20.f ? expf(x) : log1pf(expf(x)));
 }
 
-
 // The block's columns of a projection with `cols` outputs.
 struct ColumnSlice {
   int begin, end;
@@ -73,7 +72,9 @@ __device__ void project(const void* W, const void* staged, const float* bias, in
 #pragma unroll 4
     for (int k = lane * V; k < K; k += 32 * V) {
       float w[V];
-      widen_piece<BF16>(staged ? *reinterpret_cast<const uint4*>(row + k * (BF16 ? 2 : 4)) : load_piece<BF16>(row, k), w);
+      widen_piece<BF16>(staged ? *reinterpret_cast<const uint4*>(row + k * (BF16 ? 2 : 4))
+                               : load_piece<BF16>(row, k),
+                        w);
 #pragma unroll
       for (int b = 0; b < R; ++b)
         if (b < B) {
@@ -132,7 +133,10 @@ __device__ void normalise_h(const Mamba2DecodeLaunch& a, const float* w, float* 
 struct Dims {
   int HP, GN, C, NZ;  // H*P, G*N, conv channels, in_proj's outputs
   __device__ explicit Dims(const Mamba2DecodeLaunch& a)
-      : HP(a.H * a.P), GN(a.G * a.N), C(a.H * a.P + 2 * a.G * a.N), NZ(2 * a.H * a.P + 2 * a.G * a.N + a.H) {}
+      : HP(a.H * a.P),
+        GN(a.G * a.N),
+        C(a.H * a.P + 2 * a.G * a.N),
+        NZ(2 * a.H * a.P + 2 * a.G * a.N + a.H) {}
 };
 
 template <bool BF16>
@@ -159,9 +163,9 @@ template <int PER>
 __device__ void scan_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer& l, float* smem) {
   const Dims d(a);
   const int N = a.N, rb_per_head = a.P / kDecodeRows, items = a.B * a.H * rb_per_head;
-  float* sBC = smem;              // 2N: the group's B, then C
-  float* sx = sBC + 2 * N;        // kDecodeRows
-  float* ssq = sx + kDecodeRows;  // kDecodeRows
+  float* sBC = smem;                 // 2N: the group's B, then C
+  float* sx = sBC + 2 * N;           // kDecodeRows
+  float* ssq = sx + kDecodeRows;     // kDecodeRows
   float* sstep = ssq + kDecodeRows;  // dt, exp(dt A)
   const int pl = threadIdx.x / kSlices, j = threadIdx.x % kSlices;
   for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x)) {
@@ -172,9 +176,11 @@ __device__ void scan_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLayer&
     const float* cst = l.conv_state + int64_t{b} * (a.K - 1) * d.C;
     for (int i = threadIdx.x; i < 2 * N; i += kThreads)
       sBC[i] = conv_step(a, l, cst, in, d.C, d.HP + (i < N ? g * N + i : d.GN + g * N + (i - N)));
-    if (threadIdx.x < kDecodeRows) sx[threadIdx.x] = conv_step(a, l, cst, in, d.C, h * a.P + p0 + threadIdx.x);
+    if (threadIdx.x < kDecodeRows)
+      sx[threadIdx.x] = conv_step(a, l, cst, in, d.C, h * a.P + p0 + threadIdx.x);
     if (threadIdx.x == 0) {
-      const float dt = fminf(fmaxf(softplus(load_l2(row + d.HP + d.C + h) + l.dt_bias[h]), a.dt_min), a.dt_max);
+      const float dt =
+          fminf(fmaxf(softplus(load_l2(row + d.HP + d.C + h) + l.dt_bias[h]), a.dt_min), a.dt_max);
       sstep[0] = dt;
       sstep[1] = expf(dt * -expf(l.A_log[h]));
     }
@@ -223,8 +229,8 @@ __device__ void out_proj_phase(const Mamba2DecodeLaunch& a, const Mamba2DecodeLa
   const Dims d(a);
   const int HP = d.HP, groups = HP / a.norm_group, slots = HP / kDecodeRows;
   const int per_group = a.norm_group / kDecodeRows;
-  float* xs = smem;                      // B x HP
-  float* scale = xs + a.B * HP;          // B x groups
+  float* xs = smem;              // B x HP
+  float* scale = xs + a.B * HP;  // B x groups
   const float* w = l.gate_norm_weight;
   if (w)
     for (int i = threadIdx.x; i < a.B * groups; i += kThreads) {
@@ -276,8 +282,9 @@ __device__ void prefetch_after(const Mamba2DecodeLaunch& a, int phase, int last)
                 int64_t{s.end - s.begin} * d.HP * elem);
   } else if (kind == 2 && phase + 1 < last && !a.stage_weights) {
     const ColumnSlice s = column_slice(d.NZ);
-    prefetch_l2(static_cast<const char*>(a.layers[layer + 1].in_proj) + int64_t{s.begin} * a.D * elem,
-                int64_t{s.end - s.begin} * a.D * elem);
+    prefetch_l2(
+        static_cast<const char*>(a.layers[layer + 1].in_proj) + int64_t{s.begin} * a.D * elem,
+        int64_t{s.end - s.begin} * a.D * elem);
   }
 }
 
@@ -299,8 +306,8 @@ __device__ void stage_slice(char* dst, const void* W, int cols, int64_t row_byte
 }
 
 template <bool BF16, int PER>
-__global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Mamba2DecodeLaunch a, int first, int last,
-                                                                   int64_t smem_floats) {
+__global__ void __launch_bounds__(kThreads, 1)
+    decode_stack_kernel(const Mamba2DecodeLaunch a, int first, int last, int64_t smem_floats) {
   extern __shared__ float4 decode_smem[];
   float* smem = reinterpret_cast<float*>(decode_smem);
   const Dims d(a);
@@ -338,7 +345,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Mamba2D
           }
         }
         break;
-      case 1: scan_phase<PER>(a, l, smem); break;
+      case 1:
+        scan_phase<PER>(a, l, smem);
+        break;
       default:
         if (a.stage_weights) {
           if (phase - 2 < first) {  // in_proj was another launch's: nothing issued yet
@@ -373,7 +382,8 @@ int64_t smem_floats(const Mamba2DecodeLaunch& a) {
 }
 // The staged slices' bytes on `grid` blocks.
 int64_t staged_bytes(const Mamba2DecodeLaunch& a, int grid) {
-  const int64_t HP = int64_t{a.H} * a.P, NZ = 2 * HP + 2 * int64_t{a.G} * a.N + a.H, elem = a.bf16 ? 2 : 4;
+  const int64_t HP = int64_t{a.H} * a.P, NZ = 2 * HP + 2 * int64_t{a.G} * a.N + a.H,
+                elem = a.bf16 ? 2 : 4;
   return (NZ + grid - 1) / grid * a.D * elem + (a.D + grid - 1) / grid * HP * elem;
 }
 size_t smem_bytes(const Mamba2DecodeLaunch& a, int grid) {
@@ -414,23 +424,28 @@ int plan_mamba2_decode(Mamba2DecodeLaunch& a) {
   // Once a kernel, for the most a launch may ask (the first step is never
   // a recorded one, so this runs before any graph capture).
   static const bool opted_in[4] = {
-      cudaFuncSetAttribute(decode_stack_kernel<true, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess,
-      cudaFuncSetAttribute(decode_stack_kernel<true, 16>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess,
-      cudaFuncSetAttribute(decode_stack_kernel<false, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess,
-      cudaFuncSetAttribute(decode_stack_kernel<false, 16>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess};
+      cudaFuncSetAttribute(decode_stack_kernel<true, 8>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess,
+      cudaFuncSetAttribute(decode_stack_kernel<true, 16>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess,
+      cudaFuncSetAttribute(decode_stack_kernel<false, 8>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess,
+      cudaFuncSetAttribute(decode_stack_kernel<false, 16>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem) == cudaSuccess};
   const bool opted = opted_in[(a.bf16 ? 0 : 2) + (a.N <= 8 * kSlices ? 0 : 1)];
   a.stage_weights = opted && smem_floats(a) * 4 + staged_bytes(a, sms) <= kMaxSmem;
   const size_t smem = smem_bytes(a, sms);
   if (smem > 48 * 1024 && !opted) return 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_for(a), kThreads, smem) != cudaSuccess ||
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_for(a), kThreads, smem) !=
+          cudaSuccess ||
       per_sm < 1)
     return 0;
   return sms;  // one a multiprocessor: every block resident at once, as the barrier needs
 #endif
 }
 
-void launch_mamba2_decode(const Mamba2DecodeLaunch& a, int first, int last, int grid, bool phase_per_launch,
-                          cudaStream_t s) {
+void launch_mamba2_decode(const Mamba2DecodeLaunch& a, int first, int last, int grid,
+                          bool phase_per_launch, cudaStream_t s) {
   const Kernel k = kernel_for(a);
   const size_t smem = smem_bytes(a, grid);
   const int64_t floats = smem_floats(a);
@@ -447,7 +462,7 @@ void launch_mamba2_decode(const Mamba2DecodeLaunch& a, int first, int last, int 
     emu::launch([&] { k(a, p, p + 1, floats); }, dim3(grid), dim3(kThreads), smem, s);
 #else
   if (phase_per_launch) {
-    for (int p = first; p < last; ++p) k<<<grid, kThreads, smem, s>>>(a, p, p + 1, floats);
+    for (int p = first; p < last; ++p) k<<<grid, kThreads, smem, s> > >(a, p, p + 1, floats);
     return;
   }
   cudaLaunchAttribute attr[1] = {};
