@@ -462,7 +462,7 @@ void launch_mamba2_decode(const Mamba2DecodeLaunch& a, int first, int last, int 
     emu::launch([&] { k(a, p, p + 1, floats); }, dim3(grid), dim3(kThreads), smem, s);
 #else
   if (phase_per_launch) {
-    for (int p = first; p < last; ++p) k<<<grid, kThreads, smem, s> > >(a, p, p + 1, floats);
+    for (int p = first; p < last; ++p) k<<<grid, kThreads, smem, s>>>(a, p, p + 1, floats);
     return;
   }
   cudaLaunchAttribute attr[1] = {};
