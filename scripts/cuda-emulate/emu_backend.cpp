@@ -1,6 +1,6 @@
 // The "cuda" backend of the CPU emulator (run.sh): host memory, ref's op
 // table with the entries of mamba3_attention_backward_ops.cpp,
-// hybrid_backward_ops.cpp, ssd_step_ops.cpp, norm_linear_ops.cpp (with the
+// hybrid_backward_ops.cpp, ssd_step_ops.cpp, mamba2_decode_ops.cpp, norm_linear_ops.cpp (with the
 // few-row projection kernel), mixer_ops.cpp (the norms, conv1d, the SSD
 // scan's chunked and step kernels), ssd_scan_backward_ops.cpp, norm_conv_backward_ops.cpp
 // (the norms' and conv1d's backward), mamba3_ops.cpp (prepare, the chunked
@@ -60,6 +60,8 @@ CudaResources& resources(Context& ctx) {
   auto& r = *reinterpret_cast<CudaResources*>(buf);
   r.step_counters = counters.data();
   r.fused_decode = true;  // as the constructor's default
+  r.persistent_decode = 2;  // the decode stack's kernel, a launch a phase (tests ask for the other)
+  r.grid_barrier = nullptr;
   const auto* own = dynamic_cast<const EmuResources*>(ctx.resources());
   r.bf16_compute = own && own->bf16_compute;
   return r;
@@ -139,6 +141,7 @@ class EmuBackend : public Backend {
     cuda::add_mamba3_attention_backward_kernels(table_);
     cuda::add_hybrid_backward_kernels(table_);
     cuda::add_ssd_step_kernels(table_);
+    cuda::add_mamba2_decode_kernels(table_);
     cuda::add_ssd_scan_backward_kernels(table_);
     cuda::add_norm_linear_kernels(table_);
     cuda::add_dropout_kernels(table_);

@@ -2,8 +2,9 @@
 # Runs cuda kernels on the CPU, without a GPU: the .cu files of
 # mamba3_prepare, of the Mamba-3, attention and HF hybrid (selective scan,
 # MoE, relu^2, GELU product) backward ops, of dropout and of the fused Mamba-2 decode
-# step (ssd_step: conv_ssd.cu, norms.cu), AdamW per slice and fused
-# (loss_optimizer.cu, optimizer_ops.cpp), of the few-row projection with
+# step (ssd_step: conv_ssd.cu, norms.cu) and of the decode stack
+# (mamba2_decode_stack.cu: a launch a phase, or all phases on one block), AdamW
+# per slice and fused (loss_optimizer.cu, optimizer_ops.cpp), of the few-row projection with
 # its norm (norm_linear: linear_skinny.cu), of conv1d, the norms and the chunked
 # SSD and Mamba-3 scans (chunk_scan.cu, with emu_tf32_mma.h for its
 # tensor-core products; mamba3_scan.cu) and the SSD scan's backward
@@ -12,7 +13,7 @@
 # (norms_backward.cu, mixer_backward.cu) and the head loss's softmax (loss_optimizer.cu)
 # rewritten for emu.h, their host side
 # (mamba3_attention_backward_ops.cpp, hybrid_backward_ops.cpp,
-# ssd_step_ops.cpp, norm_linear_ops.cpp, mixer_ops.cpp, mamba3_ops.cpp, ssd_scan_backward_ops.cpp, dropout_ops.cpp,
+# ssd_step_ops.cpp, norm_linear_ops.cpp, mamba2_decode_ops.cpp, mixer_ops.cpp, mamba3_ops.cpp, ssd_scan_backward_ops.cpp, dropout_ops.cpp,
 # norm_conv_backward_ops.cpp, train_ops.cpp's head loss (its products on the host), with the
 # forward MoE kernels of hybrid_kernels.cu they reuse) and the op tests of tests/ops built
 # with SSM_GPU_TESTS=1 against a "cuda" backend on the host (emu_backend.cpp):
@@ -38,7 +39,7 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${1:-/tmp/ssm-cuda-emulate}
-FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/NormLinearTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*:Backends/DropoutTest.*:Backends/HeadCrossEntropy.*:Backends/AdamW.*-*BenchVocabulary*'}
+FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/NormLinearTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*:Backends/DropoutTest.*:Backends/HeadCrossEntropy.*:Backends/AdamW.*:Backends/Mamba2DecodeStackTest.*-*BenchVocabulary*'}
 HERE=$SRC/scripts/cuda-emulate
 B=$SRC/build
 mkdir -p "$WORK"
@@ -47,7 +48,7 @@ CXX=${CXX:-g++}
 FLAGS="-std=c++20 -O2 -g -pthread -I$SRC/src -I$SRC/include -I$SRC/tests -I$HERE -isystem /usr/local/cuda/include -DSSM_GPU_TESTS=1 -DSSM_GOLDEN_DIR=\"$SRC/tests/golden\""
 kernels="mamba3_prepare mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention_backward hybrid_backward hybrid_kernels
   conv_ssd norms chunk_scan mamba3_scan ssd_scan_backward ssd_scan_backward_tiles mamba3_scan_backward_tiles
-  linear_skinny dropout norms_backward mixer_backward loss_optimizer"
+  linear_skinny dropout norms_backward mixer_backward loss_optimizer mamba2_decode_stack"
 # An object is rebuilt when it is older than its source or the emulator's
 # headers (the engine's headers are not followed: a fresh WORK_DIR rebuilds
 # everything).
@@ -73,7 +74,7 @@ for f in "$HERE/emu_backend.cpp" "$SRC/src/ops/cuda/mamba3_attention_backward_op
   "$SRC/src/ops/cuda/mixer_ops.cpp" "$SRC/src/ops/cuda/mamba3_ops.cpp" \
   "$SRC/src/ops/cuda/ssd_scan_backward_ops.cpp" "$SRC/src/ops/cuda/dropout_ops.cpp" \
   "$SRC/src/ops/cuda/norm_conv_backward_ops.cpp" "$SRC/src/ops/cuda/train_ops.cpp" \
-  "$SRC/src/ops/cuda/optimizer_ops.cpp"; do
+  "$SRC/src/ops/cuda/optimizer_ops.cpp" "$SRC/src/ops/cuda/mamba2_decode_ops.cpp"; do
   o=$(basename "$f" .cpp).o
   if stale "$o" "$f"; then $CXX $FLAGS -c "$f" -o "$o"; fi
   objs="$objs $o"
@@ -93,7 +94,7 @@ tests=""
 for t in mamba3_scan_backward_test mamba3_output_test mamba3_prepare_test attention_backward_test \
   selective_scan_backward_test moe_backward_test activation_backward_test ssd_step_test conv1d_test \
   rms_norm_test ssd_scan_test mamba3_scan_test ssd_scan_backward_test norm_linear_test dropout_test \
-  cross_entropy_test adamw_test; do
+  cross_entropy_test adamw_test mamba2_decode_test; do
   if stale "$t.o" "$SRC/tests/ops/$t.cpp"; then $CXX $FLAGS -c "$SRC/tests/ops/$t.cpp" -o "$t.o"; fi
   tests="$tests $t.o"
 done

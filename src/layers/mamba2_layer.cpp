@@ -59,6 +59,18 @@ void Mamba2Layer::forward_add_normed(const Tensor& h, const Tensor& norm_weight,
   run_step(h, h, true, *state, ctx, &norm);
 }
 
+bool Mamba2Layer::decode_stack_layer(const Tensor& norm_weight, LayerState* state,
+                                     ops::Mamba2StackLayer& out) const {
+  auto* st = dynamic_cast<Mamba2State*>(state);
+  if (!st || cfg_.has_multipliers()) return false;
+  auto v = [](const Param* p) { return p ? p->value : Tensor(); };
+  out = {.norm_weight = norm_weight, .in_proj = v(in_proj_), .in_bias = v(in_bias_),
+         .conv_weight = v(conv_), .conv_bias = v(conv_bias_), .dt_bias = v(dt_bias_),
+         .A_log = v(A_log_), .D = v(D_), .gate_norm_weight = v(norm_), .out_proj = v(out_proj_),
+         .out_bias = v(out_bias_), .conv_state = st->conv, .state = st->ssm};
+  return true;
+}
+
 bool Mamba2Layer::fused_step(const Tensor& x, LayerState* state, Context& ctx) const {
   return state && x.dim(1) == 1 && ops::has_ssd_step(ctx);
 }

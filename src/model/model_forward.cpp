@@ -1,11 +1,13 @@
 // The model's forward passes: prefill over whole sequences, one decode
 // step, and the block loop both are made of (training runs it too).
 #include "ssm/layers/attention_layer.h"
+#include "ssm/layers/mamba2_layer.h"
 #include "ssm/model/language_model.h"
 #include "ssm/ops/dropout.h"
 #include "ssm/ops/elementwise.h"
 #include "ssm/ops/embedding.h"
 #include "ssm/ops/linear.h"
+#include "ssm/ops/mamba2_decode.h"
 #include "ssm/ops/rms_norm.h"
 
 namespace ssm {
@@ -229,10 +231,39 @@ void LanguageModel::step_body(const Tensor& ids, ModelState& state, Context& ctx
   const int64_t B = state.batch, D = config_.d_model, V = config_.vocab_size;
   const Tensor h = ctx.arena().alloc(DType::kF32, {B, 1, D});
   embed(ids, h, ctx);
-  run_blocks(h, &state, ctx);
+  if (!step_blocks_as_stack(h, state, ctx)) run_blocks(h, &state, ctx);
   ops::rms_norm(ctx, {.x = h, .w = norm_f_.value, .eps = config_.norm_eps, .out = h});
   ops::linear(ctx, {.x = h.reshape({B, D}), .W = head().value.rows(0, V), .y = step_logits_});
   if (config_.logits_scaling != 1.f) ops::scale(ctx, step_logits_, 1.f / config_.logits_scaling);
+}
+
+}  // namespace ssm
+
+namespace ssm {
+
+bool LanguageModel::step_blocks_as_stack(const Tensor& h, ModelState& state, Context& ctx) {
+  if (!ops::has_mamba2_decode_stack(ctx) || config_.residual_multiplier != 1.f ||
+      !config_.shared_block_layers.empty() || blocks_.empty() || state.layers.size() != blocks_.size())
+    return false;
+  ops::Mamba2DecodeStackArgs args{.eps = config_.norm_eps, .h = h};
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& b = *blocks_[i];
+    const auto* m = dynamic_cast<const Mamba2Layer*>(b.mixer.get());
+    ops::Mamba2StackLayer layer;
+    if (!m || b.parallel || b.shared || b.mlp ||
+        !m->decode_stack_layer(b.norm.value, state.layers[i].get(), layer))
+      return false;
+    const Mamba2Config& c = m->config();
+    args.groups = c.ngroups;
+    args.norm_group = c.d_inner() / c.ngroups;
+    args.norm_before_gate = c.norm_before_gate;
+    args.gate_eps = c.norm_eps;
+    args.dt_min = static_cast<float>(c.dt_limit_lo);
+    args.dt_max = static_cast<float>(c.dt_limit_hi);
+    args.layers.push_back(std::move(layer));
+  }
+  ops::mamba2_decode_stack(ctx, args);
+  return true;
 }
 
 }  // namespace ssm

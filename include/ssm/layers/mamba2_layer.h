@@ -3,6 +3,7 @@
 
 #include "ssm/layers/mixer_config.h"
 #include "ssm/layers/sequence_layer.h"
+#include "ssm/ops/mamba2_decode.h"
 
 namespace ssm {
 
@@ -32,6 +33,10 @@ class Mamba2Layer : public SequenceLayer {
   bool can_train() const override { return true; }
   std::vector<TrainableSlice> trainable_parameters() override;
   const Mamba2Config& config() const { return cfg_; }
+  // This layer's decode step under the block's RMSNorm (norm_weight) as a
+  // layer of ops::mamba2_decode_stack, with its state; false where the step
+  // is not that op's (multipliers, no state of this layer's).
+  bool decode_stack_layer(const Tensor& norm_weight, LayerState* state, ops::Mamba2StackLayer& out) const;
 
  private:
   // forward, with y += the output instead of y = when add_to_y.

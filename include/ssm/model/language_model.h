@@ -166,6 +166,10 @@ class LanguageModel {
  private:
   // The decode step's ops: embedding of ids (B) to the logits buffer.
   void step_body(const Tensor& ids, ModelState& state, Context& ctx);
+  // The decode step's blocks as one ops::mamba2_decode_stack, where the
+  // backend has that op and every block is a plain Mamba-2 layer; false
+  // (nothing done) otherwise.
+  bool step_blocks_as_stack(const Tensor& h, ModelState& state, Context& ctx);
   ModelConfig config_;
   std::vector<std::unique_ptr<SharedAttentionBlock>> shared_blocks_;  // Zamba2
   Param embedding_;

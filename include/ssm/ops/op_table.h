@@ -13,6 +13,7 @@
 #include "ssm/ops/dropout.h"
 #include "ssm/ops/embedding.h"
 #include "ssm/ops/linear.h"
+#include "ssm/ops/mamba2_decode.h"
 #include "ssm/ops/mamba3.h"
 #include "ssm/ops/moe.h"
 #include "ssm/ops/rms_norm.h"
@@ -40,6 +41,9 @@ struct OpTable {
   Kernel<ops::SsdScanArgs> ssd_scan = nullptr;
   Kernel<ops::SsdScanBackwardArgs> ssd_scan_backward = nullptr;
   Kernel<ops::SsdStepArgs> ssd_step = nullptr;
+  // Optional: false (or null) where the backend does not take the stack's
+  // shapes; ops::mamba2_decode_stack then runs its layers' ops.
+  bool (*mamba2_decode_stack)(Context& ctx, const ops::Mamba2DecodeStackArgs& args) = nullptr;
   Kernel<ops::SelectiveScanArgs> selective_scan = nullptr;
   Kernel<ops::SelectiveScanBackwardArgs> selective_scan_backward = nullptr;
   Kernel<ops::MoeRouteArgs> moe_route = nullptr;

@@ -22,6 +22,7 @@ class CudaBackend : public Backend {
     cuda::add_elementwise_kernels(table_);
     cuda::add_mixer_kernels(table_);
     cuda::add_ssd_step_kernels(table_);
+    cuda::add_mamba2_decode_kernels(table_);
     cuda::add_mamba3_kernels(table_);
     cuda::add_hybrid_kernels(table_);
     cuda::add_train_kernels(table_);

@@ -12,6 +12,8 @@ void add_norm_linear_kernels(OpTable& t);  // norm_linear_ops.cpp: a decode step
 void add_elementwise_kernels(OpTable& t);  // elementwise.cpp
 void add_mixer_kernels(OpTable& t);        // mixer_ops.cpp: norms, embedding, conv1d, ssd
 void add_ssd_step_kernels(OpTable& t);     // ssd_step_ops.cpp: the fused Mamba-2 decode step
+// mamba2_decode_ops.cpp: a decode step through a stack of Mamba-2 layers
+void add_mamba2_decode_kernels(OpTable& t);
 void add_mamba3_kernels(OpTable& t);       // mamba3_ops.cpp: prepare, scan, output (forward)
 void add_hybrid_kernels(OpTable& t);       // hybrid_ops.cpp: relu^2, selective scan, MoE, attention
 void add_train_kernels(OpTable& t);        // train_ops.cpp: backward ops, head loss, AdamW

@@ -58,6 +58,10 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   overlap_launches = !(overlap && std::string_view(overlap) == "0");
   const char* fused = std::getenv("SSM_CUDA_FUSED_DECODE");
   fused_decode = fused && std::string_view(fused) == "1";
+  if (const char* persistent = std::getenv("SSM_CUDA_PERSISTENT_DECODE")) {
+    const std::string_view v(persistent);
+    persistent_decode = v == "1" ? 1 : v == "2" ? 2 : 0;
+  }
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, stream), "cublasSetStream");
@@ -68,11 +72,12 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   constexpr size_t kWorkspace = size_t{32} << 20;
   check(cudaMalloc(&blas_workspace_, kWorkspace), "cudaMalloc (cuBLAS workspace)");
   check(cublasSetWorkspace(blas, blas_workspace_, kWorkspace), "cublasSetWorkspace");
-  const size_t counter_bytes = sizeof(unsigned) * kStepCounters;
+  const size_t counter_bytes = sizeof(unsigned) * (kStepCounters + 2);
   void* counters = nullptr;
   check(cudaMalloc(&counters, counter_bytes), "cudaMalloc (step counters)");
   step_counters = static_cast<unsigned*>(counters);
   check(cudaMemset(step_counters, 0, counter_bytes), "cudaMemset (step counters)");
+  grid_barrier = step_counters + kStepCounters;
 }
 
 bool CudaResources::copy_from_host_queued(void* dst, const void* src, size_t bytes) {

@@ -80,6 +80,13 @@ class CudaResources : public BackendResources {
   // SSM_CUDA_FUSED_DECODE=1: on an H100 both of its versions made the step
   // slower (docs/CUDA.md: Mamba-2 1,220 against 1,832 tokens/s at batch 1).
   bool fused_decode = false;
+  // mamba2_decode_stack's kernel (mamba2_decode_stack.cu) for a decode step
+  // through Mamba-2 layers: 0 off (the layers' own kernels), 1 one
+  // cooperative launch a step, 2 a launch per phase (a check of the first):
+  // SSM_CUDA_PERSISTENT_DECODE=1 or 2. Off by default until measured.
+  int persistent_decode = 0;
+  // Its grid barrier's two counters (zero when made), after the step counters.
+  unsigned* grid_barrier = nullptr;
 
  private:
   void* blas_workspace_ = nullptr;  // fixed, so that recorded GEMMs allocate nothing
