@@ -33,6 +33,9 @@ struct StackModel {
   int64_t batch;
   std::function<LanguageModel()> make;  // on the host
   double tolerance;                     // against the layers' own kernels
+  // The state continued on the CPU against the GPU's prefill: BF16 weights
+  // differ there by the CPU's BF16 products, which round the activations too.
+  double cross_device = 1e-4;
 };
 
 LanguageModel golden(const char* name) { return LanguageModel::load(testing::golden_dir(name)); }
@@ -129,7 +132,7 @@ TEST_P(DecodeStack, StateContinuesOnTheCpu) {
     }
   on_cpu.position = state.position;
   const Tensor rest = cpu_model.forward(ids.slice(1, split, L).clone(), &on_cpu, cpu);
-  EXPECT_LE(max_rel_error(rest, whole.slice(1, split, L).clone()), 1e-4);
+  EXPECT_LE(max_rel_error(rest, whole.slice(1, split, L).clone()), m.cross_device);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -139,7 +142,7 @@ INSTANTIATE_TEST_SUITE_P(
         StackModel{"mamba2_ssm_tiny", 1, [] { return golden("mamba2_ssm_tiny"); }, 1e-5},
         StackModel{"random3_b1", 1, [] { return random_model(3, DType::kF32); }, 1e-5},
         StackModel{"random4_b3", 3, [] { return random_model(4, DType::kF32); }, 1e-5},
-        StackModel{"random3_bf16_b8", 8, [] { return random_model(3, DType::kBF16); }, 1e-4}),
+        StackModel{"random3_bf16_b8", 8, [] { return random_model(3, DType::kBF16); }, 1e-4, 2e-2}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
