@@ -105,11 +105,11 @@ void Mamba2Layer::run_step(const Tensor& x, const Tensor& y, bool add_to_y, Laye
                       .dt_bias = value(dt_bias_), .A_log = value(A_log_),
                       .dt_min = static_cast<float>(c.dt_limit_lo),
                       .dt_max = static_cast<float>(c.dt_limit_hi), .D = value(D_),
-                      .norm_weight = value(norm_), .norm_group = s.d_inner / c.ngroups,
-                      .eps = c.norm_eps, .norm_before_gate = c.norm_before_gate,
-                      .state = st.ssm, .out = ys_step, .gated = true});
-  ops::linear(ctx, {.x = ys_step, .W = value(out_proj_), .bias = value(out_bias_), .y = y,
-                    .accumulate = add_to_y});
+                      .state = st.ssm, .out = ys_step, .gated = false});
+  ops::norm_linear(ctx, {.x = ys_step, .gate = s.z(zxbcdt), .norm_weight = value(norm_),
+                         .group = s.d_inner / c.ngroups, .eps = c.norm_eps,
+                         .norm_before_gate = c.norm_before_gate, .W = value(out_proj_),
+                         .bias = value(out_bias_), .y = y, .accumulate = add_to_y});
 }
 
 void Mamba2Layer::run(const Tensor& x, const Tensor& y, bool add_to_y, LayerState* state, Context& ctx,

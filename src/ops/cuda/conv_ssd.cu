@@ -203,55 +203,15 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
   }
 }
 
-// The gated norm of sequence b's step output, in place, by the block that
-// counted itself in last (every block's y is out; read through L2, where
-// the other blocks wrote it): per norm group the sum of squares over the
-// block in a fixed order (each thread's channels in order, warps' sums by
-// shuffles, the warps' partial sums in order), then the scaling, as
-// gated_rms_norm defines it.
-__device__ void gated_norm_of_sequence(const SsdStepLaunch& a, int64_t b) {
-  constexpr int kTree = 512;  // a block's threads at most (launch_ssd_step)
-  __shared__ float part[kTree];
-  const int t = static_cast<int>(threadIdx.x), bd = static_cast<int>(blockDim.x);
-  const int HP = static_cast<int>(a.H * a.P), n = static_cast<int>(a.norm_group);
-  float* o = a.out.p + b * a.out.stride;
-  const float* z = a.z.p + b * a.z.stride;
-  for (int g0 = 0; g0 < HP; g0 += n) {
-    if (!a.norm_weight) {
-      for (int i = g0 + t; i < g0 + n; i += bd) o[i] = __ldcg(o + i) * silu(z[i]);
-      continue;
-    }
-    float ss = 0.f;
-    for (int i = g0 + t; i < g0 + n; i += bd) {
-      const float y = __ldcg(o + i), v = a.norm_before_gate ? y : y * silu(z[i]);
-      ss += v * v;
-    }
-    // A fixed tree over the threads' sums (blocks need not be whole warps).
-    for (int i = t; i < kTree; i += bd) part[i] = i == t ? ss : 0.f;
-    __syncthreads();
-    for (int stride = kTree / 2; stride > 0; stride /= 2) {
-      for (int i = t; i < stride; i += bd) part[i] += part[i + stride];
-      __syncthreads();
-    }
-    const float r = rsqrtf(part[0] / static_cast<float>(n) + a.eps);
-    for (int i = g0 + t; i < g0 + n; i += bd) {
-      const float gate = silu(z[i]), y = __ldcg(o + i), v = a.norm_before_gate ? y : y * gate;
-      o[i] = v * r * a.norm_weight[i] * (a.norm_before_gate ? gate : 1.f);
-    }
-    __syncthreads();  // part[0] is read before the next group writes it
-  }
-}
-
-// ssd_step in one launch: block per (b, h, block of kRowsPerBlock state
-// rows), threads as in ssd_scan_kernel. Each block convolves what it reads:
-// its own x channels (and shifts their convolution state: no other block
-// reads them) and its group's B and C channels, whose state other blocks
-// read too. dt and exp(dt A) of the head, then one step of the recurrence;
-// y + D x goes to out. The sequence's blocks then count themselves in
-// (a.counters[b]); the last one shifts the B and C channels' convolution
-// state, normalises the sequence's row of out when gated (in place of the
-// separate norm kernel a decode layer launched before: one launch fewer a
-// layer) and puts the counter back to zero.
+// The first launch of ssd_step: block per (b, h, block of kRowsPerBlock
+// state rows), threads as in ssd_scan_kernel. Each block convolves what it
+// reads: its own x channels (and shifts their convolution state: no other
+// block reads them) and its group's B and C channels, whose state other
+// blocks read too: the sequence's blocks count themselves in once they have
+// read it (a.counters[b]), and the last one shifts it and puts the counter
+// back to zero. (The second launch shifted it before, a single block at
+// batch 1.) dt and exp(dt A) of the head, then one step of the recurrence;
+// y + D x goes to out, normalised by the second launch when gated.
 // PER <= 16 (N <= 512; ssd_step_ops.cpp sends larger states to the four
 // ops): PER = 32 took 168 registers a thread, more than a 512-thread block
 // has, and a bound that fits it costs the common sizes registers (47 at
@@ -338,7 +298,14 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
     sstep[0] = dt;
     sstep[1] = expf(dt * A);
   }
-  __syncthreads();
+  __syncthreads();  // every read of the B and C channels' convolution state is done
+  __shared__ unsigned last_of_sequence;
+  if (t == 0) {
+    __threadfence();
+    const unsigned arrived = atomicAdd(a.counters + b, 1u) + 1u;
+    last_of_sequence = arrived == static_cast<unsigned>(a.H * row_blocks);
+    __threadfence();
+  }
   const int warp_base = (t / 32) * 32;
   const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
   const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
@@ -354,33 +321,21 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   }
   for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
   if (active) {
-    if (j == 0) {
-      a.out.p[b * a.out.stride + h * P + p0 + pr] = acc + Dh * xv;
-      __threadfence();  // before the count-in: the last block reads every y
-    }
+    if (j == 0) a.out.p[b * a.out.stride + h * P + p0 + pr] = acc + Dh * xv;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
       const int n = j + S * k;
       if (n < N) state[n] = st[k];
     }
   }
-  // Counted in once its y is out and every read of the B and C channels'
-  // convolution state (before the wait) is done.
-  __syncthreads();
-  __shared__ unsigned last_of_sequence;
-  if (t == 0) {
-    const unsigned arrived = atomicAdd(a.counters + b, 1u) + 1u;
-    last_of_sequence = arrived == static_cast<unsigned>(a.H * row_blocks);
-    __threadfence();
+  __syncthreads();  // last_of_sequence, written before the step, is seen by all
+  if (last_of_sequence && W > 0) {
+    for (int64_t c = HP + threadIdx.x; c < C; c += blockDim.x) {
+      for (int64_t k = 1; k < W; ++k) cst[(k - 1) * C + c] = cst[k * C + c];
+      cst[(W - 1) * C + c] = in[c];
+    }
   }
-  __syncthreads();
-  if (!last_of_sequence) return;
-  for (int c = HP + t; c < C && W > 0; c += blockDim.x) {
-    for (int k = 1; k < W; ++k) cst[(k - 1) * C + c] = cst[k * C + c];
-    cst[(W - 1) * C + c] = in[c];
-  }
-  if (a.gated) gated_norm_of_sequence(a, b);
-  if (t == 0) a.counters[b] = 0;
+  if (last_of_sequence && threadIdx.x == 0) a.counters[b] = 0;
 }
 
 int blocks_for(int64_t n) {
@@ -454,6 +409,7 @@ void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
                                        : need <= 8 ? ssd_step_kernel<8>
                                                    : ssd_step_kernel<16>;
   launch_overlapped(a.overlap, kernel, grid, block, smem, s, a, S);
+  if (a.gated) launch_ssd_step_norm(a, s);
 }
 
 }  // namespace ssm::cuda

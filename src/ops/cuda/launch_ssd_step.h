@@ -23,7 +23,7 @@ struct SsdStepLaunch {
   bool norm_before_gate;
   float* state;  // (B, H, P, N)
   Rows out;      // B rows of H*P
-  bool gated;    // false: out = y + D x (SsdStepArgs::gated), no norm
+  bool gated;    // false: out = y + D x (SsdStepArgs::gated), no second launch
   // B counters at zero (CudaResources::step_counters), left at zero: the
   // blocks of a sequence count themselves in, the last shifts the B and C
   // channels' convolution state.
@@ -34,8 +34,9 @@ struct SsdStepLaunch {
 // take the four ops.
 inline constexpr int64_t kStepCounters = 4096;
 // The convolution, dt, the scan step and D (conv_ssd.cu: y into out, the
-// convolution state shifted) in one launch; when gated, the block of each
-// sequence that finishes last normalises its row of out in place.
+// convolution state shifted), then, when gated, the gated norm of out in
+// place (launch_ssd_step_norm, norms.cu).
 void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s);  // N <= 512
+void launch_ssd_step_norm(const SsdStepLaunch& a, cudaStream_t s);
 
 }  // namespace ssm::cuda

@@ -1,9 +1,9 @@
 // RMSNorm, the gated grouped norm and the embedding lookup: one block per
 // row (or per group of a row), sums in a fixed order so results repeat
-// exactly between runs.
+// exactly between runs. Also the second launch of ssd_step (launch.h).
 #include <cstdint>
 
-#include "ops/cuda/launch.h"
+#include "ops/cuda/launch_ssd_step.h"
 #include "ops/cuda/overlap_launch.h"
 
 namespace ssm::cuda {
@@ -170,6 +170,17 @@ __global__ void __launch_bounds__(kThreads)
                    norm_before_gate, out.p + row * out.stride + g0);
 }
 
+// ssd_step's second launch when gated, block (b, norm group q): the gated
+// norm of the step's y, in place in out.
+__global__ void __launch_bounds__(kThreads) ssd_step_norm_kernel(SsdStepLaunch a) {
+  const int64_t HP = a.H * a.P, groups = HP / a.norm_group;
+  const int64_t b = blockIdx.x / groups, q = blockIdx.x % groups;
+  const int64_t g0 = q * a.norm_group;
+  float* o = a.out.p + b * a.out.stride + g0;
+  gated_norm_group(o, a.z.p + b * a.z.stride + g0, a.norm_weight ? a.norm_weight + g0 : nullptr,
+                   a.norm_group, a.eps, a.norm_before_gate, o);
+}
+
 __global__ void __launch_bounds__(kThreads)
     embedding_kernel(const void* ids, bool ids_i64, const float* table, Rows out, float scale) {
   const int64_t id = ids_i64 ? static_cast<const int64_t*>(ids)[blockIdx.x]
@@ -250,6 +261,11 @@ void launch_embedding(const void* ids, bool ids_i64, const float* table, Rows ou
                       cudaStream_t s) {
   if (out.rows == 0) return;
   embedding_kernel<<<static_cast<unsigned>(out.rows), kThreads, 0, s>>>(ids, ids_i64, table, out, scale);
+}
+
+void launch_ssd_step_norm(const SsdStepLaunch& a, cudaStream_t s) {
+  if (a.B == 0) return;
+  ssd_step_norm_kernel<<<static_cast<unsigned>(a.B * (a.H * a.P / a.norm_group)), kThreads, 0, s>>>(a);
 }
 
 }  // namespace ssm::cuda
