@@ -164,6 +164,9 @@ inline std::array<std::array<float, 8>, 32> warp_gather(const std::array<float, 
 // CUDA's device maths that C++ lacks.
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
 // Blocks run one after another: atomics are plain updates, fences nothing.
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
   const unsigned old = *p;

@@ -142,16 +142,21 @@ __global__ void sum_squares_partial_kernel(const float* p, int64_t n, double* pa
 }
 
 // One element's update: the per-slice kernel and the fused one share it, so
-// that their results agree to the bit.
+// that their results agree to the bit. Each product and sum is rounded on
+// its own (__dmul_rn, __dadd_rn): left to itself nvcc fuses a product into
+// the next sum where it likes, and it chose differently in the two kernels
+// (their m and p differed on an H100, where the CPU emulator, without FMA,
+// had them equal).
 __device__ __forceinline__ void adamw_update(float& p, float g, float& m, float& v,
                                              const AdamWStep& s, double decay) {
   const double gi = g;
-  const float mi = static_cast<float>(s.b1 * m + (1.0 - s.b1) * gi);
-  const float vi = static_cast<float>(s.b2 * v + (1.0 - s.b2) * gi * gi);
+  const float mi = static_cast<float>(__dadd_rn(__dmul_rn(s.b1, m), __dmul_rn(1.0 - s.b1, gi)));
+  const float vi =
+      static_cast<float>(__dadd_rn(__dmul_rn(s.b2, v), __dmul_rn(__dmul_rn(1.0 - s.b2, gi), gi)));
   m = mi;
   v = vi;
   const double update = (mi / s.bc1) / (sqrt(vi / s.bc2) + s.eps);
-  p = static_cast<float>(p * decay - s.lr * update);
+  p = static_cast<float>(__dsub_rn(__dmul_rn(p, decay), __dmul_rn(s.lr, update)));
 }
 
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, AdamWStep s) {
