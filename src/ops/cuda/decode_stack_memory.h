@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "ops/cuda/streamed_load.h"
+
 namespace ssm::cuda {
 
 // A 16-byte piece of a weight row at element k: 4 F32 or 8 BF16 values.
@@ -17,16 +19,7 @@ constexpr int kVec = BF16 ? 8 : 4;
 
 template <bool BF16>
 __device__ __forceinline__ uint4 load_piece(const void* row, int64_t k) {
-  const char* p = static_cast<const char*>(row) + k * (BF16 ? 2 : 4);
-#if defined(__CUDA_ARCH__)
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(p));
-  return r;
-#else
-  return *reinterpret_cast<const uint4*>(p);
-#endif
+  return load_streamed16(static_cast<const char*>(row) + k * (BF16 ? 2 : 4));
 }
 
 template <bool BF16>

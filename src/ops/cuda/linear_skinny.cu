@@ -10,6 +10,7 @@
 
 #include "ops/cuda/launch_linear.h"
 #include "ops/cuda/overlap_launch.h"
+#include "ops/cuda/streamed_load.h"
 
 namespace ssm::cuda {
 namespace {
@@ -39,16 +40,7 @@ constexpr int kVec = T == WeightType::kF32 ? 4 : 8;
 // in L1 (the activations keep it).
 template <WeightType T>
 __device__ uint4 load_piece(const void* row, int64_t k) {
-  const char* p = static_cast<const char*>(row) + k * (T == WeightType::kF32 ? 4 : 2);
-#if defined(__CUDA_ARCH__)
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(p));
-  return r;
-#else
-  return *reinterpret_cast<const uint4*>(p);
-#endif
+  return load_streamed16(static_cast<const char*>(row) + k * (T == WeightType::kF32 ? 4 : 2));
 }
 
 template <WeightType T>

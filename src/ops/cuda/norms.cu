@@ -5,6 +5,7 @@
 
 #include "ops/cuda/launch_ssd_step.h"
 #include "ops/cuda/overlap_launch.h"
+#include "ops/cuda/row_pieces.h"
 
 namespace ssm::cuda {
 namespace {
@@ -193,25 +194,12 @@ __global__ void __launch_bounds__(kThreads)
 // Whether the warp-per-row kernels take these rows: enough of them to fill
 // the machine with warps (a decode step's few rows take the wide block), at
 // most 512 float4 pieces of 16-byte aligned floats.
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 bool rows_kernel_fits(int64_t rows, int64_t n, int64_t stride_a, int64_t stride_b, const void* a,
                       const void* b, const void* c, const float* w) {
   return rows >= 256 && n % 4 == 0 && n <= 32 * 4 * 16 && stride_a % 4 == 0 && stride_b % 4 == 0 &&
          aligned16(a) && aligned16(b) && aligned16(c) && (!w || aligned16(w));
 }
 
-// The fewest pieces per lane (of 4, 8, 12, 16) holding n floats.
-int pieces_for(int64_t n) { return static_cast<int>(((n + 127) / 128 + 3) / 4 * 4); }
-
-template <template <int> class Launch, class... Args>
-void with_pieces(int pieces, Args&&... args) {
-  switch (pieces) {
-    case 4: Launch<4>::run(args...); break;
-    case 8: Launch<8>::run(args...); break;
-    case 12: Launch<12>::run(args...); break;
-    default: Launch<16>::run(args...); break;
-  }
-}
 
 template <int kPieces>
 struct RmsNormRows {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "ops/cuda/launch_train.h"
+#include "ops/cuda/row_pieces.h"
 
 namespace ssm::cuda {
 namespace {
@@ -337,21 +338,8 @@ int grid_for(int64_t units) {
   return static_cast<int>(units < kPartialRows ? (units > 0 ? units : 1) : kPartialRows);
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 bool rows_fit(const void* p, int64_t stride) { return aligned16(p) && stride % 4 == 0; }
 
-// The fewest float4 pieces per lane (of 4, 8, 12, 16) holding n floats.
-int pieces_for(int64_t n) { return static_cast<int>(((n + 127) / 128 + 3) / 4 * 4); }
-
-template <template <int> class Launch, class... Args>
-void with_pieces(int pieces, Args&&... args) {
-  switch (pieces) {
-    case 4: Launch<4>::run(args...); break;
-    case 8: Launch<8>::run(args...); break;
-    case 12: Launch<12>::run(args...); break;
-    default: Launch<16>::run(args...); break;
-  }
-}
 
 template <int kPieces>
 struct RmsNormBackwardRows {
