@@ -237,10 +237,6 @@ void LanguageModel::step_body(const Tensor& ids, ModelState& state, Context& ctx
   if (config_.logits_scaling != 1.f) ops::scale(ctx, step_logits_, 1.f / config_.logits_scaling);
 }
 
-}  // namespace ssm
-
-namespace ssm {
-
 bool LanguageModel::step_blocks_as_stack(const Tensor& h, ModelState& state, Context& ctx) {
   if (!ops::has_mamba2_decode_stack(ctx) || config_.residual_multiplier != 1.f ||
       !config_.shared_block_layers.empty() || blocks_.empty() || state.layers.size() != blocks_.size())
