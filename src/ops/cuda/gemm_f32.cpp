@@ -4,12 +4,7 @@
 #include "ops/cuda/views.h"
 
 namespace ssm::cuda {
-namespace {
 
-// A column-major (rows, cols) matrix with leading dimension ld, rounded to
-// bf16 into a dense one (leading dimension rows): the kept copy of a
-// training weight (weight_copies.h), else a fresh one in the arena. Read as
-// row-major it is cols rows of rows values each, ld apart.
 const void* bf16_copy(Context& ctx, const float* src, int64_t rows, int64_t cols, int64_t ld) {
   CudaResources& r = resources(ctx);
   if (const void* kept = r.weight_copies.copy_of(src, rows, cols, ld, r.device, r.stream))
@@ -19,8 +14,6 @@ const void* bf16_copy(Context& ctx, const float* src, int64_t rows, int64_t cols
   check_launch("gemm (inputs to bf16)");
   return t.raw();
 }
-
-}  // namespace
 
 void gemm_f32(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
               int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,

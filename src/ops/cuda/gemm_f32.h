@@ -12,6 +12,13 @@
 
 namespace ssm::cuda {
 
+// A column-major (rows, cols) F32 matrix with leading dimension ld,
+// rounded to bf16 into a dense one (leading dimension rows): the kept copy
+// of a training weight (weight_copies.h), else a fresh one in the context's
+// arena (valid until the caller's Arena::Scope ends). Read as row-major it
+// is cols rows of rows values each, ld apart.
+const void* bf16_copy(Context& ctx, const float* src, int64_t rows, int64_t cols, int64_t ld);
+
 // C (m, n) = op(A) op(B) + beta C, every matrix F32 column-major.
 void gemm_f32(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
               int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,

@@ -32,20 +32,35 @@ void linear_backward(Context& ctx, const ops::LinearBackwardArgs& a) {
     throw Error(cat("op 'linear_backward': backend 'cuda' takes F32 weights, not ",
                     dtype_name(a.W.dtype())));
   const ConstRows dy = const_rows_of(a.dy);
-  if (a.dx.defined() && M > 0) {
+  const bool want_dx = a.dx.defined() && M > 0, want_dW = a.dW.defined() && M > 0 && N > 0 && K > 0;
+  // Under bf16 compute both products read dy rounded to bf16: round it
+  // once for the two (dense, N x M column-major), not once a product.
+  Arena::Scope scope(ctx.arena());
+  const void* dy16 = resources(ctx).bf16_compute && N > 0 && (want_dx || want_dW)
+                         ? bf16_copy(ctx, dy.p, N, M, dy.stride)
+                         : nullptr;
+  if (want_dx) {
     const Rows dx = rows_of(a.dx);
+    const float beta = a.accumulate_dx ? 1.f : 0.f;
     if (N == 0) {
       if (!a.accumulate_dx) launch_fill(dx, 0.f, stream(ctx));
+    } else if (dy16) {
+      gemm_f32_bf16(ctx, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, a.W.data<float>(), K, dy16, N, beta, dx.p,
+                    dx.stride, "linear_backward dx (bf16 GEMM)");
     } else {
-      gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, a.W.data<float>(), K, dy.p, dy.stride,
-           a.accumulate_dx ? 1.f : 0.f, dx.p, dx.stride, "linear_backward dx (cublasSgemm)");
+      gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, a.W.data<float>(), K, dy.p, dy.stride, beta, dx.p,
+           dx.stride, "linear_backward dx (cublasSgemm)");
     }
   }
   if (M == 0) return;
-  if (a.dW.defined() && N > 0 && K > 0) {
+  if (want_dW) {
     const ConstRows x = const_rows_of(a.x);
-    gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, x.p, x.stride, dy.p, dy.stride, 1.f,
-         ops::elements<float>(a.dW), K, "linear_backward dW (cublasSgemm)");
+    if (dy16)
+      gemm_f32_bf16(ctx, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, x.p, x.stride, dy16, N, 1.f,
+                    ops::elements<float>(a.dW), K, "linear_backward dW (bf16 GEMM)");
+    else
+      gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, x.p, x.stride, dy.p, dy.stride, 1.f,
+           ops::elements<float>(a.dW), K, "linear_backward dW (cublasSgemm)");
   }
   if (a.dbias.defined() && N > 0)
     launch_column_sums(dy, ops::elements<float>(a.dbias), stream(ctx));
