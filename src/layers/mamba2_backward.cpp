@@ -20,8 +20,10 @@ void Mamba2Layer::backward(const LayerActivations& kept, const Tensor& x, const 
   Arena::Scope scope(ctx.arena());
   Arena& work = ctx.arena();
 
+  const Tensor yn = work.alloc(DType::kF32, {B, L, s.d_inner});
+  gated_norm(a.ys, s.z(a.zxbcdt), yn, ctx);
   const Tensor dyn = work.alloc(DType::kF32, {B, L, s.d_inner});
-  ops::linear_backward(ctx, {.x = a.yn, .W = value(out_proj_), .dy = dy, .dx = dyn,
+  ops::linear_backward(ctx, {.x = yn, .W = value(out_proj_), .dy = dy, .dx = dyn,
                              .dW = grad(grads, out_proj_), .dbias = grad(grads, out_bias_)});
 
   // dzxbcdt collects dz | d(conv input) | d(dt raw), the blocks in_proj produced.

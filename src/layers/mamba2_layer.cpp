@@ -149,19 +149,26 @@ void Mamba2Layer::run(const Tensor& x, const Tensor& y, bool add_to_y, LayerStat
                       .state = st ? st->ssm : Tensor(),
                       .bf16_state_products = value(in_proj_).dtype() == DType::kBF16});
 
-  // y = GroupRMSNorm(y * SiLU(z)) * w   (or y * SiLU(z) without the norm)
-  const Tensor yn = keep ? work({B, L, s.d_inner}) : ys;
-  ops::gated_rms_norm(ctx, {.y = ys, .z = s.z(zxbcdt), .w = value(norm_),
-                            .group = s.d_inner / c.ngroups, .eps = c.norm_eps,
-                            .norm_before_gate = c.norm_before_gate, .out = yn});
+  // y = GroupRMSNorm(y * SiLU(z)) * w   (or y * SiLU(z) without the norm),
+  // in place unless ys is kept; the normed rows themselves are not kept
+  // (the backward makes them again: d_inner floats a token a layer less to
+  // hold through the step, for one norm pass).
+  const Tensor yn = keep ? ctx.arena().alloc(DType::kF32, {B, L, s.d_inner}) : ys;
+  gated_norm(ys, s.z(zxbcdt), yn, ctx);
   ops::linear(ctx, {.x = yn, .W = value(out_proj_), .bias = value(out_bias_), .y = y,
                       .accumulate = add_to_y});
 
   if (keep) {
     auto a = std::make_unique<Mamba2Activations>();
-    a->zxbcdt = zxbcdt, a->xbc = xbc, a->dt = dt, a->A = A, a->ys = ys, a->yn = yn;
+    a->zxbcdt = zxbcdt, a->xbc = xbc, a->dt = dt, a->A = A, a->ys = ys;
     *keep = std::move(a);
   }
+}
+
+void Mamba2Layer::gated_norm(const Tensor& ys, const Tensor& z, const Tensor& out, Context& ctx) const {
+  const auto& c = cfg_;
+  ops::gated_rms_norm(ctx, {.y = ys, .z = z, .w = value(norm_), .group = c.d_inner() / c.ngroups,
+                            .eps = c.norm_eps, .norm_before_gate = c.norm_before_gate, .out = out});
 }
 
 void Mamba2Layer::project_with_multipliers(const Tensor& x, const Tensor& zxbcdt, Context& ctx) {

@@ -23,9 +23,10 @@ struct Mamba2Split {
   Tensor C(const Tensor& xbc) const { return xbc.cols(d_inner + GN, d_inner + 2 * GN); }
 };
 
-// The forward's intermediates, in the order it makes them.
+// The forward's intermediates, in the order it makes them (not the gated
+// norm's output: the backward makes it again from ys and z).
 struct Mamba2Activations : LayerActivations {
-  Tensor zxbcdt, xbc, dt, A, ys, yn;
+  Tensor zxbcdt, xbc, dt, A, ys;
 };
 
 }  // namespace ssm

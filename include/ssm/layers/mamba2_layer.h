@@ -49,6 +49,9 @@ class Mamba2Layer : public SequenceLayer {
                 const InputNorm* norm);
   // zxbcdt = in_proj(x * in_multiplier), each block times its multiplier.
   void project_with_multipliers(const Tensor& x, const Tensor& zxbcdt, Context& ctx);
+  // out = GroupRMSNorm(ys * SiLU(z)) * w, the forward's and (made again)
+  // the backward's.
+  void gated_norm(const Tensor& ys, const Tensor& z, const Tensor& out, Context& ctx) const;
   Mamba2Config cfg_;
   // Parameters by role, fixed once the list is built (null when absent).
   Param *in_proj_, *in_bias_, *conv_, *conv_bias_, *dt_bias_, *A_log_, *D_, *norm_, *out_proj_,
