@@ -32,13 +32,22 @@ struct Mamba3Split {
   }
 };
 
-// The forward's intermediates: in_proj's output and the prepare, scan and
-// output ops' arguments as they ran (states undefined: training starts fresh).
+// The forward's intermediates: in_proj's output, the phase the prepare op
+// started from, and the prepare, scan and output ops' arguments as they ran
+// (states undefined: training starts fresh), less what the prepare op made
+// (Mamba3Layer::prepare_again makes it again).
 struct Mamba3Activations : LayerActivations {
-  Tensor proj;
+  Tensor proj, phase0;
   ops::Mamba3PrepareArgs prepare;
   ops::Mamba3ScanArgs scan;
   ops::Mamba3OutputArgs output;
+  // Drops the prepare op's outputs, which lived in the forward's arena.
+  void forget_prepare_outputs() {
+    for (Tensor* t : {&prepare.B_normed, &prepare.C_normed, &prepare.ang_rate, &prepare.dt, &prepare.A,
+                      &prepare.lam, &prepare.q, &prepare.k, &prepare.v, &prepare.phases, &scan.q, &scan.k,
+                      &scan.v, &scan.dt, &scan.A, &scan.lam})
+      *t = Tensor();
+  }
 };
 
 }  // namespace ssm

@@ -12,7 +12,7 @@ void Mamba3Layer::run(const Tensor& x, const Tensor& y, Mamba3State* st, Context
                       Mamba3Activations* keep, bool add_to_y, const InputNorm* norm) {
   const auto& c = cfg_;
   const Mamba3Split s(c);
-  const int64_t B = x.dim(0), L = x.dim(1), H = c.nheads(), P = c.headdim, N = c.d_state;
+  const int64_t B = x.dim(0), L = x.dim(1), H = c.nheads(), P = c.headdim;
   const int64_t R = c.rank();
   if (st) SSM_CHECK(st->ssm.dim(0) == B, "state holds ", st->ssm.dim(0), " sequences, input has ", B);
   Arena::Scope scope(ctx.arena());
@@ -28,19 +28,21 @@ void Mamba3Layer::run(const Tensor& x, const Tensor& y, Mamba3State* st, Context
     ops::linear(ctx, {.x = x, .W = value(in_proj_), .y = proj});
 
   // dt, A, lam; q, k from normed, biased, rotated C, B; v = x * mimo_x.
-  const ops::Mamba3PrepareArgs prep{
-      .heads = H, .groups = c.ngroups, .rank = R,
-      .pairs = c.is_mimo ? ops::RotaryPairs::kHalves : ops::RotaryPairs::kAdjacent,
-      .A_floor = static_cast<float>(c.A_floor), .norm_eps = c.norm_eps,
-      .x = s.x(proj), .B = s.B(proj), .C = s.C(proj), .ddt = s.ddt(proj), .ddA = s.ddA(proj),
-      .trap = s.trap(proj), .ang = s.ang(proj),
-      .dt_bias = value(dt_bias_), .B_norm = value(B_norm_), .C_norm = value(C_norm_),
-      .B_bias = value(B_bias_), .C_bias = value(C_bias_), .mimo_x = value(mimo_x_),
-      .phase = st ? st->phase : work.zeros({B, H, s.S}),
-      .B_normed = work({B, L, s.RGN}), .C_normed = work({B, L, s.RGN}),
-      .ang_rate = work({B, L, s.S}), .dt = work({B, H, L}), .A = work({B, H, L}),
-      .lam = work({B, H, L}), .q = work({B, H, L, R, N}), .k = work({B, H, L, R, N}),
-      .v = work({B, H, L, R, P}), .phases = keep ? work({B, H, L, s.S}) : Tensor()};
+  // What the prepare op makes (q, k and v alone are 2 N + P floats a head
+  // a token) is not kept for training: the backward makes it again from
+  // the kept proj and the starting phase (prepare_again).
+  const Tensor phase = st ? st->phase : work.zeros({B, H, s.S});
+  if (keep) keep->phase0 = work.copy(phase);
+  const ops::Mamba3PrepareArgs prep = with_prepare_outputs(
+      {.heads = H, .groups = c.ngroups, .rank = R,
+       .pairs = c.is_mimo ? ops::RotaryPairs::kHalves : ops::RotaryPairs::kAdjacent,
+       .A_floor = static_cast<float>(c.A_floor), .norm_eps = c.norm_eps,
+       .x = s.x(proj), .B = s.B(proj), .C = s.C(proj), .ddt = s.ddt(proj), .ddA = s.ddA(proj),
+       .trap = s.trap(proj), .ang = s.ang(proj),
+       .dt_bias = value(dt_bias_), .B_norm = value(B_norm_), .C_norm = value(C_norm_),
+       .B_bias = value(B_bias_), .C_bias = value(C_bias_), .mimo_x = value(mimo_x_),
+       .phase = phase},
+      Workspace(ctx, false), /*phases=*/false);
 
   // The trapezoidal recurrence: o_t,r = S_t q_t,r + D v_t,r.
   const ops::Mamba3ScanArgs scan{
@@ -70,7 +72,36 @@ void Mamba3Layer::run(const Tensor& x, const Tensor& y, Mamba3State* st, Context
     keep->prepare = prep;
     keep->scan = scan;
     keep->output = out;
+    keep->forget_prepare_outputs();
   }
+}
+
+ops::Mamba3PrepareArgs Mamba3Layer::with_prepare_outputs(ops::Mamba3PrepareArgs p, const Workspace& work,
+                                                         bool phases) const {
+  const auto& c = cfg_;
+  const Mamba3Split s(c);
+  const int64_t B = p.x.dim(0), L = p.x.dim(1), H = c.nheads(), R = c.rank();
+  p.B_normed = work({B, L, s.RGN}), p.C_normed = work({B, L, s.RGN});
+  p.ang_rate = work({B, L, s.S});
+  p.dt = work({B, H, L}), p.A = work({B, H, L}), p.lam = work({B, H, L});
+  p.q = work({B, H, L, R, c.d_state}), p.k = work({B, H, L, R, c.d_state});
+  p.v = work({B, H, L, R, c.headdim});
+  p.phases = phases ? work({B, H, L, s.S}) : Tensor();
+  return p;
+}
+
+std::pair<ops::Mamba3PrepareArgs, ops::Mamba3ScanArgs> Mamba3Layer::prepare_again(
+    const Mamba3Activations& a, Context& ctx) const {
+  // In the context's arena: the caller's scope holds them.
+  const Workspace work(ctx, false);
+  ops::Mamba3PrepareArgs prep = a.prepare;
+  prep.phase = work.copy(a.phase0);
+  prep = with_prepare_outputs(prep, work, /*phases=*/true);
+  ops::mamba3_prepare(ctx, prep);
+  ops::Mamba3ScanArgs scan = a.scan;
+  scan.q = prep.q, scan.k = prep.k, scan.v = prep.v;
+  scan.dt = prep.dt, scan.A = prep.A, scan.lam = prep.lam;
+  return {prep, scan};
 }
 
 void Mamba3Layer::backward(const LayerActivations& kept, const Tensor& x, const Tensor& dy,
@@ -93,13 +124,14 @@ void Mamba3Layer::backward(const LayerActivations& kept, const Tensor& x, const 
                                     .dmimo_z = grad(grads, mimo_z_),
                                     .dmimo_o = grad(grads, mimo_o_), .dnorm = grad(grads, norm_)});
 
-  const Tensor dq = like(a.scan.q), dk = like(a.scan.k), dv = like(a.scan.v);
-  const Tensor ddt = like(a.scan.dt), dA = like(a.scan.A), dlam = like(a.scan.lam);
-  ops::mamba3_scan_backward(ctx, {.fwd = a.scan, .d_o = d_o, .dq = dq, .dk = dk, .dv = dv,
+  const auto [prep, scan] = prepare_again(a, ctx);
+  const Tensor dq = like(scan.q), dk = like(scan.k), dv = like(scan.v);
+  const Tensor ddt = like(scan.dt), dA = like(scan.A), dlam = like(scan.lam);
+  ops::mamba3_scan_backward(ctx, {.fwd = scan, .d_o = d_o, .dq = dq, .dk = dk, .dv = dv,
                                   .ddt = ddt, .dA = dA, .dlam = dlam, .dD = grad(grads, D_)});
 
   ops::mamba3_prepare_backward(
-      ctx, {.fwd = a.prepare, .dq = dq, .dk = dk, .dv = dv, .ddt = ddt, .dA = dA, .dlam = dlam,
+      ctx, {.fwd = prep, .dq = dq, .dk = dk, .dv = dv, .ddt = ddt, .dA = dA, .dlam = dlam,
             .dx = s.x(dproj), .dB = s.B(dproj), .dC = s.C(dproj), .dddt = s.ddt(dproj),
             .dddA = s.ddA(dproj), .dtrap = s.trap(dproj), .dang = s.ang(dproj),
             .ddt_bias = grad(grads, dt_bias_), .dB_norm = grad(grads, B_norm_),

@@ -2,8 +2,11 @@
 // data-dependent rotary phase, no convolution.
 #pragma once
 
+#include <utility>
+
 #include "ssm/layers/mixer_config.h"
 #include "ssm/layers/sequence_layer.h"
+#include "ssm/ops/mamba3.h"
 
 namespace ssm {
 
@@ -49,6 +52,15 @@ class Mamba3Layer : public SequenceLayer {
   // in projection first when norm is given (nothing kept then).
   void run(const Tensor& x, const Tensor& y, Mamba3State* state, Context& ctx,
            Mamba3Activations* keep, bool add_to_y = false, const InputNorm* norm = nullptr);
+  // p with every output of the prepare op allocated from work (the
+  // per-step phases only when asked: the backward's).
+  ops::Mamba3PrepareArgs with_prepare_outputs(ops::Mamba3PrepareArgs p, const Workspace& work,
+                                              bool phases) const;
+  // The prepare op run again over the kept inputs, its outputs in the
+  // context's arena, and the scan's arguments reading them: the forward's,
+  // bit for bit.
+  std::pair<ops::Mamba3PrepareArgs, ops::Mamba3ScanArgs> prepare_again(const Mamba3Activations& a,
+                                                                       Context& ctx) const;
 
   Mamba3Config cfg_;
   // Parameters by role, fixed once the list is built (null when absent).
