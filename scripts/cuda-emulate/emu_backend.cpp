@@ -132,6 +132,18 @@ void gemm_f32_bf16(Context&, cublasOperation_t ta, cublasOperation_t tb, int64_t
       },
       beta, C, ldc);
 }
+const void* bf16_copy(Context& ctx, const float* src, int64_t rows, int64_t cols, int64_t ld) {
+  Tensor t = ctx.arena().alloc(DType::kBF16, {cols, rows});
+  auto* d = static_cast<uint16_t*>(t.raw());
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t i = 0; i < rows; ++i) {
+      const float v = round_bf16(src[i + j * ld]);
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      d[i + j * rows] = static_cast<uint16_t>(u >> 16);
+    }
+  return t.raw();
+}
 }  // namespace cuda
 namespace {
 class EmuBackend : public Backend {
