@@ -14,12 +14,14 @@
 // products, or training with --bf16), as one TF32 product each, a third of
 // the matrix instructions and half the conversions. Operands sit in shared
 // memory, rows padded so that the fragment loads of a warp hit 32 banks.
-// The mma and copy primitives are in tf32_mma.h.
+// The warp tiles are tf32_warp_tiles.h's (as the backward's), the mma and
+// copy primitives tf32_mma.h's.
 #include <algorithm>
 #include <cstdint>
 
 #include "ops/cuda/launch_chunk_scan.h"
 #include "ops/cuda/tf32_mma.h"
+#include "ops/cuda/tf32_warp_tiles.h"
 
 namespace ssm::cuda {
 namespace {
@@ -27,86 +29,18 @@ namespace {
 constexpr int kRows = 64;  // rows (time x rank) per chunk
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kTileCols = 32;  // a warp's work item: 16 rows x 32 columns (4 mma tiles)
-
-__host__ __device__ constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-// Row pitch (floats) of a shared-memory operand: `rem` mod 32, so that a
-// warp's fragment loads (8 rows x 4 columns, or 4 rows x 8 columns) hit
-// every bank once.
-__host__ __device__ constexpr int pitch(int64_t cols, int rem) {
-  return static_cast<int>(round_up(cols, 32) + rem);
-}
+// The warp tiles, their operands and the 3xTF32 split: tf32_warp_tiles.h,
+// shared with the scans' backward kernels.
+using tiles::Acc;
+using tiles::for_each_acc;
+using tiles::kTileCols;
+using tiles::pitch;
+using tiles::round_up;
+using tiles::Smem;
+using tiles::warp_mma;
+using tiles::zero;
 
 __device__ float decay_exp(float x) { return x < -80.f ? 0.f : expf(x); }
-
-// A shared-memory matrix: element (r, c) at p[r * rs + c * cs].
-struct Smem {
-  const float* p;
-  int rs, cs;
-  __device__ float operator()(int r, int c) const { return p[r * rs + c * cs]; }
-};
-
-// acc[j] (the 16 x 8 tile at rows m0, columns n0 + 8 j) += A[m0.., 0..K) B[0..K), n0..),
-// for the tiles j with n0 + 8 j < ncols. K a multiple of 8. kSplit: 3xTF32
-// (F32-exact); else one TF32 product.
-template <bool kSplit>
-__device__ void warp_mma(float (&acc)[kTileCols / 8][4], Smem A, Smem Bm, int K, int m0, int n0,
-                         int ncols) {
-  const int lane = threadIdx.x % 32, g = lane / 4, tg = lane % 4;
-  for (int k = 0; k < K; k += 8) {
-    uint32_t ah[4], al[4];
-    if constexpr (kSplit) {
-      split_tf32(A(m0 + g, k + tg), ah[0], al[0]);
-      split_tf32(A(m0 + g + 8, k + tg), ah[1], al[1]);
-      split_tf32(A(m0 + g, k + tg + 4), ah[2], al[2]);
-      split_tf32(A(m0 + g + 8, k + tg + 4), ah[3], al[3]);
-    } else {
-      ah[0] = to_tf32(A(m0 + g, k + tg));
-      ah[1] = to_tf32(A(m0 + g + 8, k + tg));
-      ah[2] = to_tf32(A(m0 + g, k + tg + 4));
-      ah[3] = to_tf32(A(m0 + g + 8, k + tg + 4));
-    }
-#pragma unroll
-    for (int j = 0; j < kTileCols / 8; ++j) {
-      const int n = n0 + 8 * j;
-      if (n < ncols) {
-        if constexpr (kSplit) {
-          uint32_t bh0, bl0, bh1, bl1;
-          split_tf32(Bm(k + tg, n + g), bh0, bl0);
-          split_tf32(Bm(k + tg + 4, n + g), bh1, bl1);
-          mma_tf32(acc[j], al, bh0, bh1);
-          mma_tf32(acc[j], ah, bl0, bl1);
-          mma_tf32(acc[j], ah, bh0, bh1);
-        } else {
-          mma_tf32(acc[j], ah, to_tf32(Bm(k + tg, n + g)), to_tf32(Bm(k + tg + 4, n + g)));
-        }
-      }
-    }
-  }
-}
-
-__device__ void zero(float (&acc)[kTileCols / 8][4]) {
-#pragma unroll
-  for (int j = 0; j < kTileCols / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
-}
-
-// Calls f(row, col, value) for each accumulator element of a warp's item.
-template <class F>
-__device__ void for_each_acc(const float (&acc)[kTileCols / 8][4], int m0, int n0, int ncols, F f) {
-  const int lane = threadIdx.x % 32, g = lane / 4, tg = lane % 4;
-#pragma unroll
-  for (int j = 0; j < kTileCols / 8; ++j) {
-    const int n = n0 + 8 * j + 2 * tg;
-    if (n0 + 8 * j < ncols) {
-      f(m0 + g, n, acc[j][0]);
-      f(m0 + g, n + 1, acc[j][1]);
-      f(m0 + g + 8, n, acc[j][2]);
-      f(m0 + g + 8, n + 1, acc[j][3]);
-    }
-  }
-}
 
 struct Geometry {
   int T, R, N, P, Np, Pp;  // steps per chunk, rank, sizes and padded sizes
@@ -213,11 +147,11 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a
   float* out = a.chunk_states + (bh * geo.chunks + c) * int64_t{geo.P} * geo.N;
   for (int item = warp; item < mt * nt; item += kWarps) {
     const int m0 = (item % mt) * 16, n0 = (item / mt) * kTileCols;
-    float acc[kTileCols / 8][4];
+    Acc acc;
     zero(acc);
-    warp_mma<kSplit>(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, kRows, m0, n0, geo.Np);
-    for_each_acc(acc, m0, n0, geo.Np, [&](int p, int n, float x) {
-      if (p < geo.P && n < geo.N) out[int64_t{p} * geo.N + n] = x;
+    warp_mma<kSplit>(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, 0, kRows, m0, n0, geo.Np);
+    for_each_acc(m0, n0, geo.Np, [&](int p, int n, int j, int e) {
+      if (p < geo.P && n < geo.N) out[int64_t{p} * geo.N + n] = acc[j][e];
     });
   }
   if (threadIdx.x == 0) a.chunk_decay[bh * geo.chunks + c] = decay_exp(total);
@@ -338,10 +272,10 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaun
   // G = Q K^T, masked and weighted.
   for (int item = warp; item < kMt * (kRows / kTileCols); item += kWarps) {
     const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
-    float acc[kTileCols / 8][4];
+    Acc acc;
     zero(acc);
-    warp_mma<kSplit>(acc, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.ldk}, geo.Np, m0, n0, kRows);
-    for_each_acc(acc, m0, n0, kRows, [&](int i, int j, float x) {
+    warp_mma<kSplit>(acc, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.ldk}, 0, geo.Np, m0, n0, kRows);
+    for_each_acc(m0, n0, kRows, [&](int i, int j, int jt, int e) {
       const int ti = step[i], sj = step[j];
       float wgt = 0.f;
       if (i < rows && j < rows) {
@@ -350,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaun
         else if (sj == ti)
           wgt = wd[sj];
       }
-      sG[i * lay.ldg + j] = x * wgt;
+      sG[i * lay.ldg + j] = acc[jt][e] * wgt;
     });
   }
   __syncthreads();  // every read of K is done: its space takes S_in
@@ -363,11 +297,11 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaun
   const int g = (threadIdx.x % 32) / 4;
   for (int item = warp; item < kMt * nt; item += kWarps) {
     const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
-    float acc[kTileCols / 8][4], acc_s[kTileCols / 8][4];
+    Acc acc, acc_s;
     zero(acc);
     zero(acc_s);
-    warp_mma<kSplit>(acc, Smem{sG, lay.ldg, 1}, Smem{sV, lay.ldv, 1}, kRows, m0, n0, geo.Pp);
-    warp_mma<kSplit>(acc_s, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.lds}, geo.Np, m0, n0, geo.Pp);
+    warp_mma<kSplit>(acc, Smem{sG, lay.ldg, 1}, Smem{sV, lay.ldv, 1}, 0, kRows, m0, n0, geo.Pp);
+    warp_mma<kSplit>(acc_s, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.lds}, 0, geo.Np, m0, n0, geo.Pp);
     // A lane's accumulators are of rows m0 + g (elements 0, 1) and m0 + g + 8 (2, 3).
     const float e0 = decay_exp(cum[step[m0 + g]]), e1 = decay_exp(cum[step[m0 + g + 8]]);
 #pragma unroll
@@ -377,10 +311,11 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaun
       acc[j][2] += e1 * acc_s[j][2];
       acc[j][3] += e1 * acc_s[j][3];
     }
-    for_each_acc(acc, m0, n0, geo.Pp, [&](int i, int p, float x) {
+    for_each_acc(m0, n0, geo.Pp, [&](int i, int p, int j, int e) {
       if (i < rows && p < geo.P) {
         const int64_t t = t0 + step[i], r = i - step[i] * R;
-        a.o.p[b * a.o.sb + h * a.o.sh + t * a.o.st + r * a.o.sr + p] = x + Dh * sV[i * lay.ldv + p];
+        a.o.p[b * a.o.sb + h * a.o.sh + t * a.o.st + r * a.o.sr + p] =
+            acc[j][e] + Dh * sV[i * lay.ldv + p];
       }
     });
   }

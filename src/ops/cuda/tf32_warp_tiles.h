@@ -3,8 +3,8 @@
 // F32 accumulators, from operands read through strides (so one matrix
 // serves as A or as its transpose). kSplit: the 3xTF32 split, F32-exact to
 // about 1e-6 relative; else one TF32 product (contexts that round their
-// products). Used by the scans' backward kernels; the forward's
-// chunk_scan.cu has its own copy of the same scheme.
+// products). Used by the scans' forward (chunk_scan.cu) and backward
+// kernels.
 //
 // Bank conflicts of the fragment loads: an operand read as A(r, c) at
 // r * ld + c (or B(k, n) at n * ld + k) wants ld = 4 mod 32, one read as
