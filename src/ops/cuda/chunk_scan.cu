@@ -4,9 +4,10 @@
 //      sum_s exp(cum_end - cum_s) w_s v_s k_s^T (a P x 64 by 64 x N product);
 //   2. the state pass, a thread per (b, h, p, n), sequential over chunks:
 //      the state entering each chunk, S <- exp(cum_end) S + chunk state;
-//   3. outputs, a block per (b, h, chunk): the masked, decayed scores
-//      G = (Q K^T) . weights (64 x 64), then O = G V + diag(exp(cum)) Q S_in^T
-//      (+ D v), the two products in two accumulators.
+//   3. outputs, a block per (b, heads of a group, chunk): Q K^T once, then
+//      per head the masked, decayed scores G = (Q K^T) . weights (64 x 64)
+//      and O = G V + diag(exp(cum)) Q S_in^T (+ D v), the two products in
+//      two accumulators.
 // The products run as mma.sync m16n8k8 in TF32 with the 3xTF32 split
 // (x = hi + lo, hi lo' + lo hi' + hi hi' accumulated in F32), so the result
 // matches the F32 recurrence to about 1e-6 relative; or, when the context
@@ -18,6 +19,9 @@
 // copy primitives tf32_mma.h's.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <numeric>
+#include <string_view>
 
 #include "ops/cuda/launch_chunk_scan.h"
 #include "ops/cuda/tf32_mma.h"
@@ -44,6 +48,7 @@ __device__ float decay_exp(float x) { return x < -80.f ? 0.f : expf(x); }
 
 struct Geometry {
   int T, R, N, P, Np, Pp;  // steps per chunk, rank, sizes and padded sizes
+  int heads;               // heads an output block takes (heads_per_block)
   int64_t chunks;
   bool vec_q, vec_k, vec_v;  // rows copied in 16-byte pieces
 };
@@ -86,12 +91,12 @@ __device__ void load_rows(float* dst, int ld, const ScanView& v, int64_t b, int6
   }
 }
 
-// Running sums of la over the chunk's steps into cum[0, T), T <= 64: the
-// first warp loads them side by side and scans with shuffles (a loop of
-// dependent global loads on one thread would cost T memory latencies).
+// Running sums of la over the chunk's steps into cum[0, T), T <= 64, by
+// one whole warp: it loads them side by side and scans with shuffles (a
+// loop of dependent global loads on one thread would cost T memory
+// latencies).
 __device__ void chunk_cumsum(const float* la, int T, float* cum) {
-  if (threadIdx.x >= 32) return;
-  const int l = threadIdx.x;
+  const int l = threadIdx.x % 32;
   float x0 = l < T ? la[l] : 0.f, x1 = l + 32 < T ? la[l + 32] : 0.f;
   for (int o = 1; o < 32; o *= 2) {
     const float y0 = __shfl_up_sync(0xffffffffu, x0, o), y1 = __shfl_up_sync(0xffffffffu, x1, o);
@@ -125,7 +130,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a
   const int64_t bh = b * a.H + h, t0 = c * geo.T;
   const int T = static_cast<int>(min(int64_t{geo.T}, a.L - t0)), rows = T * geo.R;
   const float* la = a.la + bh * a.L + t0;
-  chunk_cumsum(la, T, cum);
+  if (threadIdx.x < 32) chunk_cumsum(la, T, cum);
   __syncthreads();
   const float total = cum[T - 1];
   for (int t = threadIdx.x; t < T; t += blockDim.x)
@@ -192,12 +197,13 @@ __global__ void state_pass_kernel(ChunkScanLaunch a, Geometry geo) {
   if (a.state) a.state[bh * PN + e] = S;
 }
 
-// The output kernel's shared memory: Q, then K (until G is made) and the
-// entering state S_in (after) in one space, V, G, and per row of the chunk
-// the running decay, the weights and the row's step. K and S_in sharing a
-// space is what fits two blocks on a multiprocessor (104 KB each at N = 128,
-// P = 64, where the five tiles apart took 138 KB and left one block, whose
-// loads, products and stores could not overlap with another's).
+// The output kernel's shared memory: Q, then K (until C B^T is made) and
+// the entering state S_in (after) in one space, V, G, per head and row of
+// the chunk the running decay and the weights, and per row its step. K and
+// S_in sharing a space is what fits two blocks on a multiprocessor (104 KB
+// each at N = 128, P = 64, where the five tiles apart took 138 KB and left
+// one block, whose loads, products and stores could not overlap with
+// another's).
 struct OutSmem {
   int ldq, ldk, ldv, ldg, lds;
   __host__ __device__ static OutSmem of(int Np, int Pp) {
@@ -206,8 +212,9 @@ struct OutSmem {
   __host__ __device__ int64_t ks_floats(int Pp) const {
     return kRows * ldk > int64_t{Pp} * lds ? kRows * ldk : int64_t{Pp} * lds;
   }
-  __host__ __device__ size_t bytes(int Pp) const {
-    return size_t(int64_t{kRows} * (ldq + ldv + ldg) + ks_floats(Pp) + 3 * kRows) * sizeof(float) +
+  __host__ __device__ size_t bytes(int Pp, int heads) const {
+    return size_t(int64_t{kRows} * (ldq + ldv + ldg) + ks_floats(Pp) + 3 * kRows * heads) *
+               sizeof(float) +
            kRows * sizeof(int);
   }
 };
@@ -232,92 +239,112 @@ __device__ void load_state(float* dst, int ld, const float* S_in, int P, int N, 
   }
 }
 
-// Block (b, h, chunk): G = (Q K^T) masked and weighted into shared memory;
-// then, K's space holding S_in, each warp's output tile as G V plus
-// exp(cum_t) times the tile of Q S_in^T (two accumulators, summed in the
-// epilogue: Q is not rescaled in shared memory, a pass over it with two
-// integer divisions an element), plus D v. Two blocks a multiprocessor:
-// at most 128 registers a thread (80 at N = 128).
+// Block (b, `heads` heads of one group, chunk). C B^T (Q K^T) is the same
+// for every head of a group: each warp makes one 16 x 32 tile of it once
+// and keeps it in registers. Then per head: G = C B^T masked and weighted
+// by the head's decays into shared memory, and, K's space holding the
+// head's S_in, each warp's output tile as G V plus exp(cum_t) times the
+// tile of Q S_in^T (two accumulators, summed in the epilogue: Q is not
+// rescaled in shared memory, a pass over it with two integer divisions an
+// element), plus D v. Q and K are loaded once for all the block's heads;
+// a head costs one round trip to memory (its V and S_in), where a block
+// per head paid two (Q, K, V, then S_in) and the C B^T product. Every
+// head's sums run in the same order whatever `heads` is, so the results
+// are the same bits. Two blocks a multiprocessor: at most 128 registers a
+// thread.
 template <bool kSplit>
 __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaunch a, Geometry geo) {
   extern __shared__ float smem[];
+  const int heads = geo.heads;
   const OutSmem lay = OutSmem::of(geo.Np, geo.Pp);
   float* sQ = smem;                          // rows x N
   float* sKS = sQ + kRows * lay.ldq;         // rows x N (K), then P x N (S_in)
   float* sV = sKS + lay.ks_floats(geo.Pp);   // rows x P
   float* sG = sV + kRows * lay.ldv;          // rows x rows
-  float* cum = sG + kRows * lay.ldg;         // T
-  float* w = cum + kRows;                    // T
-  float* wd = w + kRows;                     // T
-  int* step = reinterpret_cast<int*>(wd + kRows);  // rows: row / R
-  // Heads fastest: the heads of a group, which read the same B and C rows,
+  float* cum = sG + kRows * lay.ldg;         // heads x T
+  float* w = cum + kRows * heads;            // heads x T
+  float* wd = w + kRows * heads;             // heads x T
+  int* step = reinterpret_cast<int*>(wd + kRows * heads);  // rows: row / R
+  // Head blocks fastest: those of a group, which read the same B and C rows,
   // run side by side and share them in L2.
-  const int64_t h = blockIdx.x % a.H, c = (blockIdx.x / a.H) % geo.chunks,
-                b = blockIdx.x / (a.H * geo.chunks);
-  const int64_t bh = b * a.H + h, t0 = c * geo.T;
+  const int64_t head_blocks = a.H / heads;
+  const int64_t h0 = (blockIdx.x % head_blocks) * heads, c = (blockIdx.x / head_blocks) % geo.chunks,
+                b = blockIdx.x / (head_blocks * geo.chunks);
+  const int64_t t0 = c * geo.T;
   const int T = static_cast<int>(min(int64_t{geo.T}, a.L - t0)), R = geo.R, rows = T * R;
-  chunk_cumsum(a.la + bh * a.L + t0, T, cum);
-  for (int t = threadIdx.x; t < T; t += blockDim.x) {
-    w[t] = a.w[bh * a.L + t0 + t];
-    wd[t] = a.wd[bh * a.L + t0 + t];
+  const int warp = threadIdx.x / 32;
+  for (int hh = warp; hh < heads; hh += kWarps)
+    chunk_cumsum(a.la + ((b * a.H + h0 + hh) * a.L + t0), T, cum + hh * kRows);
+  for (int i = threadIdx.x; i < heads * kRows; i += blockDim.x) {
+    const int hh = i / kRows, t = i % kRows;
+    if (t < T) {
+      const int64_t at = (b * a.H + h0 + hh) * a.L + t0 + t;
+      w[i] = a.w[at];
+      wd[i] = a.wd[at];
+    }
   }
   for (int i = threadIdx.x; i < kRows; i += blockDim.x) step[i] = i / R;
-  load_rows(sQ, lay.ldq, a.q, b, h, t0, rows, R, geo.N, geo.Np, geo.vec_q);
-  load_rows(sKS, lay.ldk, a.k, b, h, t0, rows, R, geo.N, geo.Np, geo.vec_k);
-  load_rows(sV, lay.ldv, a.v, b, h, t0, rows, R, geo.P, geo.Pp, geo.vec_v);
+  load_rows(sQ, lay.ldq, a.q, b, h0, t0, rows, R, geo.N, geo.Np, geo.vec_q);
+  load_rows(sKS, lay.ldk, a.k, b, h0, t0, rows, R, geo.N, geo.Np, geo.vec_k);
+  load_rows(sV, lay.ldv, a.v, b, h0, t0, rows, R, geo.P, geo.Pp, geo.vec_v);
   wait_async();
   __syncthreads();
-  const int warp = threadIdx.x / 32;
   constexpr int kMt = kRows / 16;
-  // G = Q K^T, masked and weighted.
-  for (int item = warp; item < kMt * (kRows / kTileCols); item += kWarps) {
-    const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
-    Acc acc;
-    zero(acc);
-    warp_mma<kSplit>(acc, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.ldk}, 0, geo.Np, m0, n0, kRows);
-    for_each_acc(m0, n0, kRows, [&](int i, int j, int jt, int e) {
+  static_assert(kMt * (kRows / kTileCols) == kWarps, "a tile of C B^T per warp");
+  const int cb_m0 = (warp % kMt) * 16, cb_n0 = (warp / kMt) * kTileCols;
+  Acc cb;
+  zero(cb);
+  warp_mma<kSplit>(cb, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.ldk}, 0, geo.Np, cb_m0, cb_n0, kRows);
+  __syncthreads();  // every read of K is done: its space takes S_in
+  const int nt = (geo.Pp + kTileCols - 1) / kTileCols;
+  const int g = (threadIdx.x % 32) / 4;
+  for (int hh = 0; hh < heads; ++hh) {
+    const int64_t h = h0 + hh, bh = b * a.H + h;
+    if (hh > 0) load_rows(sV, lay.ldv, a.v, b, h, t0, rows, R, geo.P, geo.Pp, geo.vec_v);
+    load_state(sKS, lay.lds, a.chunk_states + (bh * geo.chunks + c) * int64_t{geo.P} * geo.N, geo.P,
+               geo.N, geo.Pp, geo.Np);
+    const float *cum_h = cum + hh * kRows, *w_h = w + hh * kRows, *wd_h = wd + hh * kRows;
+    // G = C B^T, masked and weighted by this head's decays.
+    for_each_acc(cb_m0, cb_n0, kRows, [&](int i, int j, int jt, int e) {
       const int ti = step[i], sj = step[j];
       float wgt = 0.f;
       if (i < rows && j < rows) {
         if (sj < ti)
-          wgt = decay_exp(cum[ti] - cum[sj]) * w[sj];
+          wgt = decay_exp(cum_h[ti] - cum_h[sj]) * w_h[sj];
         else if (sj == ti)
-          wgt = wd[sj];
+          wgt = wd_h[sj];
       }
-      sG[i * lay.ldg + j] = acc[jt][e] * wgt;
+      sG[i * lay.ldg + j] = cb[jt][e] * wgt;
     });
-  }
-  __syncthreads();  // every read of K is done: its space takes S_in
-  load_state(sKS, lay.lds, a.chunk_states + (bh * geo.chunks + c) * int64_t{geo.P} * geo.N, geo.P, geo.N,
-             geo.Pp, geo.Np);
-  wait_async();
-  __syncthreads();
-  const float Dh = a.D ? a.D[h] : 0.f;
-  const int nt = (geo.Pp + kTileCols - 1) / kTileCols;
-  const int g = (threadIdx.x % 32) / 4;
-  for (int item = warp; item < kMt * nt; item += kWarps) {
-    const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
-    Acc acc, acc_s;
-    zero(acc);
-    zero(acc_s);
-    warp_mma<kSplit>(acc, Smem{sG, lay.ldg, 1}, Smem{sV, lay.ldv, 1}, 0, kRows, m0, n0, geo.Pp);
-    warp_mma<kSplit>(acc_s, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.lds}, 0, geo.Np, m0, n0, geo.Pp);
-    // A lane's accumulators are of rows m0 + g (elements 0, 1) and m0 + g + 8 (2, 3).
-    const float e0 = decay_exp(cum[step[m0 + g]]), e1 = decay_exp(cum[step[m0 + g + 8]]);
+    wait_async();
+    __syncthreads();
+    const float Dh = a.D ? a.D[h] : 0.f;
+    for (int item = warp; item < kMt * nt; item += kWarps) {
+      const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
+      Acc acc, acc_s;
+      zero(acc);
+      zero(acc_s);
+      warp_mma<kSplit>(acc, Smem{sG, lay.ldg, 1}, Smem{sV, lay.ldv, 1}, 0, kRows, m0, n0, geo.Pp);
+      warp_mma<kSplit>(acc_s, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.lds}, 0, geo.Np, m0, n0,
+                       geo.Pp);
+      // A lane's accumulators are of rows m0 + g (elements 0, 1) and m0 + g + 8 (2, 3).
+      const float e0 = decay_exp(cum_h[step[m0 + g]]), e1 = decay_exp(cum_h[step[m0 + g + 8]]);
 #pragma unroll
-    for (int j = 0; j < kTileCols / 8; ++j) {
-      acc[j][0] += e0 * acc_s[j][0];
-      acc[j][1] += e0 * acc_s[j][1];
-      acc[j][2] += e1 * acc_s[j][2];
-      acc[j][3] += e1 * acc_s[j][3];
-    }
-    for_each_acc(m0, n0, geo.Pp, [&](int i, int p, int j, int e) {
-      if (i < rows && p < geo.P) {
-        const int64_t t = t0 + step[i], r = i - step[i] * R;
-        a.o.p[b * a.o.sb + h * a.o.sh + t * a.o.st + r * a.o.sr + p] =
-            acc[j][e] + Dh * sV[i * lay.ldv + p];
+      for (int j = 0; j < kTileCols / 8; ++j) {
+        acc[j][0] += e0 * acc_s[j][0];
+        acc[j][1] += e0 * acc_s[j][1];
+        acc[j][2] += e1 * acc_s[j][2];
+        acc[j][3] += e1 * acc_s[j][3];
       }
-    });
+      for_each_acc(m0, n0, geo.Pp, [&](int i, int p, int j, int e) {
+        if (i < rows && p < geo.P) {
+          const int64_t t = t0 + step[i], r = i - step[i] * R;
+          a.o.p[b * a.o.sb + h * a.o.sh + t * a.o.st + r * a.o.sr + p] =
+              acc[j][e] + Dh * sV[i * lay.ldv + p];
+        }
+      });
+    }
+    if (hh + 1 < heads) __syncthreads();  // before the next head's V, S_in and G
   }
 }
 
@@ -333,10 +360,35 @@ Geometry geometry_of(const ChunkScanLaunch& a) {
   g.vec_q = vec_ok(a.q, a.N);
   g.vec_k = vec_ok(a.k, a.N);
   g.vec_v = vec_ok(a.v, a.P);
+  g.heads = 1;
   return g;
 }
 
 constexpr int kMaxSmem = 200 * 1024;
+// Output blocks wanted at the least: two on each of an H100's 132
+// multiprocessors.
+constexpr int64_t kFullWave = 2 * 132;
+
+// Heads an output block takes: the largest power of two up to 8 (or up to
+// SSM_CUDA_SCAN_HEADS = 1, 2, 4 or 8, for measuring; other values are
+// ignored) that divides the heads sharing q and k rows (a group's; 1 for
+// Mamba-3, whose q and k are per head), fits shared memory and, unless
+// forced, leaves at least kFullWave blocks.
+int heads_per_block(const ChunkScanLaunch& a, const Geometry& geo) {
+  const int64_t share = std::gcd(a.q.hdiv, a.k.hdiv);
+  int most = 8;
+  bool forced = false;
+  if (const char* env = std::getenv("SSM_CUDA_SCAN_HEADS")) {
+    const std::string_view v(env);
+    if (v == "1" || v == "2" || v == "4" || v == "8") most = v[0] - '0', forced = true;
+  }
+  for (int heads = most; heads > 1; heads /= 2)
+    if (share % heads == 0 && a.H % heads == 0 &&
+        OutSmem::of(geo.Np, geo.Pp).bytes(geo.Pp, heads) <= size_t{kMaxSmem} &&
+        (forced || a.B * a.H * geo.chunks / heads >= kFullWave))
+      return heads;
+  return 1;
+}
 
 __global__ void prepare_ssd_kernel(ConstRows dt, const float* A, int64_t B, int64_t L, float* la,
                                    float* w, float* wd) {
@@ -381,7 +433,7 @@ int64_t chunk_scan_chunks(int64_t L, int64_t R) {
 bool chunk_scan_fits(int64_t R, int64_t N, int64_t P) {
   if (R > kRows || N < 1 || P < 1) return false;
   const int Np = static_cast<int>(round_up(N, 16)), Pp = static_cast<int>(round_up(P, 16));
-  return OutSmem::of(Np, Pp).bytes(Pp) <= size_t{kMaxSmem} &&
+  return OutSmem::of(Np, Pp).bytes(Pp, 1) <= size_t{kMaxSmem} &&
          StateSmem::of(Np, Pp).bytes() <= size_t{kMaxSmem};
 }
 
@@ -398,10 +450,11 @@ void launch_chunk_prepare_mamba3(const float* dt, const float* A, const float* l
 }
 
 void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
-  const Geometry geo = geometry_of(a);
+  Geometry geo = geometry_of(a);
+  geo.heads = heads_per_block(a, geo);
   const int64_t blocks = a.B * a.H * geo.chunks;
   const size_t state_smem = StateSmem::of(geo.Np, geo.Pp).bytes();
-  const size_t out_smem = OutSmem::of(geo.Np, geo.Pp).bytes(geo.Pp);
+  const size_t out_smem = OutSmem::of(geo.Np, geo.Pp).bytes(geo.Pp, geo.heads);
   // Above 48 KiB a kernel's dynamic shared memory must be allowed first
   // (once per process and kernel; a device's settings outlive the call).
   static const bool allowed = [] {
@@ -425,10 +478,11 @@ void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
     chunk_state_kernel<false><<<grid, kThreads, state_smem, s>>>(a, geo);
   const int64_t PN = a.P * a.N;
   state_pass_kernel<<<static_cast<unsigned>(a.B * a.H * ((PN + 255) / 256)), 256, 0, s>>>(a, geo);
+  const unsigned out_grid = static_cast<unsigned>(blocks / geo.heads);
   if (a.split)
-    chunk_output_kernel<true><<<grid, kThreads, out_smem, s>>>(a, geo);
+    chunk_output_kernel<true><<<out_grid, kThreads, out_smem, s>>>(a, geo);
   else
-    chunk_output_kernel<false><<<grid, kThreads, out_smem, s>>>(a, geo);
+    chunk_output_kernel<false><<<out_grid, kThreads, out_smem, s>>>(a, geo);
 }
 
 }  // namespace ssm::cuda
