@@ -1,7 +1,8 @@
 // The chunked scan (launch_chunk_scan.h) on the tensor cores, in three
 // launches:
-//   1. chunk states, a block per (b, h, chunk): the chunk's own state
-//      sum_s exp(cum_end - cum_s) w_s v_s k_s^T (a P x 64 by 64 x N product);
+//   1. chunk states, a block per (b, heads of a group, chunk): each head's
+//      own state of the chunk, sum_s exp(cum_end - cum_s) w_s v_s k_s^T (a
+//      P x 64 by 64 x N product), K loaded once for the block's heads;
 //   2. the state pass, a thread per (b, h, p, n), sequential over chunks:
 //      the state entering each chunk, S <- exp(cum_end) S + chunk state;
 //   3. outputs, a block per (b, heads of a group, chunk): Q K^T once, then
@@ -48,7 +49,7 @@ __device__ float decay_exp(float x) { return x < -80.f ? 0.f : expf(x); }
 
 struct Geometry {
   int T, R, N, P, Np, Pp;  // steps per chunk, rank, sizes and padded sizes
-  int heads;               // heads an output block takes (heads_per_block)
+  int heads, state_heads;  // heads an output and a state block take (heads_per_block)
   int64_t chunks;
   bool vec_q, vec_k, vec_v;  // rows copied in 16-byte pieces
 };
@@ -107,59 +108,78 @@ __device__ void chunk_cumsum(const float* la, int T, float* cum) {
   if (l + 32 < T) cum[l + 32] = x1;
 }
 
+// The state kernel's shared memory: K, each head's V, per head and step
+// the running decay and the coefficient exp(cum_end - cum_s) w_s.
 struct StateSmem {
   int ldv, ldk;
   __host__ __device__ static StateSmem of(int Np, int Pp) { return {pitch(Pp, 8), pitch(Np, 8)}; }
-  __host__ __device__ size_t bytes() const {
-    return (size_t(kRows) * (ldv + ldk) + 2 * kRows) * sizeof(float);
+  __host__ __device__ size_t bytes(int heads) const {
+    return (size_t(kRows) * (heads * ldv + ldk) + 2 * kRows * heads) * sizeof(float);
   }
 };
 
+// Block (b, `heads` heads of one group, chunk): K loaded once for them and
+// every head's V with it (one round trip to memory), then each head's
+// chunk state V^T K, its rows of V scaled first. The warps take the
+// (head, tile) items in turn.
 template <bool kSplit>
 __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a, Geometry geo) {
   extern __shared__ float smem[];
+  const int heads = geo.state_heads;
   const StateSmem lay = StateSmem::of(geo.Np, geo.Pp);
-  float* sV = smem;                   // rows x P: v_s exp(cum_end - cum_s) w_s
-  float* sK = sV + kRows * lay.ldv;   // rows x N
-  float* cum = sK + kRows * lay.ldk;  // T
-  float* coef = cum + kRows;          // T
-  // Heads fastest: the heads of a group, which read the same B and C rows,
+  float* sK = smem;                              // rows x N
+  float* sV = sK + kRows * lay.ldk;              // heads x rows x P: v_s exp(cum_end - cum_s) w_s
+  float* cum = sV + heads * kRows * lay.ldv;     // heads x T
+  float* coef = cum + heads * kRows;             // heads x T
+  // Head blocks fastest: those of a group, which read the same B and C rows,
   // run side by side and share them in L2.
-  const int64_t h = blockIdx.x % a.H, c = (blockIdx.x / a.H) % geo.chunks,
-                b = blockIdx.x / (a.H * geo.chunks);
-  const int64_t bh = b * a.H + h, t0 = c * geo.T;
+  const int64_t head_blocks = a.H / heads;
+  const int64_t h0 = (blockIdx.x % head_blocks) * heads, c = (blockIdx.x / head_blocks) % geo.chunks,
+                b = blockIdx.x / (head_blocks * geo.chunks);
+  const int64_t t0 = c * geo.T;
   const int T = static_cast<int>(min(int64_t{geo.T}, a.L - t0)), rows = T * geo.R;
-  const float* la = a.la + bh * a.L + t0;
-  if (threadIdx.x < 32) chunk_cumsum(la, T, cum);
-  __syncthreads();
-  const float total = cum[T - 1];
-  for (int t = threadIdx.x; t < T; t += blockDim.x)
-    coef[t] = decay_exp(total - cum[t]) * a.w[bh * a.L + t0 + t];
-  load_rows(sV, lay.ldv, a.v, b, h, t0, rows, geo.R, geo.P, geo.Pp, geo.vec_v);
-  load_rows(sK, lay.ldk, a.k, b, h, t0, rows, geo.R, geo.N, geo.Np, geo.vec_k);
+  const int warp = threadIdx.x / 32;
+  for (int hh = warp; hh < heads; hh += kWarps)
+    chunk_cumsum(a.la + ((b * a.H + h0 + hh) * a.L + t0), T, cum + hh * kRows);
+  load_rows(sK, lay.ldk, a.k, b, h0, t0, rows, geo.R, geo.N, geo.Np, geo.vec_k);
+  for (int hh = 0; hh < heads; ++hh)
+    load_rows(sV + hh * kRows * lay.ldv, lay.ldv, a.v, b, h0 + hh, t0, rows, geo.R, geo.P, geo.Pp,
+              geo.vec_v);
+  __syncthreads();  // the running decays
+  for (int i = threadIdx.x; i < heads * kRows; i += blockDim.x) {
+    const int hh = i / kRows, t = i % kRows;
+    if (t < T)
+      coef[i] = decay_exp(cum[hh * kRows + T - 1] - cum[i]) * a.w[(b * a.H + h0 + hh) * a.L + t0 + t];
+  }
+  if (threadIdx.x < heads) {
+    const int64_t bh = b * a.H + h0 + threadIdx.x;
+    a.chunk_decay[bh * geo.chunks + c] = decay_exp(cum[threadIdx.x * kRows + T - 1]);
+  }
   wait_async();
   __syncthreads();
   // v_s scaled by exp(cum_end - cum_s) w_s: a warp per row (no divisions
   // per element).
-  const int warp = threadIdx.x / 32;
-  for (int row = warp; row < rows; row += kWarps) {
-    const float f = coef[row / geo.R];
-    for (int p = threadIdx.x % 32; p < geo.P; p += 32) sV[row * lay.ldv + p] *= f;
+  for (int i = warp; i < heads * kRows; i += kWarps) {
+    const int hh = i / kRows, row = i % kRows;
+    if (row >= rows) continue;
+    const float f = coef[hh * kRows + row / geo.R];
+    for (int p = threadIdx.x % 32; p < geo.P; p += 32) sV[i * lay.ldv + p] *= f;
   }
   __syncthreads();
-  // S_loc (P x N) = V^T (P x rows) K (rows x N).
+  // S_loc (P x N) = V^T (P x rows) K (rows x N), per head.
   const int mt = geo.Pp / 16, nt = static_cast<int>((geo.Np + kTileCols - 1) / kTileCols);
-  float* out = a.chunk_states + (bh * geo.chunks + c) * int64_t{geo.P} * geo.N;
-  for (int item = warp; item < mt * nt; item += kWarps) {
-    const int m0 = (item % mt) * 16, n0 = (item / mt) * kTileCols;
+  for (int item = warp; item < heads * mt * nt; item += kWarps) {
+    const int hh = item / (mt * nt), tile = item % (mt * nt);
+    const int m0 = (tile % mt) * 16, n0 = (tile / mt) * kTileCols;
+    float* out = a.chunk_states + ((b * a.H + h0 + hh) * geo.chunks + c) * int64_t{geo.P} * geo.N;
     Acc acc;
     zero(acc);
-    warp_mma<kSplit>(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, 0, kRows, m0, n0, geo.Np);
+    warp_mma<kSplit>(acc, Smem{sV + hh * kRows * lay.ldv, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, 0,
+                     kRows, m0, n0, geo.Np);
     for_each_acc(m0, n0, geo.Np, [&](int p, int n, int j, int e) {
       if (p < geo.P && n < geo.N) out[int64_t{p} * geo.N + n] = acc[j][e];
     });
   }
-  if (threadIdx.x == 0) a.chunk_decay[bh * geo.chunks + c] = decay_exp(total);
 }
 
 // chunk_states[c] <- the state entering chunk c; the final state to a.state.
@@ -360,7 +380,7 @@ Geometry geometry_of(const ChunkScanLaunch& a) {
   g.vec_q = vec_ok(a.q, a.N);
   g.vec_k = vec_ok(a.k, a.N);
   g.vec_v = vec_ok(a.v, a.P);
-  g.heads = 1;
+  g.heads = g.state_heads = 1;
   return g;
 }
 
@@ -388,6 +408,15 @@ int heads_per_block(const ChunkScanLaunch& a, const Geometry& geo) {
         (forced || a.B * a.H * geo.chunks / heads >= kFullWave))
       return heads;
   return 1;
+}
+
+// Heads a state block takes: as many as an output block, fewer where their
+// V tiles would leave less than two blocks a multiprocessor (113 KB each
+// of an H100's 228 KB).
+int state_heads_per_block(const Geometry& geo) {
+  int heads = geo.heads;
+  while (heads > 1 && StateSmem::of(geo.Np, geo.Pp).bytes(heads) > size_t{113} * 1024) heads /= 2;
+  return heads;
 }
 
 __global__ void prepare_ssd_kernel(ConstRows dt, const float* A, int64_t B, int64_t L, float* la,
@@ -434,7 +463,7 @@ bool chunk_scan_fits(int64_t R, int64_t N, int64_t P) {
   if (R > kRows || N < 1 || P < 1) return false;
   const int Np = static_cast<int>(round_up(N, 16)), Pp = static_cast<int>(round_up(P, 16));
   return OutSmem::of(Np, Pp).bytes(Pp, 1) <= size_t{kMaxSmem} &&
-         StateSmem::of(Np, Pp).bytes() <= size_t{kMaxSmem};
+         StateSmem::of(Np, Pp).bytes(1) <= size_t{kMaxSmem};
 }
 
 void launch_chunk_prepare_ssd(ConstRows dt, const float* A, int64_t B, int64_t L, float* la,
@@ -452,8 +481,9 @@ void launch_chunk_prepare_mamba3(const float* dt, const float* A, const float* l
 void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
   Geometry geo = geometry_of(a);
   geo.heads = heads_per_block(a, geo);
+  geo.state_heads = state_heads_per_block(geo);
   const int64_t blocks = a.B * a.H * geo.chunks;
-  const size_t state_smem = StateSmem::of(geo.Np, geo.Pp).bytes();
+  const size_t state_smem = StateSmem::of(geo.Np, geo.Pp).bytes(geo.state_heads);
   const size_t out_smem = OutSmem::of(geo.Np, geo.Pp).bytes(geo.Pp, geo.heads);
   // Above 48 KiB a kernel's dynamic shared memory must be allowed first
   // (once per process and kernel; a device's settings outlive the call).
@@ -471,11 +501,11 @@ void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
     return true;
   }();
   (void)allowed;
-  const unsigned grid = static_cast<unsigned>(blocks);
+  const unsigned state_grid = static_cast<unsigned>(blocks / geo.state_heads);
   if (a.split)
-    chunk_state_kernel<true><<<grid, kThreads, state_smem, s>>>(a, geo);
+    chunk_state_kernel<true><<<state_grid, kThreads, state_smem, s>>>(a, geo);
   else
-    chunk_state_kernel<false><<<grid, kThreads, state_smem, s>>>(a, geo);
+    chunk_state_kernel<false><<<state_grid, kThreads, state_smem, s>>>(a, geo);
   const int64_t PN = a.P * a.N;
   state_pass_kernel<<<static_cast<unsigned>(a.B * a.H * ((PN + 255) / 256)), 256, 0, s>>>(a, geo);
   const unsigned out_grid = static_cast<unsigned>(blocks / geo.heads);
