@@ -14,8 +14,10 @@
 // matches the F32 recurrence to about 1e-6 relative; or, when the context
 // rounds its products (ChunkScanLaunch::split false: the reference's bf16
 // products, or training with --bf16), as one TF32 product each, a third of
-// the matrix instructions and half the conversions. Operands sit in shared
-// memory, rows padded so that the fragment loads of a warp hit 32 banks.
+// the matrix instructions, every operand rounded to TF32 once where it sits
+// in shared memory (the warp loops then convert nothing; D v takes the
+// rounded v too). Operands sit in shared memory, rows padded so that the
+// fragment loads of a warp hit 32 banks.
 // The warp tiles are tf32_warp_tiles.h's (as the backward's), the mma and
 // copy primitives tf32_mma.h's.
 #include <algorithm>
@@ -43,9 +45,43 @@ using tiles::pitch;
 using tiles::round_up;
 using tiles::Smem;
 using tiles::warp_mma;
+using tiles::warp_mma_rounded;
 using tiles::zero;
 
 __device__ float decay_exp(float x) { return x < -80.f ? 0.f : expf(x); }
+
+// acc += A[.., 0..K) B[0..K), ..): kSplit, the 3xTF32 split of F32
+// operands; else one TF32 product of operands already rounded where they
+// sit (round_own_rows, tf32_rounded), so that the warp loops convert
+// nothing.
+template <bool kSplit>
+__device__ void product(Acc& acc, Smem A, Smem Bm, int K, int m0, int n0, int ncols) {
+  if constexpr (kSplit)
+    warp_mma<true>(acc, A, Bm, 0, K, m0, n0, ncols);
+  else
+    warp_mma_rounded(acc, A, Bm, 0, K, m0, n0, ncols);
+}
+
+// Rounds to TF32 in place the pieces of a pitch-`ld` shared-memory matrix
+// that this thread copied (load_rows' and load_state's walk: a warp per
+// row, its lanes along the row, 4-float pieces with `vec`), once its
+// copies are done (after wait_async, before the barrier): each operand is
+// converted once, not at each of its fragment loads.
+__device__ void round_own_rows(float* dst, int ld, int nrows, int padded, bool vec) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int row = warp; row < nrows; row += kWarps) {
+    float* d = dst + row * ld;
+    if (vec) {
+      for (int c = 4 * lane; c < padded; c += 128) {
+        float4 x = *reinterpret_cast<float4*>(d + c);
+        x = {tf32_rounded(x.x), tf32_rounded(x.y), tf32_rounded(x.z), tf32_rounded(x.w)};
+        *reinterpret_cast<float4*>(d + c) = x;
+      }
+    } else {
+      for (int c = lane; c < padded; c += 32) d[c] = tf32_rounded(d[c]);
+    }
+  }
+}
 
 struct Geometry {
   int T, R, N, P, Np, Pp;  // steps per chunk, rank, sizes and padded sizes
@@ -156,14 +192,18 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a
     a.chunk_decay[bh * geo.chunks + c] = decay_exp(cum[threadIdx.x * kRows + T - 1]);
   }
   wait_async();
+  if constexpr (!kSplit) round_own_rows(sK, lay.ldk, kRows, geo.Np, geo.vec_k);
   __syncthreads();
-  // v_s scaled by exp(cum_end - cum_s) w_s: a warp per row (no divisions
-  // per element).
+  // v_s scaled by exp(cum_end - cum_s) w_s (and rounded to TF32 when the
+  // products are): a warp per row (no divisions per element).
   for (int i = warp; i < heads * kRows; i += kWarps) {
     const int hh = i / kRows, row = i % kRows;
     if (row >= rows) continue;
     const float f = coef[hh * kRows + row / geo.R];
-    for (int p = threadIdx.x % 32; p < geo.P; p += 32) sV[i * lay.ldv + p] *= f;
+    for (int p = threadIdx.x % 32; p < geo.P; p += 32) {
+      const float x = sV[i * lay.ldv + p] * f;
+      sV[i * lay.ldv + p] = kSplit ? x : tf32_rounded(x);
+    }
   }
   __syncthreads();
   // S_loc (P x N) = V^T (P x rows) K (rows x N), per head.
@@ -174,8 +214,8 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a
     float* out = a.chunk_states + ((b * a.H + h0 + hh) * geo.chunks + c) * int64_t{geo.P} * geo.N;
     Acc acc;
     zero(acc);
-    warp_mma<kSplit>(acc, Smem{sV + hh * kRows * lay.ldv, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, 0,
-                     kRows, m0, n0, geo.Np);
+    product<kSplit>(acc, Smem{sV + hh * kRows * lay.ldv, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, kRows,
+                    m0, n0, geo.Np);
     for_each_acc(m0, n0, geo.Np, [&](int p, int n, int j, int e) {
       if (p < geo.P && n < geo.N) out[int64_t{p} * geo.N + n] = acc[j][e];
     });
@@ -308,13 +348,18 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaun
   load_rows(sKS, lay.ldk, a.k, b, h0, t0, rows, R, geo.N, geo.Np, geo.vec_k);
   load_rows(sV, lay.ldv, a.v, b, h0, t0, rows, R, geo.P, geo.Pp, geo.vec_v);
   wait_async();
+  if constexpr (!kSplit) {
+    round_own_rows(sQ, lay.ldq, kRows, geo.Np, geo.vec_q);
+    round_own_rows(sKS, lay.ldk, kRows, geo.Np, geo.vec_k);
+    round_own_rows(sV, lay.ldv, kRows, geo.Pp, geo.vec_v);
+  }
   __syncthreads();
   constexpr int kMt = kRows / 16;
   static_assert(kMt * (kRows / kTileCols) == kWarps, "a tile of C B^T per warp");
   const int cb_m0 = (warp % kMt) * 16, cb_n0 = (warp / kMt) * kTileCols;
   Acc cb;
   zero(cb);
-  warp_mma<kSplit>(cb, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.ldk}, 0, geo.Np, cb_m0, cb_n0, kRows);
+  product<kSplit>(cb, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.ldk}, geo.Np, cb_m0, cb_n0, kRows);
   __syncthreads();  // every read of K is done: its space takes S_in
   const int nt = (geo.Pp + kTileCols - 1) / kTileCols;
   const int g = (threadIdx.x % 32) / 4;
@@ -334,9 +379,14 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaun
         else if (sj == ti)
           wgt = wd_h[sj];
       }
-      sG[i * lay.ldg + j] = cb[jt][e] * wgt;
+      const float x = cb[jt][e] * wgt;
+      sG[i * lay.ldg + j] = kSplit ? x : tf32_rounded(x);
     });
     wait_async();
+    if constexpr (!kSplit) {
+      if (hh > 0) round_own_rows(sV, lay.ldv, kRows, geo.Pp, geo.vec_v);
+      round_own_rows(sKS, lay.lds, geo.Pp, geo.Np, geo.N % 4 == 0);
+    }
     __syncthreads();
     const float Dh = a.D ? a.D[h] : 0.f;
     for (int item = warp; item < kMt * nt; item += kWarps) {
@@ -344,9 +394,8 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaun
       Acc acc, acc_s;
       zero(acc);
       zero(acc_s);
-      warp_mma<kSplit>(acc, Smem{sG, lay.ldg, 1}, Smem{sV, lay.ldv, 1}, 0, kRows, m0, n0, geo.Pp);
-      warp_mma<kSplit>(acc_s, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.lds}, 0, geo.Np, m0, n0,
-                       geo.Pp);
+      product<kSplit>(acc, Smem{sG, lay.ldg, 1}, Smem{sV, lay.ldv, 1}, kRows, m0, n0, geo.Pp);
+      product<kSplit>(acc_s, Smem{sQ, lay.ldq, 1}, Smem{sKS, 1, lay.lds}, geo.Np, m0, n0, geo.Pp);
       // A lane's accumulators are of rows m0 + g (elements 0, 1) and m0 + g + 8 (2, 3).
       const float e0 = decay_exp(cum_h[step[m0 + g]]), e1 = decay_exp(cum_h[step[m0 + g + 8]]);
 #pragma unroll

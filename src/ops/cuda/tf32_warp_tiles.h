@@ -79,6 +79,25 @@ __device__ void warp_mma(Acc& acc, Smem A, Smem Bm, int k0, int k1, int m0, int 
   }
 }
 
+// As warp_mma<false>, the operands already rounded to TF32 where they sit
+// (tf32_rounded's values, converted once after their loads): the fragment
+// loads need no conversion each. The same products and sums as
+// warp_mma<false> on the unrounded operands, so the same bits.
+template <class Operand>  // Smem (a template: defined in a header without inline)
+__device__ void warp_mma_rounded(Acc& acc, Operand A, Operand Bm, int k0, int k1, int m0, int n0,
+                                 int ncols) {
+  const int lane = threadIdx.x % 32, g = lane / 4, tg = lane % 4;
+  for (int k = k0; k < k1; k += 8) {
+    const uint32_t a[4] = {tf32_bits(A(m0 + g, k + tg)), tf32_bits(A(m0 + g + 8, k + tg)),
+                           tf32_bits(A(m0 + g, k + tg + 4)), tf32_bits(A(m0 + g + 8, k + tg + 4))};
+#pragma unroll
+    for (int j = 0; j < kTileCols / 8; ++j) {
+      const int n = n0 + 8 * j;
+      if (n < ncols) mma_tf32(acc[j], a, tf32_bits(Bm(k + tg, n + g)), tf32_bits(Bm(k + tg + 4, n + g)));
+    }
+  }
+}
+
 // Calls f(row, col, j, e) for each accumulator element acc[j][e] of a
 // warp's item whose tile starts below ncols.
 template <class F>
