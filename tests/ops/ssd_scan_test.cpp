@@ -264,8 +264,9 @@ TEST_P(SsdScanTest, HeadsPerBlockGiveTheSameBits) {
         const testing::Tolerance tol = rounded ? testing::Tolerance{3e-3, 1e-4} : kScanTol;
         for (size_t i = 0; i < want.size(); ++i) {
           EXPECT_TRUE(testing::close(got[i].second, want[i].second, tol)) << want[i].first;
-          if (first)
+          if (first) {
             EXPECT_TRUE(testing::bitwise_equal(got[i].second, (*first)[i].second)) << want[i].first;
+          }
         }
         if (!first) first = got;
       }
