@@ -103,7 +103,7 @@ struct SumsSmem {
 };
 
 template <bool kSplit>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)  // 4 blocks an SM, as its shared memory allows
     chunk_sums_kernel(SsdScanBackwardLaunch a, Geometry geo) {
   extern __shared__ float smem[];
   const SumsSmem lay = SumsSmem::of(geo);
@@ -124,6 +124,10 @@ __global__ void __launch_bounds__(kThreads)
   load_rows(sK, lay.ldk, kp + k.row0 * ks + k.g * geo.N, ks, k.len, kRows, geo.N, geo.Np,
             grad ? geo.vec_C : geo.vec_B);
   wait_async();
+  // One TF32 product: K rounded by each thread's own pieces before
+  // load_decay's barrier, V when weighted, so that fragments are plain loads.
+  constexpr bool kR = !kSplit;
+  if constexpr (kR) tiles::round_rows(sK, lay.ldk, kRows, geo.Np, grad ? geo.vec_C : geo.vec_B);
   load_decay(a, k, dt, cs);
   const float last = cs[k.len - 1];
   // Row t weighted by exp(cs_last - cs_t) dt_t (a source's weight at the
@@ -131,7 +135,10 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32;
   for (int t = warp; t < k.len; t += kWarps) {
     const float w = grad ? expf(cs[t]) : expf(last - cs[t]) * dt[t];
-    for (int p = threadIdx.x % 32; p < geo.P; p += 32) sV[t * lay.ldv + p] *= w;
+    for (int p = threadIdx.x % 32; p < geo.P; p += 32) {
+      const float v = sV[t * lay.ldv + p] * w;
+      sV[t * lay.ldv + p] = kR ? tiles::round_tf32(v) : v;
+    }
   }
   __syncthreads();
   // (P x N) = V^T (P x 64) K (64 x N), over the chunk's steps only.
@@ -142,7 +149,7 @@ __global__ void __launch_bounds__(kThreads)
     const int m0 = (item % mt) * 16, n0 = (item / mt) * kTileCols;
     Acc acc;
     tiles::zero(acc);
-    warp_mma<kSplit>(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, 0, K, m0, n0, geo.Np);
+    warp_mma<kSplit, kR, kR>(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, 0, K, m0, n0, geo.Np);
     for_each_acc(m0, n0, geo.Np, [&](int p, int n, int j, int e) {
       if (p < geo.P && n < geo.N) out[int64_t{p} * geo.N + n] = acc[j][e];
     });
@@ -203,6 +210,18 @@ __global__ void __launch_bounds__(kBackThreads)
   load_rows(sF, lay.ldn, a.dstates + k.slot * P * N, N, P, geo.Pp, N, geo.Np, geo.vec_state);
   load_rows(sS0, lay.ldn, a.states + k.slot * P * N, N, P, geo.Pp, N, geo.Np, geo.vec_state);
   wait_async();
+  // One TF32 product: the operands other than x and dy (which the per-step
+  // sums dD, D dy and x . dS B read as they are) rounded once here, each
+  // thread its own pieces before load_decay's barrier, so that their
+  // fragments are plain loads.
+  constexpr bool kR = !kSplit;
+  if constexpr (kR) {
+    tiles::round_rows(sB, lay.ldn, kRows, geo.Np, geo.vec_B);
+    tiles::round_rows(sC, lay.ldn, kRows, geo.Np, geo.vec_C);
+    tiles::round_rows(sF, lay.ldn, geo.Pp, geo.Np, geo.vec_state);
+    tiles::round_rows(sS0, lay.ldn, geo.Pp, geo.Np, geo.vec_state);
+  }
+  const auto staged = [](float v) { return kR ? tiles::round_tf32(v) : v; };
   load_decay(a, k, dt, cs);
   const float last = cs[len - 1];
   for (int t = threadIdx.x; t < kRows; t += blockDim.x) {
@@ -221,11 +240,12 @@ __global__ void __launch_bounds__(kBackThreads)
       warp_mma<kSplit>(acc, Smem{sdy, lay.ldx, 1}, Smem{sx, 1, lay.ldx}, 0, geo.Pp, m0, n0,
                        m0 + 16);
     else
-      warp_mma<kSplit>(acc, Smem{sC, lay.ldn, 1}, Smem{sB, 1, lay.ldn}, 0, geo.Np, m0, n0, m0 + 16);
+      warp_mma<kSplit, kR, kR>(acc, Smem{sC, lay.ldn, 1}, Smem{sB, 1, lay.ldn}, 0, geo.Np, m0, n0,
+                               m0 + 16);
     for_each_acc(m0, n0, kRows, [&](int tp, int t, int j, int e) {
       const float v = t <= tp && tp < len ? acc[j][e] * expf(cs[tp] - cs[t]) : 0.f;
-      (second ? M2 : M1)[tp * lay.ldm + t] = v;
-      if (second) M2dt[tp * lay.ldm + t] = v * dt[t];
+      (second ? M2 : M1)[tp * lay.ldm + t] = staged(v);
+      if (second) M2dt[tp * lay.ldm + t] = staged(v * dt[t]);
     });
   }
   // dD's part: dy . x over the chunk, each thread's run, then a fixed tree
@@ -248,8 +268,10 @@ __global__ void __launch_bounds__(kBackThreads)
     tiles::zero(acc_m);
     if (item < na) {  // dS B (t, p) -> dx, and the row sums of x . dS B
       const int m0 = (item % kMt) * 16, ci = item / kMt, n0 = ci * kTileCols;
-      warp_mma<kSplit>(acc, Smem{sB, lay.ldn, 1}, Smem{sF, 1, lay.ldn}, 0, geo.Np, m0, n0, geo.Pp);
-      warp_mma<kSplit>(acc_m, Smem{M1, 1, lay.ldm}, Smem{sdy, lay.ldx, 1}, m0, K, m0, n0, geo.Pp);
+      warp_mma<kSplit, kR, kR>(acc, Smem{sB, lay.ldn, 1}, Smem{sF, 1, lay.ldn}, 0, geo.Np, m0, n0,
+                               geo.Pp);
+      warp_mma<kSplit, kR>(acc_m, Smem{M1, 1, lay.ldm}, Smem{sdy, lay.ldx, 1}, m0, K, m0, n0,
+                           geo.Pp);
       float rows[2] = {0.f, 0.f};  // this lane's rows m0 + g and m0 + g + 8
       for_each_acc(m0, n0, geo.Pp, [&](int t, int p, int j, int e) {
         const float v = eL[t] * acc[j][e] + acc_m[j][e];
@@ -267,18 +289,20 @@ __global__ void __launch_bounds__(kBackThreads)
       }
     } else if (item < na + nb) {  // dB^h (t, n)
       const int ib = item - na, m0 = (ib % kMt) * 16, n0 = (ib / kMt) * kTileCols;
-      warp_mma<kSplit>(acc, Smem{sx, lay.ldx, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0, n0, geo.Np);
-      warp_mma<kSplit>(acc_m, Smem{M2, 1, lay.ldm}, Smem{sC, lay.ldn, 1}, m0, K, m0, n0, geo.Np);
+      warp_mma<kSplit, false, kR>(acc, Smem{sx, lay.ldx, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0,
+                                  n0, geo.Np);
+      warp_mma<kSplit, kR, kR>(acc_m, Smem{M2, 1, lay.ldm}, Smem{sC, lay.ldn, 1}, m0, K, m0, n0,
+                               geo.Np);
       for_each_acc(m0, n0, geo.Np, [&](int t, int n, int j, int e) {
         if (t < len && n < N)
           a.dBh[((k.row0 + t) * a.H + k.h) * N + n] = dt[t] * (eL[t] * acc[j][e] + acc_m[j][e]);
       });
     } else {  // dC^h (t, n)
       const int ic = item - na - nb, m0 = (ic % kMt) * 16, n0 = (ic / kMt) * kTileCols;
-      warp_mma<kSplit>(acc, Smem{sdy, lay.ldx, 1}, Smem{sS0, lay.ldn, 1}, 0, geo.Pp, m0, n0,
-                       geo.Np);
-      warp_mma<kSplit>(acc_m, Smem{M2dt, lay.ldm, 1}, Smem{sB, lay.ldn, 1}, 0, min(m0 + 16, K), m0,
-                       n0, geo.Np);
+      warp_mma<kSplit, false, kR>(acc, Smem{sdy, lay.ldx, 1}, Smem{sS0, lay.ldn, 1}, 0, geo.Pp, m0,
+                                  n0, geo.Np);
+      warp_mma<kSplit, kR, kR>(acc_m, Smem{M2dt, lay.ldm, 1}, Smem{sB, lay.ldn, 1}, 0,
+                               min(m0 + 16, K), m0, n0, geo.Np);
       for_each_acc(m0, n0, geo.Np, [&](int t, int n, int j, int e) {
         if (t < len && n < N)
           a.dCh[((k.row0 + t) * a.H + k.h) * N + n] = eS[t] * acc[j][e] + acc_m[j][e];
