@@ -47,11 +47,12 @@ constexpr size_t kMaxBackSmem = 227 * 1024;  // chunk_backward's: all of it (one
 struct Geometry {
   int P, N, Pp, Np;  // sizes, and padded to 16
   int64_t chunks;
-  bool vec_x, vec_dy, vec_B, vec_C, vec_state;  // rows copied in 16-byte pieces
+  bool vec_x, vec_dy, vec_B, vec_C, vec_state, vec_cb;  // rows copied in 16-byte pieces
 };
 
 struct Chunk {
   int64_t b, h, g, row0, slot;  // slot: (b H + h) chunks + c, the scratch's order
+  int64_t cb;                   // (b G + g) chunks + c: the chunk's C B^T
   int len;
 };
 
@@ -65,6 +66,7 @@ __device__ Chunk chunk_of(const SsdScanBackwardLaunch& a, const Geometry& geo) {
   k.g = k.h / (a.H / a.G);
   k.row0 = k.b * a.L + c * kRows;
   k.slot = (k.b * a.H + k.h) * geo.chunks + c;
+  k.cb = (k.b * a.G + k.g) * geo.chunks + c;
   k.len = static_cast<int>(min(int64_t{kRows}, a.L - c * kRows));
   return k;
 }
@@ -157,6 +159,43 @@ __global__ void __launch_bounds__(kThreads, 4)  // 4 blocks an SM, as its shared
   if (!grad && threadIdx.x == 0) a.decay[k.slot] = expf(last);
 }
 
+// C B^T of a (b, chunk, group), raw (the decay mask is per head): a block
+// each, once for all the heads of the group, which chunk_backward reads
+// instead of making it per head. Its tiles as chunk_backward's M1 (the
+// same products in the same order, so the same bits), every entry written.
+template <bool kSplit>
+__global__ void __launch_bounds__(kThreads) chunk_cb_kernel(SsdScanBackwardLaunch a, Geometry geo) {
+  extern __shared__ float smem[];
+  const int ldn = pitch(geo.Np, 4);
+  float* sB = smem;
+  float* sC = sB + kRows * ldn;
+  const int64_t c = blockIdx.x % geo.chunks, g = (blockIdx.x / geo.chunks) % a.G,
+                b = blockIdx.x / (geo.chunks * a.G);
+  const int64_t row0 = b * a.L + c * kRows;
+  const int len = static_cast<int>(min(int64_t{kRows}, a.L - c * kRows)), N = geo.N;
+  load_rows(sB, ldn, a.Bm.p + row0 * a.Bm.stride + g * N, a.Bm.stride, len, kRows, N, geo.Np,
+            geo.vec_B);
+  load_rows(sC, ldn, a.C.p + row0 * a.C.stride + g * N, a.C.stride, len, kRows, N, geo.Np,
+            geo.vec_C);
+  wait_async();
+  constexpr bool kR = !kSplit;
+  if constexpr (kR) {
+    tiles::round_rows(sB, ldn, kRows, geo.Np, geo.vec_B);
+    tiles::round_rows(sC, ldn, kRows, geo.Np, geo.vec_C);
+  }
+  __syncthreads();
+  float* out = a.cb + blockIdx.x * int64_t{kRows * kRows};
+  constexpr int kMt = kRows / 16, kNt = kRows / kTileCols;
+  for (int it = threadIdx.x / 32; it < kMt * kNt; it += kWarps) {
+    const int m0 = (it % kMt) * 16, n0 = (it / kMt) * kTileCols;
+    Acc acc;
+    tiles::zero(acc);
+    warp_mma<kSplit, kR, kR>(acc, Smem{sC, ldn, 1}, Smem{sB, 1, ldn}, 0, geo.Np, m0, n0, m0 + 16);
+    for_each_acc(m0, n0, kRows,
+                 [&](int tp, int t, int j, int e) { out[tp * kRows + t] = acc[j][e]; });
+  }
+}
+
 // The backward kernel's shared memory: x, dy (64 x P), B, C (64 x N), F
 // and S0 (P x N), M1, M2 and M2 diag(dt) (64 x 64), per step dt, cs and the
 // two decays, the row sums of x . dS B per 32 columns, and the dD
@@ -209,6 +248,9 @@ __global__ void __launch_bounds__(kBackThreads)
             geo.vec_C);
   load_rows(sF, lay.ldn, a.dstates + k.slot * P * N, N, P, geo.Pp, N, geo.Np, geo.vec_state);
   load_rows(sS0, lay.ldn, a.states + k.slot * P * N, N, P, geo.Pp, N, geo.Np, geo.vec_state);
+  if (a.cb)
+    load_rows(M1, lay.ldm, a.cb + k.cb * kRows * kRows, kRows, kRows, kRows, kRows, kRows,
+              geo.vec_cb);
   wait_async();
   // One TF32 product: the operands other than x and dy (which the per-step
   // sums dD, D dy and x . dS B read as they are) rounded once here, each
@@ -239,11 +281,14 @@ __global__ void __launch_bounds__(kBackThreads)
     if (second)
       warp_mma<kSplit>(acc, Smem{sdy, lay.ldx, 1}, Smem{sx, 1, lay.ldx}, 0, geo.Pp, m0, n0,
                        m0 + 16);
-    else
+    else if (!a.cb)
       warp_mma<kSplit, kR, kR>(acc, Smem{sC, lay.ldn, 1}, Smem{sB, 1, lay.ldn}, 0, geo.Np, m0, n0,
                                m0 + 16);
     for_each_acc(m0, n0, kRows, [&](int tp, int t, int j, int e) {
-      const float v = t <= tp && tp < len ? acc[j][e] * expf(cs[tp] - cs[t]) : 0.f;
+      // With a.cb, M1 holds C B^T as loaded; each entry is read and
+      // written by one lane.
+      const float raw = second || !a.cb ? acc[j][e] : M1[tp * lay.ldm + t];
+      const float v = t <= tp && tp < len ? raw * expf(cs[tp] - cs[t]) : 0.f;
       (second ? M2 : M1)[tp * lay.ldm + t] = staged(v);
       if (second) M2dt[tp * lay.ldm + t] = staged(v * dt[t]);
     });
@@ -340,10 +385,12 @@ Geometry geometry_of(const SsdScanBackwardLaunch& a) {
   g.vec_C = vec_ok(a.C, a.N);
   g.vec_state = reinterpret_cast<uintptr_t>(a.states) % 16 == 0 &&
                 reinterpret_cast<uintptr_t>(a.dstates) % 16 == 0 && a.N % 4 == 0;
+  g.vec_cb = reinterpret_cast<uintptr_t>(a.cb) % 16 == 0;
   return g;
 }
 
 size_t sums_bytes(const Geometry& g) { return SumsSmem::of(g).bytes(); }
+size_t cb_bytes(const Geometry& g) { return size_t(2) * kRows * pitch(g.Np, 4) * sizeof(float); }
 size_t backward_bytes(const Geometry& g) { return BackSmem::of(g).floats(g) * sizeof(float); }
 
 }  // namespace
@@ -354,7 +401,11 @@ bool ssd_backward_tiles_fit(int64_t P, int64_t N) {
   a.P = P;
   a.N = N;
   const Geometry g = geometry_of(a);
-  return sums_bytes(g) <= kMaxSmem && backward_bytes(g) <= kMaxBackSmem;
+  return sums_bytes(g) <= kMaxSmem && cb_bytes(g) <= kMaxSmem && backward_bytes(g) <= kMaxBackSmem;
+}
+
+int64_t ssd_backward_cb_floats(int64_t B, int64_t L, int64_t G) {
+  return B * G * ((L + kRows - 1) / kRows) * kRows * kRows;
 }
 
 void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s) {
@@ -362,7 +413,9 @@ void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s)
   // Above 48 KiB a kernel's dynamic shared memory must be allowed first.
   static const bool allowed = [] {
     for (const void* f : {reinterpret_cast<const void*>(chunk_sums_kernel<true>),
-                          reinterpret_cast<const void*>(chunk_sums_kernel<false>)})
+                          reinterpret_cast<const void*>(chunk_sums_kernel<false>),
+                          reinterpret_cast<const void*>(chunk_cb_kernel<true>),
+                          reinterpret_cast<const void*>(chunk_cb_kernel<false>)})
       cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
     for (const void* f : {reinterpret_cast<const void*>(chunk_backward_kernel<true>),
                           reinterpret_cast<const void*>(chunk_backward_kernel<false>)})
@@ -375,6 +428,13 @@ void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s)
     chunk_sums_kernel<true><<<grid, kThreads, sums_bytes(geo), s>>>(a, geo);
   else
     chunk_sums_kernel<false><<<grid, kThreads, sums_bytes(geo), s>>>(a, geo);
+  if (a.cb) {
+    const unsigned cb_grid = static_cast<unsigned>(a.B * a.G * geo.chunks);
+    if (a.split)
+      chunk_cb_kernel<true><<<cb_grid, kThreads, cb_bytes(geo), s>>>(a, geo);
+    else
+      chunk_cb_kernel<false><<<cb_grid, kThreads, cb_bytes(geo), s>>>(a, geo);
+  }
 }
 
 void launch_ssd_chunk_backward_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s) {
