@@ -24,13 +24,6 @@ inline uint32_t to_tf32(float x) {
   return u & 0xffffe000u;
 }
 
-inline float tf32_rounded(float x) { return tf32_value(to_tf32(x)); }
-inline uint32_t tf32_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-
 inline void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
   hi = to_tf32(x);
   lo = to_tf32(x - tf32_value(hi));

@@ -18,8 +18,9 @@
 // in shared memory (the warp loops then convert nothing; D v takes the
 // rounded v too). Operands sit in shared memory, rows padded so that the
 // fragment loads of a warp hit 32 banks.
-// The warp tiles are tf32_warp_tiles.h's (as the backward's), the mma and
-// copy primitives tf32_mma.h's.
+// The warp tiles (and the staged rounding: round_rows) are
+// tf32_warp_tiles.h's, as the backward's; the mma and copy primitives
+// tf32_mma.h's.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -42,45 +43,21 @@ using tiles::Acc;
 using tiles::for_each_acc;
 using tiles::kTileCols;
 using tiles::pitch;
+using tiles::round_rows;
+using tiles::round_tf32;
 using tiles::round_up;
 using tiles::Smem;
 using tiles::warp_mma;
-using tiles::warp_mma_rounded;
 using tiles::zero;
 
 __device__ float decay_exp(float x) { return x < -80.f ? 0.f : expf(x); }
 
 // acc += A[.., 0..K) B[0..K), ..): kSplit, the 3xTF32 split of F32
 // operands; else one TF32 product of operands already rounded where they
-// sit (round_own_rows, tf32_rounded), so that the warp loops convert
-// nothing.
+// sit (round_rows, round_tf32), so that the warp loops convert nothing.
 template <bool kSplit>
 __device__ void product(Acc& acc, Smem A, Smem Bm, int K, int m0, int n0, int ncols) {
-  if constexpr (kSplit)
-    warp_mma<true>(acc, A, Bm, 0, K, m0, n0, ncols);
-  else
-    warp_mma_rounded(acc, A, Bm, 0, K, m0, n0, ncols);
-}
-
-// Rounds to TF32 in place the pieces of a pitch-`ld` shared-memory matrix
-// that this thread copied (load_rows' and load_state's walk: a warp per
-// row, its lanes along the row, 4-float pieces with `vec`), once its
-// copies are done (after wait_async, before the barrier): each operand is
-// converted once, not at each of its fragment loads.
-__device__ void round_own_rows(float* dst, int ld, int nrows, int padded, bool vec) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int row = warp; row < nrows; row += kWarps) {
-    float* d = dst + row * ld;
-    if (vec) {
-      for (int c = 4 * lane; c < padded; c += 128) {
-        float4 x = *reinterpret_cast<float4*>(d + c);
-        x = {tf32_rounded(x.x), tf32_rounded(x.y), tf32_rounded(x.z), tf32_rounded(x.w)};
-        *reinterpret_cast<float4*>(d + c) = x;
-      }
-    } else {
-      for (int c = lane; c < padded; c += 32) d[c] = tf32_rounded(d[c]);
-    }
-  }
+  warp_mma<kSplit, !kSplit, !kSplit>(acc, A, Bm, 0, K, m0, n0, ncols);
 }
 
 struct Geometry {
@@ -192,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a
     a.chunk_decay[bh * geo.chunks + c] = decay_exp(cum[threadIdx.x * kRows + T - 1]);
   }
   wait_async();
-  if constexpr (!kSplit) round_own_rows(sK, lay.ldk, kRows, geo.Np, geo.vec_k);
+  if constexpr (!kSplit) round_rows(sK, lay.ldk, kRows, geo.Np, geo.vec_k);
   __syncthreads();
   // v_s scaled by exp(cum_end - cum_s) w_s (and rounded to TF32 when the
   // products are): a warp per row (no divisions per element).
@@ -202,7 +179,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a
     const float f = coef[hh * kRows + row / geo.R];
     for (int p = threadIdx.x % 32; p < geo.P; p += 32) {
       const float x = sV[i * lay.ldv + p] * f;
-      sV[i * lay.ldv + p] = kSplit ? x : tf32_rounded(x);
+      sV[i * lay.ldv + p] = kSplit ? x : round_tf32(x);
     }
   }
   __syncthreads();
@@ -349,9 +326,9 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaun
   load_rows(sV, lay.ldv, a.v, b, h0, t0, rows, R, geo.P, geo.Pp, geo.vec_v);
   wait_async();
   if constexpr (!kSplit) {
-    round_own_rows(sQ, lay.ldq, kRows, geo.Np, geo.vec_q);
-    round_own_rows(sKS, lay.ldk, kRows, geo.Np, geo.vec_k);
-    round_own_rows(sV, lay.ldv, kRows, geo.Pp, geo.vec_v);
+    round_rows(sQ, lay.ldq, kRows, geo.Np, geo.vec_q);
+    round_rows(sKS, lay.ldk, kRows, geo.Np, geo.vec_k);
+    round_rows(sV, lay.ldv, kRows, geo.Pp, geo.vec_v);
   }
   __syncthreads();
   constexpr int kMt = kRows / 16;
@@ -380,12 +357,12 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaun
           wgt = wd_h[sj];
       }
       const float x = cb[jt][e] * wgt;
-      sG[i * lay.ldg + j] = kSplit ? x : tf32_rounded(x);
+      sG[i * lay.ldg + j] = kSplit ? x : round_tf32(x);
     });
     wait_async();
     if constexpr (!kSplit) {
-      if (hh > 0) round_own_rows(sV, lay.ldv, kRows, geo.Pp, geo.vec_v);
-      round_own_rows(sKS, lay.lds, geo.Pp, geo.Np, geo.N % 4 == 0);
+      if (hh > 0) round_rows(sV, lay.ldv, kRows, geo.Pp, geo.vec_v);
+      round_rows(sKS, lay.lds, geo.Pp, geo.Np, geo.N % 4 == 0);
     }
     __syncthreads();
     const float Dh = a.D ? a.D[h] : 0.f;
@@ -434,9 +411,11 @@ Geometry geometry_of(const ChunkScanLaunch& a) {
 }
 
 constexpr int kMaxSmem = 200 * 1024;
-// Output blocks wanted at the least: two on each of an H100's 132
-// multiprocessors.
-constexpr int64_t kFullWave = 2 * 132;
+// Output blocks wanted at the least: one on each of an H100's 132
+// multiprocessors (measured at the 130m shapes: 4 heads a block, 192
+// blocks, beat 2 heads, 384, at 1 x 2048; 8 heads, 768 blocks, won at 8 x
+// 2048).
+constexpr int64_t kFullWave = 132;
 
 // Heads an output block takes: the largest power of two up to 8 (or up to
 // SSM_CUDA_SCAN_HEADS = 1, 2, 4 or 8, for measuring; other values are

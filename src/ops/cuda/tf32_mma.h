@@ -14,11 +14,6 @@ __device__ inline uint32_t to_tf32(float x) {
   return r;
 }
 
-// x rounded to TF32 and kept as a float (to_tf32's bits): an operand
-// converted once in shared memory, then read by tf32_bits at each use.
-__device__ inline float tf32_rounded(float x) { return __uint_as_float(to_tf32(x)); }
-__device__ inline uint32_t tf32_bits(float x) { return __float_as_uint(x); }
-
 __device__ inline void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
   hi = to_tf32(x);
   lo = to_tf32(x - __uint_as_float(hi));
