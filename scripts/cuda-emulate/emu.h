@@ -184,6 +184,11 @@ inline float __uint_as_float(uint32_t u) {
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
+inline uint32_t __float_as_uint(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
 #define threadIdx emu::t_thread
 #define blockIdx emu::t_block
 #define blockDim emu::t_bdim

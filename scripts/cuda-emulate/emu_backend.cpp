@@ -73,6 +73,17 @@ void launch_fill(Rows t, float value, cudaStream_t) {
   for (int64_t r = 0; r < t.rows; ++r)
     for (int64_t c = 0; c < t.cols; ++c) t.p[r * t.stride + c] = value;
 }
+// elementwise.cu's sum of squares (not emulated), for train_ops.cpp's
+// sum_squares_to: in double, one thread's order (not the kernel's tree).
+void launch_sum_squares(ConstRows t, double* out, cudaStream_t) {
+  double acc = 0;
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t c = 0; c < t.cols; ++c) {
+      const double v = t.p[r * t.stride + c];
+      acc += v * v;
+    }
+  *out = acc;
+}
 // gemm_f32.cpp's products on the host (no cuBLAS), for train_ops.cpp's head
 // loss: column-major, each input rounded to bf16 (nearest even) under bf16
 // compute as the GPU's copies are, sums in double.

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "ops/against_ref.h"
@@ -222,6 +224,53 @@ TEST_P(SsdScanTest, RoundedProductsStayNearRef) {
     EXPECT_TRUE(testing::close(precise[i].second, want[i].second, kScanTol)) << want[i].first;
   }
   EXPECT_FALSE(testing::bitwise_equal(rounded[0].second, precise[0].second));
+}
+
+// The cuda backend's output kernel takes several heads of a group a block
+// (C B^T made once for them): as many as SSM_CUDA_SCAN_HEADS says (1, 2, 4
+// or 8), else chosen by the launch. Whatever it takes, every head sums in
+// the same order: the same bits, near ref, in the exact and the rounded
+// modes; on groups of 8 and 4 heads, a length off the chunk (150: a partial
+// last chunk), batch rows, D and a carried state, and the 130m head shape
+// (P = 64, N = 128). Other backends ignore the variable.
+TEST_P(SsdScanTest, HeadsPerBlockGiveTheSameBits) {
+  struct Shape {
+    int64_t B, L, H, P, N, G;
+  };
+  for (const Shape& s : {Shape{2, 150, 16, 16, 32, 2}, Shape{1, 100, 4, 64, 128, 1}})
+    for (const bool rounded : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "H " << s.H << " G " << s.G << " rounded " << rounded);
+      const SsdProblem p = SsdProblem::random(s.B, s.L, s.H, s.P, s.N, s.G, 300 + s.H);
+      Context ref("ref", 1);
+      auto run = [&](Context& c) {
+        Tensor y_rows;
+        const ops::SsdScanArgs a = testing::ssd_args_on(c, p, SsdLayout::kLayerRows, 64, &y_rows);
+        ops::ssd_scan(c, a);
+        return testing::outputs({{"y", y_rows}, {"state", a.state}});
+      };
+      const testing::Outputs want = run(ref);
+      std::optional<testing::Outputs> first;
+      for (const char* heads : {"1", "2", "4", "8", ""}) {
+        SCOPED_TRACE(::testing::Message() << "SSM_CUDA_SCAN_HEADS '" << heads << "'");
+        ::setenv("SSM_CUDA_SCAN_HEADS", heads, 1);
+        Context ctx(GetParam(), 1);
+        const bool has_modes = ctx.resources() && ctx.resources()->set_bf16_compute(rounded);
+        if (rounded && !has_modes) {  // a host backend: no rounded products
+          ::unsetenv("SSM_CUDA_SCAN_HEADS");
+          break;
+        }
+        const testing::Outputs got = run(ctx);
+        ::unsetenv("SSM_CUDA_SCAN_HEADS");
+        const testing::Tolerance tol = rounded ? testing::Tolerance{3e-3, 1e-4} : kScanTol;
+        for (size_t i = 0; i < want.size(); ++i) {
+          EXPECT_TRUE(testing::close(got[i].second, want[i].second, tol)) << want[i].first;
+          if (first) {
+            EXPECT_TRUE(testing::bitwise_equal(got[i].second, (*first)[i].second)) << want[i].first;
+          }
+        }
+        if (!first) first = got;
+      }
+    }
 }
 
 // BF16 state products (a model whose projections run in BF16): near ref at

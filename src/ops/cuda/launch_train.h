@@ -62,6 +62,9 @@ struct SsdScanBackwardLaunch {
   // each), chunk decays (B*H*chunks), per-head dB and dC (B*L*H*N each),
   // per-step decay gradients (B*L*H), per-(b, h) sums (2*B*H).
   float *states, *dstates, *decay, *dBh, *dCh, *g, *sums;
+  // Or null: C B^T of each (b, chunk, group), 64 x 64 (ssd_backward_cb_floats),
+  // made once for the heads of a group by the tiles' chunk_sums launch.
+  float* cb = nullptr;
   // The tensor-core passes' products: 3xTF32 (F32-exact), or one TF32
   // product each for a context that rounds its products
   // (CudaResources::rounds_products).
@@ -77,6 +80,7 @@ void launch_ssd_scan_backward(const SsdScanBackwardLaunch& a, cudaStream_t s);
 // when the context rounds its products (split false) only: see
 // launch_ssd_scan_backward.
 bool ssd_backward_tiles_fit(int64_t P, int64_t N);
+int64_t ssd_backward_cb_floats(int64_t B, int64_t L, int64_t G);
 void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s);
 void launch_ssd_chunk_backward_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s);
 

@@ -136,37 +136,69 @@ __global__ void chunk_sums_kernel(SsdScanBackwardLaunch a) {
   if (threadIdx.x == 0) a.decay[out / (P * N)] = expf(last);
 }
 
-// Thread per (b, h, p, n): S0 of each chunk forward, F of each backward.
-// The walk is sequential, its memory traffic need not be: the loads of
-// kAhead chunks are issued together before their stores (a load after a
-// store through the same pointer cannot be moved above it, so one at a time
-// each chunk cost a memory latency).
+// W consecutive floats at p (16-byte aligned when W is 4).
+template <int W>
+__device__ void load_run(float (&v)[W], const float* p) {
+  if constexpr (W == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    for (int w = 0; w < W; ++w) v[w] = p[w];
+  }
+}
+template <int W>
+__device__ void store_run(float* p, const double (&v)[W]) {
+  if constexpr (W == 4) {
+    *reinterpret_cast<float4*>(p) = float4{static_cast<float>(v[0]), static_cast<float>(v[1]),
+                                           static_cast<float>(v[2]), static_cast<float>(v[3])};
+  } else {
+    for (int w = 0; w < W; ++w) p[w] = static_cast<float>(v[w]);
+  }
+}
+
+// Thread per (b, h) and W consecutive (p, n): S0 of each chunk forward, F
+// of each backward. The walk is sequential, its memory traffic need not
+// be: the loads of kAhead chunks of both walks (independent of each other)
+// are issued together before their stores (a load after a store through
+// the same pointer cannot be moved above it, so one at a time each chunk
+// cost a memory latency), W = 4 floats a load where aligned: four times the
+// bytes in flight for the registers they take.
+template <int W>
 __global__ void chunk_pass_kernel(SsdScanBackwardLaunch a) {
-  constexpr int kAhead = 8;
+  constexpr int kAhead = 4;
   const int64_t PN = a.P * a.N, nc = (a.L + a.Q - 1) / a.Q;
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * W;
   if (i >= a.B * a.H * PN) return;
   const int64_t bh = i / PN, e = i % PN;
   const float* decay = a.decay + bh * nc;
-  for (int side = 0; side < 2; ++side) {  // S0 forward over chunks, then F backward
-    float* S = (side == 0 ? a.states : a.dstates) + bh * nc * PN + e;
-    double run = side == 0 && a.state0 ? a.state0[i] : 0.f;
-    for (int64_t c0 = 0; c0 < nc; c0 += kAhead) {
-      float own[kAhead], d[kAhead];
+  float* S = a.states + bh * nc * PN + e;   // forward over chunks
+  float* F = a.dstates + bh * nc * PN + e;  // backward
+  double run_s[W], run_f[W];
+  for (int w = 0; w < W; ++w) {
+    run_s[w] = a.state0 ? a.state0[i + w] : 0.f;
+    run_f[w] = 0;
+  }
+  for (int64_t c0 = 0; c0 < nc; c0 += kAhead) {
+    float own_s[kAhead][W], own_f[kAhead][W], d_s[kAhead], d_f[kAhead];
 #pragma unroll
-      for (int j = 0; j < kAhead; ++j) {
-        const int64_t c = side == 0 ? c0 + j : nc - 1 - c0 - j;
-        own[j] = c0 + j < nc ? S[c * PN] : 0.f;
-        d[j] = c0 + j < nc ? decay[c] : 0.f;
+    for (int j = 0; j < kAhead; ++j)
+      if (c0 + j < nc) {
+        load_run<W>(own_s[j], S + (c0 + j) * PN);
+        load_run<W>(own_f[j], F + (nc - 1 - c0 - j) * PN);
+        d_s[j] = decay[c0 + j];
+        d_f[j] = decay[nc - 1 - c0 - j];
       }
 #pragma unroll
-      for (int j = 0; j < kAhead; ++j)
-        if (c0 + j < nc) {
-          const int64_t c = side == 0 ? c0 + j : nc - 1 - c0 - j;
-          S[c * PN] = static_cast<float>(run);
-          run = d[j] * run + own[j];
+    for (int j = 0; j < kAhead; ++j)
+      if (c0 + j < nc) {
+        store_run<W>(S + (c0 + j) * PN, run_s);
+        store_run<W>(F + (nc - 1 - c0 - j) * PN, run_f);
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+          run_s[w] = d_s[j] * run_s[w] + own_s[j][w];
+          run_f[w] = d_f[j] * run_f[w] + own_f[j][w];
         }
-    }
+      }
   }
 }
 
@@ -379,7 +411,13 @@ void launch_ssd_scan_backward(const SsdScanBackwardLaunch& a, cudaStream_t s) {
                          static_cast<int>(s1));
     chunk_sums_kernel<<<chunks, kThreads, s1, s>>>(a);
   }
-  chunk_pass_kernel<<<blocks(a.B * a.H * a.P * a.N, kThreads), kThreads, 0, s>>>(a);
+  const int64_t entries = a.B * a.H * a.P * a.N;
+  const bool vec = (a.P * a.N) % 4 == 0 && reinterpret_cast<uintptr_t>(a.states) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(a.dstates) % 16 == 0;
+  if (vec)
+    chunk_pass_kernel<4><<<blocks(entries / 4, kThreads), kThreads, 0, s>>>(a);
+  else
+    chunk_pass_kernel<1><<<blocks(entries, kThreads), kThreads, 0, s>>>(a);
   if (tiles) {
     launch_ssd_chunk_backward_tiles(a, s);
   } else {

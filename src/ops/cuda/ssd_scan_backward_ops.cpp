@@ -33,6 +33,9 @@ void ssd_scan_backward(Context& ctx, const ops::SsdScanBackwardArgs& a) {
   l.dCh = l.dBh + l.B * l.L * l.H * l.N;
   l.g = l.dCh + l.B * l.L * l.H * l.N;
   l.sums = l.g + l.B * l.L * l.H;
+  if (!l.split && l.Q == 64 && ssd_backward_tiles_fit(l.P, l.N))  // the tiles' C B^T
+    l.cb = ops::elements<float>(
+        ctx.arena().alloc(DType::kF32, {ssd_backward_cb_floats(l.B, l.L, l.G)}));
   l.x = const_rows_of(f.x);
   l.Bm = const_rows_of(f.B);
   l.C = const_rows_of(f.C);

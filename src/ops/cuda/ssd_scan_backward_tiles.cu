@@ -39,16 +39,20 @@ using tiles::warp_mma;
 constexpr int kRows = 64;  // steps per chunk
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr size_t kMaxSmem = 200 * 1024;  // of the H100's 227 KiB per block
+constexpr int kBackWarps = 16;  // chunk_backward's
+constexpr int kBackThreads = kBackWarps * 32;
+constexpr size_t kMaxSmem = 200 * 1024;      // chunk_sums', of the H100's 227 KiB per block
+constexpr size_t kMaxBackSmem = 227 * 1024;  // chunk_backward's: all of it (one block an SM)
 
 struct Geometry {
   int P, N, Pp, Np;  // sizes, and padded to 16
   int64_t chunks;
-  bool vec_x, vec_dy, vec_B, vec_C, vec_state;  // rows copied in 16-byte pieces
+  bool vec_x, vec_dy, vec_B, vec_C, vec_state, vec_cb;  // rows copied in 16-byte pieces
 };
 
 struct Chunk {
   int64_t b, h, g, row0, slot;  // slot: (b H + h) chunks + c, the scratch's order
+  int64_t cb;                   // (b G + g) chunks + c: the chunk's C B^T
   int len;
 };
 
@@ -62,6 +66,7 @@ __device__ Chunk chunk_of(const SsdScanBackwardLaunch& a, const Geometry& geo) {
   k.g = k.h / (a.H / a.G);
   k.row0 = k.b * a.L + c * kRows;
   k.slot = (k.b * a.H + k.h) * geo.chunks + c;
+  k.cb = (k.b * a.G + k.g) * geo.chunks + c;
   k.len = static_cast<int>(min(int64_t{kRows}, a.L - c * kRows));
   return k;
 }
@@ -100,7 +105,7 @@ struct SumsSmem {
 };
 
 template <bool kSplit>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)  // 4 blocks an SM, as its shared memory allows
     chunk_sums_kernel(SsdScanBackwardLaunch a, Geometry geo) {
   extern __shared__ float smem[];
   const SumsSmem lay = SumsSmem::of(geo);
@@ -121,6 +126,10 @@ __global__ void __launch_bounds__(kThreads)
   load_rows(sK, lay.ldk, kp + k.row0 * ks + k.g * geo.N, ks, k.len, kRows, geo.N, geo.Np,
             grad ? geo.vec_C : geo.vec_B);
   wait_async();
+  // One TF32 product: K rounded by each thread's own pieces before
+  // load_decay's barrier, V when weighted, so that fragments are plain loads.
+  constexpr bool kR = !kSplit;
+  if constexpr (kR) tiles::round_rows(sK, lay.ldk, kRows, geo.Np, grad ? geo.vec_C : geo.vec_B);
   load_decay(a, k, dt, cs);
   const float last = cs[k.len - 1];
   // Row t weighted by exp(cs_last - cs_t) dt_t (a source's weight at the
@@ -128,7 +137,10 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32;
   for (int t = warp; t < k.len; t += kWarps) {
     const float w = grad ? expf(cs[t]) : expf(last - cs[t]) * dt[t];
-    for (int p = threadIdx.x % 32; p < geo.P; p += 32) sV[t * lay.ldv + p] *= w;
+    for (int p = threadIdx.x % 32; p < geo.P; p += 32) {
+      const float v = sV[t * lay.ldv + p] * w;
+      sV[t * lay.ldv + p] = kR ? tiles::round_tf32(v) : v;
+    }
   }
   __syncthreads();
   // (P x N) = V^T (P x 64) K (64 x N), over the chunk's steps only.
@@ -139,7 +151,7 @@ __global__ void __launch_bounds__(kThreads)
     const int m0 = (item % mt) * 16, n0 = (item / mt) * kTileCols;
     Acc acc;
     tiles::zero(acc);
-    warp_mma<kSplit>(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, 0, K, m0, n0, geo.Np);
+    warp_mma<kSplit, kR, kR>(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, 0, K, m0, n0, geo.Np);
     for_each_acc(m0, n0, geo.Np, [&](int p, int n, int j, int e) {
       if (p < geo.P && n < geo.N) out[int64_t{p} * geo.N + n] = acc[j][e];
     });
@@ -147,22 +159,65 @@ __global__ void __launch_bounds__(kThreads)
   if (!grad && threadIdx.x == 0) a.decay[k.slot] = expf(last);
 }
 
+// C B^T of a (b, chunk, group), raw (the decay mask is per head): a block
+// each, once for all the heads of the group, which chunk_backward reads
+// instead of making it per head. Its tiles as chunk_backward's M1 (the
+// same products in the same order, so the same bits), every entry written.
+template <bool kSplit>
+__global__ void __launch_bounds__(kThreads) chunk_cb_kernel(SsdScanBackwardLaunch a, Geometry geo) {
+  extern __shared__ float smem[];
+  const int ldn = pitch(geo.Np, 4);
+  float* sB = smem;
+  float* sC = sB + kRows * ldn;
+  const int64_t c = blockIdx.x % geo.chunks, g = (blockIdx.x / geo.chunks) % a.G,
+                b = blockIdx.x / (geo.chunks * a.G);
+  const int64_t row0 = b * a.L + c * kRows;
+  const int len = static_cast<int>(min(int64_t{kRows}, a.L - c * kRows)), N = geo.N;
+  load_rows(sB, ldn, a.Bm.p + row0 * a.Bm.stride + g * N, a.Bm.stride, len, kRows, N, geo.Np,
+            geo.vec_B);
+  load_rows(sC, ldn, a.C.p + row0 * a.C.stride + g * N, a.C.stride, len, kRows, N, geo.Np,
+            geo.vec_C);
+  wait_async();
+  constexpr bool kR = !kSplit;
+  if constexpr (kR) {
+    tiles::round_rows(sB, ldn, kRows, geo.Np, geo.vec_B);
+    tiles::round_rows(sC, ldn, kRows, geo.Np, geo.vec_C);
+  }
+  __syncthreads();
+  float* out = a.cb + blockIdx.x * int64_t{kRows * kRows};
+  constexpr int kMt = kRows / 16, kNt = kRows / kTileCols;
+  for (int it = threadIdx.x / 32; it < kMt * kNt; it += kWarps) {
+    const int m0 = (it % kMt) * 16, n0 = (it / kMt) * kTileCols;
+    Acc acc;
+    tiles::zero(acc);
+    warp_mma<kSplit, kR, kR>(acc, Smem{sC, ldn, 1}, Smem{sB, 1, ldn}, 0, geo.Np, m0, n0, m0 + 16);
+    for_each_acc(m0, n0, kRows,
+                 [&](int tp, int t, int j, int e) { out[tp * kRows + t] = acc[j][e]; });
+  }
+}
+
 // The backward kernel's shared memory: x, dy (64 x P), B, C (64 x N), F
-// then S0 (P x N), M1, M2 (64 x 64), per step dt, cs and the two decays,
-// the row sums of x . dS B per 32 columns, and the dD reduction.
+// and S0 (P x N), M1, M2 and M2 diag(dt) (64 x 64), per step dt, cs and the
+// two decays, the row sums of x . dS B per 32 columns, and the dD
+// reduction per warp: 222 KB at P = 64, N = 128, so that every operand is
+// loaded at the start and the three products run in one phase.
 struct BackSmem {
   int ldx, ldn, ldm, col_items;
   __host__ __device__ static BackSmem of(const Geometry& g) {
     return {pitch(g.Pp, 4), pitch(g.Np, 4), pitch(kRows, 8), (g.Pp + kTileCols - 1) / kTileCols};
   }
   __host__ __device__ size_t floats(const Geometry& g) const {
-    return size_t(kRows) * (2 * ldx + 2 * ldn + 2 * ldm + 4 + col_items) + size_t(g.Pp) * ldn +
-           kThreads;
+    return size_t(kRows) * (2 * ldx + 2 * ldn + 3 * ldm + 4 + col_items) + 2 * size_t(g.Pp) * ldn +
+           kBackWarps;
   }
 };
 
+// A block per (b, h, chunk), 16 warps (one block a multiprocessor: twice
+// the warps of 8 to hide the latencies of the fragment loads and the
+// mma chains). Phases: every load (cp.async), M1 and M2, then the 8 + 16 +
+// 16 warp items of dS B, dB^h and dC^h together, then the per-step sums.
 template <bool kSplit>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kBackThreads)
     chunk_backward_kernel(SsdScanBackwardLaunch a, Geometry geo) {
   extern __shared__ float smem[];
   const BackSmem lay = BackSmem::of(geo);
@@ -170,19 +225,19 @@ __global__ void __launch_bounds__(kThreads)
   float* sdy = sx + kRows * lay.ldx;
   float* sB = sdy + kRows * lay.ldx;
   float* sC = sB + kRows * lay.ldn;
-  float* sF = sC + kRows * lay.ldn;   // F (rows p, columns n), then S0
-  float* M1 = sF + geo.Pp * lay.ldn;  // (t', t): exp(cs_t' - cs_t) C_t'.B_t, t' >= t
-  float* M2 = M1 + kRows * lay.ldm;   // (t', t): exp(cs_t' - cs_t) dy_t'.x_t, t' >= t
-  float* dt = M2 + kRows * lay.ldm;
+  float* sF = sC + kRows * lay.ldn;    // F (rows p, columns n)
+  float* sS0 = sF + geo.Pp * lay.ldn;  // S0 (rows p, columns n)
+  float* M1 = sS0 + geo.Pp * lay.ldn;  // (t', t): exp(cs_t' - cs_t) C_t'.B_t, t' >= t
+  float* M2 = M1 + kRows * lay.ldm;    // (t', t): exp(cs_t' - cs_t) dy_t'.x_t, t' >= t
+  float* M2dt = M2 + kRows * lay.ldm;  // (t', t): M2 dt_t
+  float* dt = M2dt + kRows * lay.ldm;
   float* cs = dt + kRows;
   float* eL = cs + kRows;                     // exp(cs_last - cs_t)
   float* eS = eL + kRows;                     // exp(cs_t)
   float* part = eS + kRows;                   // (column item, t): sum over its columns of x . dS B
-  float* red = part + kRows * lay.col_items;  // kThreads: dD
+  float* red = part + kRows * lay.col_items;  // kBackWarps: dD
   const Chunk k = chunk_of(a, geo);
   const int P = geo.P, N = geo.N, len = k.len;
-  const float* S0 = a.states + k.slot * P * N;
-  const float* F = a.dstates + k.slot * P * N;
   load_rows(sx, lay.ldx, a.x.p + k.row0 * a.x.stride + k.h * P, a.x.stride, len, kRows, P, geo.Pp,
             geo.vec_x);
   load_rows(sdy, lay.ldx, a.dy.p + k.row0 * a.dy.stride + k.h * P, a.dy.stride, len, kRows, P,
@@ -191,18 +246,34 @@ __global__ void __launch_bounds__(kThreads)
             geo.Np, geo.vec_B);
   load_rows(sC, lay.ldn, a.C.p + k.row0 * a.C.stride + k.g * N, a.C.stride, len, kRows, N, geo.Np,
             geo.vec_C);
-  load_rows(sF, lay.ldn, F, N, P, geo.Pp, N, geo.Np, geo.vec_state);
+  load_rows(sF, lay.ldn, a.dstates + k.slot * P * N, N, P, geo.Pp, N, geo.Np, geo.vec_state);
+  load_rows(sS0, lay.ldn, a.states + k.slot * P * N, N, P, geo.Pp, N, geo.Np, geo.vec_state);
+  if (a.cb)
+    load_rows(M1, lay.ldm, a.cb + k.cb * kRows * kRows, kRows, kRows, kRows, kRows, kRows,
+              geo.vec_cb);
   wait_async();
+  // One TF32 product: the operands other than x and dy (which the per-step
+  // sums dD, D dy and x . dS B read as they are) rounded once here, each
+  // thread its own pieces before load_decay's barrier, so that their
+  // fragments are plain loads.
+  constexpr bool kR = !kSplit;
+  if constexpr (kR) {
+    tiles::round_rows(sB, lay.ldn, kRows, geo.Np, geo.vec_B);
+    tiles::round_rows(sC, lay.ldn, kRows, geo.Np, geo.vec_C);
+    tiles::round_rows(sF, lay.ldn, geo.Pp, geo.Np, geo.vec_state);
+    tiles::round_rows(sS0, lay.ldn, geo.Pp, geo.Np, geo.vec_state);
+  }
+  const auto staged = [](float v) { return kR ? tiles::round_tf32(v) : v; };
   load_decay(a, k, dt, cs);
   const float last = cs[len - 1];
   for (int t = threadIdx.x; t < kRows; t += blockDim.x) {
     eL[t] = t < len ? expf(last - cs[t]) : 0.f;
     eS[t] = t < len ? expf(cs[t]) : 0.f;
   }
-  const int warp = threadIdx.x / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   constexpr int kMt = kRows / 16, kNt = kRows / kTileCols;
   // M1 and M2: tiles right of the diagonal block are all masked.
-  for (int item = warp; item < 2 * kMt * kNt; item += kWarps) {
+  for (int item = warp; item < 2 * kMt * kNt; item += kBackWarps) {
     const bool second = item >= kMt * kNt;
     const int it = item % (kMt * kNt), m0 = (it % kMt) * 16, n0 = (it / kMt) * kTileCols;
     Acc acc;
@@ -210,33 +281,42 @@ __global__ void __launch_bounds__(kThreads)
     if (second)
       warp_mma<kSplit>(acc, Smem{sdy, lay.ldx, 1}, Smem{sx, 1, lay.ldx}, 0, geo.Pp, m0, n0,
                        m0 + 16);
-    else
-      warp_mma<kSplit>(acc, Smem{sC, lay.ldn, 1}, Smem{sB, 1, lay.ldn}, 0, geo.Np, m0, n0, m0 + 16);
-    float* M = second ? M2 : M1;
+    else if (!a.cb)
+      warp_mma<kSplit, kR, kR>(acc, Smem{sC, lay.ldn, 1}, Smem{sB, 1, lay.ldn}, 0, geo.Np, m0, n0,
+                               m0 + 16);
     for_each_acc(m0, n0, kRows, [&](int tp, int t, int j, int e) {
-      M[tp * lay.ldm + t] = t <= tp && tp < len ? acc[j][e] * expf(cs[tp] - cs[t]) : 0.f;
+      // With a.cb, M1 holds C B^T as loaded; each entry is read and
+      // written by one lane.
+      const float raw = second || !a.cb ? acc[j][e] : M1[tp * lay.ldm + t];
+      const float v = t <= tp && tp < len ? raw * expf(cs[tp] - cs[t]) : 0.f;
+      (second ? M2 : M1)[tp * lay.ldm + t] = staged(v);
+      if (second) M2dt[tp * lay.ldm + t] = staged(v * dt[t]);
     });
   }
-  // dD's part: dy . x over the chunk, each thread's run then thread 0's sum.
+  // dD's part: dy . x over the chunk, each thread's run, then a fixed tree
+  // in each warp, then thread 0 over the warps in order.
   float dD = 0;
   for (int i = threadIdx.x; i < len * P; i += blockDim.x) {
     const int t = i / P, p = i % P;
     dD += sdy[t * lay.ldx + p] * sx[t * lay.ldx + p];
   }
-  red[threadIdx.x] = dD;
+  for (int o = 16; o > 0; o /= 2) dD += __shfl_xor_sync(0xffffffffu, dD, o);
+  if (lane == 0) red[warp] = dD;
   __syncthreads();
   const float Dh = a.D ? a.D[k.h] : 0.f;
   const int K = static_cast<int>(round_up(len, 8));  // steps that can be nonzero
-  const int na = kMt * lay.col_items, nb = kMt * ((geo.Np + kTileCols - 1) / kTileCols);
-  const int lane = threadIdx.x % 32;
-  for (int item = warp; item < na + nb; item += kWarps) {
+  const int nt = (geo.Np + kTileCols - 1) / kTileCols;
+  const int na = kMt * lay.col_items, nb = kMt * nt;
+  for (int item = warp; item < na + 2 * nb; item += kBackWarps) {
     Acc acc, acc_m;
     tiles::zero(acc);
     tiles::zero(acc_m);
     if (item < na) {  // dS B (t, p) -> dx, and the row sums of x . dS B
       const int m0 = (item % kMt) * 16, ci = item / kMt, n0 = ci * kTileCols;
-      warp_mma<kSplit>(acc, Smem{sB, lay.ldn, 1}, Smem{sF, 1, lay.ldn}, 0, geo.Np, m0, n0, geo.Pp);
-      warp_mma<kSplit>(acc_m, Smem{M1, 1, lay.ldm}, Smem{sdy, lay.ldx, 1}, m0, K, m0, n0, geo.Pp);
+      warp_mma<kSplit, kR, kR>(acc, Smem{sB, lay.ldn, 1}, Smem{sF, 1, lay.ldn}, 0, geo.Np, m0, n0,
+                               geo.Pp);
+      warp_mma<kSplit, kR>(acc_m, Smem{M1, 1, lay.ldm}, Smem{sdy, lay.ldx, 1}, m0, K, m0, n0,
+                           geo.Pp);
       float rows[2] = {0.f, 0.f};  // this lane's rows m0 + g and m0 + g + 8
       for_each_acc(m0, n0, geo.Pp, [&](int t, int p, int j, int e) {
         const float v = eL[t] * acc[j][e] + acc_m[j][e];
@@ -252,17 +332,29 @@ __global__ void __launch_bounds__(kThreads)
         part[ci * kRows + m0 + lane / 4] = rows[0];
         part[ci * kRows + m0 + lane / 4 + 8] = rows[1];
       }
-    } else {  // dB^h (t, n)
+    } else if (item < na + nb) {  // dB^h (t, n)
       const int ib = item - na, m0 = (ib % kMt) * 16, n0 = (ib / kMt) * kTileCols;
-      warp_mma<kSplit>(acc, Smem{sx, lay.ldx, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0, n0, geo.Np);
-      warp_mma<kSplit>(acc_m, Smem{M2, 1, lay.ldm}, Smem{sC, lay.ldn, 1}, m0, K, m0, n0, geo.Np);
+      warp_mma<kSplit, false, kR>(acc, Smem{sx, lay.ldx, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0,
+                                  n0, geo.Np);
+      warp_mma<kSplit, kR, kR>(acc_m, Smem{M2, 1, lay.ldm}, Smem{sC, lay.ldn, 1}, m0, K, m0, n0,
+                               geo.Np);
       for_each_acc(m0, n0, geo.Np, [&](int t, int n, int j, int e) {
         if (t < len && n < N)
           a.dBh[((k.row0 + t) * a.H + k.h) * N + n] = dt[t] * (eL[t] * acc[j][e] + acc_m[j][e]);
       });
+    } else {  // dC^h (t, n)
+      const int ic = item - na - nb, m0 = (ic % kMt) * 16, n0 = (ic / kMt) * kTileCols;
+      warp_mma<kSplit, false, kR>(acc, Smem{sdy, lay.ldx, 1}, Smem{sS0, lay.ldn, 1}, 0, geo.Pp, m0,
+                                  n0, geo.Np);
+      warp_mma<kSplit, kR, kR>(acc_m, Smem{M2dt, lay.ldm, 1}, Smem{sB, lay.ldn, 1}, 0,
+                               min(m0 + 16, K), m0, n0, geo.Np);
+      for_each_acc(m0, n0, geo.Np, [&](int t, int n, int j, int e) {
+        if (t < len && n < N)
+          a.dCh[((k.row0 + t) * a.H + k.h) * N + n] = eS[t] * acc[j][e] + acc_m[j][e];
+      });
     }
   }
-  __syncthreads();  // F, M1 and the partial sums are done with
+  __syncthreads();  // the partial row sums are done
   for (int t = threadIdx.x; t < len; t += blockDim.x) {
     float acc = 0;
     for (int ci = 0; ci < lay.col_items; ++ci) acc += part[ci * kRows + t];
@@ -270,27 +362,9 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (threadIdx.x == 0) {
     float sum = 0;
-    for (int j = 0; j < kThreads; ++j) sum += red[j];
+    for (int w = 0; w < kBackWarps; ++w) sum += red[w];
     // The chunk's decay is no longer needed (pass 2 used it): its slot holds dD's part.
     a.decay[k.slot] = sum;
-  }
-  load_rows(sF, lay.ldn, S0, N, P, geo.Pp, N, geo.Np, geo.vec_state);
-  for (int i = threadIdx.x; i < kRows * kRows; i += blockDim.x)
-    M2[(i / kRows) * lay.ldm + i % kRows] *= dt[i % kRows];
-  wait_async();
-  __syncthreads();
-  for (int item = warp; item < nb; item += kWarps) {  // dC^h (t, n)
-    const int m0 = (item % kMt) * 16, n0 = (item / kMt) * kTileCols;
-    Acc acc, acc_m;
-    tiles::zero(acc);
-    tiles::zero(acc_m);
-    warp_mma<kSplit>(acc, Smem{sdy, lay.ldx, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0, n0, geo.Np);
-    warp_mma<kSplit>(acc_m, Smem{M2, lay.ldm, 1}, Smem{sB, lay.ldn, 1}, 0, min(m0 + 16, K), m0, n0,
-                     geo.Np);
-    for_each_acc(m0, n0, geo.Np, [&](int t, int n, int j, int e) {
-      if (t < len && n < N)
-        a.dCh[((k.row0 + t) * a.H + k.h) * N + n] = eS[t] * acc[j][e] + acc_m[j][e];
-    });
   }
 }
 
@@ -311,10 +385,12 @@ Geometry geometry_of(const SsdScanBackwardLaunch& a) {
   g.vec_C = vec_ok(a.C, a.N);
   g.vec_state = reinterpret_cast<uintptr_t>(a.states) % 16 == 0 &&
                 reinterpret_cast<uintptr_t>(a.dstates) % 16 == 0 && a.N % 4 == 0;
+  g.vec_cb = reinterpret_cast<uintptr_t>(a.cb) % 16 == 0;
   return g;
 }
 
 size_t sums_bytes(const Geometry& g) { return SumsSmem::of(g).bytes(); }
+size_t cb_bytes(const Geometry& g) { return size_t(2) * kRows * pitch(g.Np, 4) * sizeof(float); }
 size_t backward_bytes(const Geometry& g) { return BackSmem::of(g).floats(g) * sizeof(float); }
 
 }  // namespace
@@ -325,7 +401,11 @@ bool ssd_backward_tiles_fit(int64_t P, int64_t N) {
   a.P = P;
   a.N = N;
   const Geometry g = geometry_of(a);
-  return sums_bytes(g) <= kMaxSmem && backward_bytes(g) <= kMaxSmem;
+  return sums_bytes(g) <= kMaxSmem && cb_bytes(g) <= kMaxSmem && backward_bytes(g) <= kMaxBackSmem;
+}
+
+int64_t ssd_backward_cb_floats(int64_t B, int64_t L, int64_t G) {
+  return B * G * ((L + kRows - 1) / kRows) * kRows * kRows;
 }
 
 void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s) {
@@ -334,9 +414,12 @@ void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s)
   static const bool allowed = [] {
     for (const void* f : {reinterpret_cast<const void*>(chunk_sums_kernel<true>),
                           reinterpret_cast<const void*>(chunk_sums_kernel<false>),
-                          reinterpret_cast<const void*>(chunk_backward_kernel<true>),
-                          reinterpret_cast<const void*>(chunk_backward_kernel<false>)})
+                          reinterpret_cast<const void*>(chunk_cb_kernel<true>),
+                          reinterpret_cast<const void*>(chunk_cb_kernel<false>)})
       cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
+    for (const void* f : {reinterpret_cast<const void*>(chunk_backward_kernel<true>),
+                          reinterpret_cast<const void*>(chunk_backward_kernel<false>)})
+      cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxBackSmem});
     return true;
   }();
   (void)allowed;
@@ -345,15 +428,22 @@ void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s)
     chunk_sums_kernel<true><<<grid, kThreads, sums_bytes(geo), s>>>(a, geo);
   else
     chunk_sums_kernel<false><<<grid, kThreads, sums_bytes(geo), s>>>(a, geo);
+  if (a.cb) {
+    const unsigned cb_grid = static_cast<unsigned>(a.B * a.G * geo.chunks);
+    if (a.split)
+      chunk_cb_kernel<true><<<cb_grid, kThreads, cb_bytes(geo), s>>>(a, geo);
+    else
+      chunk_cb_kernel<false><<<cb_grid, kThreads, cb_bytes(geo), s>>>(a, geo);
+  }
 }
 
 void launch_ssd_chunk_backward_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s) {
   const Geometry geo = geometry_of(a);
   const unsigned grid = static_cast<unsigned>(a.B * a.H * geo.chunks);
   if (a.split)
-    chunk_backward_kernel<true><<<grid, kThreads, backward_bytes(geo), s>>>(a, geo);
+    chunk_backward_kernel<true><<<grid, kBackThreads, backward_bytes(geo), s>>>(a, geo);
   else
-    chunk_backward_kernel<false><<<grid, kThreads, backward_bytes(geo), s>>>(a, geo);
+    chunk_backward_kernel<false><<<grid, kBackThreads, backward_bytes(geo), s>>>(a, geo);
 }
 
 }  // namespace ssm::cuda

@@ -3,8 +3,10 @@
 // F32 accumulators, from operands read through strides (so one matrix
 // serves as A or as its transpose). kSplit: the 3xTF32 split, F32-exact to
 // about 1e-6 relative; else one TF32 product (contexts that round their
-// products). Used by the scans' backward kernels; the forward's
-// chunk_scan.cu has its own copy of the same scheme.
+// products); there kRoundedA / kRoundedB mark an operand that already holds
+// TF32 values (round_tf32 when it was staged), whose bits are the fragments:
+// no conversion per fragment element, the same bits as converting there. Used by the scans'
+// forward (chunk_scan.cu) and backward kernels.
 //
 // Bank conflicts of the fragment loads: an operand read as A(r, c) at
 // r * ld + c (or B(k, n) at n * ld + k) wants ld = 4 mod 32, one read as
@@ -41,10 +43,21 @@ __device__ void zero(T& acc) {
     for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
 }
 
+// x rounded to TF32, as a float (an operand staged for kRoundedA or B).
+__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(to_tf32(x)); }
+
+template <bool kRounded>  // a template: defined in a header without inline
+__device__ uint32_t tf32_bits(float x) {
+  if constexpr (kRounded)
+    return __float_as_uint(x);
+  else
+    return to_tf32(x);
+}
+
 // acc[j] (rows m0..m0+16, columns n0 + 8 j ..) += A[m0.., k0..k1) B[k0..k1, n0 + 8 j..),
 // for the tiles j with n0 + 8 j < ncols. k0, k1 multiples of 8; the sum
 // runs over k in increasing order.
-template <bool kSplit>
+template <bool kSplit, bool kRoundedA = false, bool kRoundedB = false>
 __device__ void warp_mma(Acc& acc, Smem A, Smem Bm, int k0, int k1, int m0, int n0, int ncols) {
   const int lane = threadIdx.x % 32, g = lane / 4, tg = lane % 4;
   for (int k = k0; k < k1; k += 8) {
@@ -55,10 +68,10 @@ __device__ void warp_mma(Acc& acc, Smem A, Smem Bm, int k0, int k1, int m0, int 
       split_tf32(A(m0 + g, k + tg + 4), ah[2], al[2]);
       split_tf32(A(m0 + g + 8, k + tg + 4), ah[3], al[3]);
     } else {
-      ah[0] = to_tf32(A(m0 + g, k + tg));
-      ah[1] = to_tf32(A(m0 + g + 8, k + tg));
-      ah[2] = to_tf32(A(m0 + g, k + tg + 4));
-      ah[3] = to_tf32(A(m0 + g + 8, k + tg + 4));
+      ah[0] = tf32_bits<kRoundedA>(A(m0 + g, k + tg));
+      ah[1] = tf32_bits<kRoundedA>(A(m0 + g + 8, k + tg));
+      ah[2] = tf32_bits<kRoundedA>(A(m0 + g, k + tg + 4));
+      ah[3] = tf32_bits<kRoundedA>(A(m0 + g + 8, k + tg + 4));
     }
 #pragma unroll
     for (int j = 0; j < kTileCols / 8; ++j) {
@@ -72,7 +85,8 @@ __device__ void warp_mma(Acc& acc, Smem A, Smem Bm, int k0, int k1, int m0, int 
           mma_tf32(acc[j], ah, bl0, bl1);
           mma_tf32(acc[j], ah, bh0, bh1);
         } else {
-          mma_tf32(acc[j], ah, to_tf32(Bm(k + tg, n + g)), to_tf32(Bm(k + tg + 4, n + g)));
+          mma_tf32(acc[j], ah, tf32_bits<kRoundedB>(Bm(k + tg, n + g)),
+                   tf32_bits<kRoundedB>(Bm(k + tg + 4, n + g)));
         }
       }
     }
@@ -121,6 +135,18 @@ __device__ void load_rows(Float* dst, int ld, const Float* src, int64_t stride, 
       for (int c = lane; c < padded; c += 32) d[c] = s && c < cols ? s[c] : 0.f;
     }
   }
+}
+
+// Rounds to TF32 the pieces of dst that this thread's load_rows (same
+// arguments) wrote: after its wait_async, with no barrier in between.
+template <class Float>  // float (a template: defined in a header without inline)
+__device__ void round_rows(Float* dst, int ld, int total, int padded, bool vec) {
+  const int warps = static_cast<int>(blockDim.x / 32), warp = threadIdx.x / 32,
+            lane = threadIdx.x % 32;
+  const int c0 = vec ? 4 * lane : lane, step = vec ? 128 : 32, width = vec ? 4 : 1;
+  for (int r = warp; r < total; r += warps)
+    for (int c = c0; c < padded; c += step)
+      for (int i = 0; i < width; ++i) dst[r * ld + c + i] = round_tf32(dst[r * ld + c + i]);
 }
 
 }  // namespace ssm::cuda::tiles
