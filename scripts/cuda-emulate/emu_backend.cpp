@@ -1,7 +1,7 @@
 // The "cuda" backend of the CPU emulator (run.sh): host memory, ref's op
 // table with the entries of mamba3_attention_backward_ops.cpp,
 // hybrid_backward_ops.cpp, ssd_step_ops.cpp, mamba2_decode_ops.cpp, norm_linear_ops.cpp (with the
-// few-row projection kernel), mixer_ops.cpp (the norms, conv1d, the SSD
+// few-row projection kernels, for norm_linear and linear's few rows), mixer_ops.cpp (the norms, conv1d, the SSD
 // scan's chunked and step kernels), ssd_scan_backward_ops.cpp, norm_conv_backward_ops.cpp
 // (the norms' and conv1d's backward), mamba3_ops.cpp (prepare, the chunked
 // and step scans, output), dropout_ops.cpp and optimizer_ops.cpp (AdamW)
@@ -59,7 +59,9 @@ CudaResources& resources(Context& ctx) {
   static std::vector<unsigned> counters(kStepCounters, 0u);  // as the constructor's, zero
   auto& r = *reinterpret_cast<CudaResources*>(buf);
   r.step_counters = counters.data();
-  r.fused_decode = true;  // as the constructor's default
+  r.fused_decode = true;  // norm_linear's fused kernel wherever it fits
+  r.one_wave_projections = true;
+  r.overlap_launches = false;
   r.persistent_decode = 2;  // the decode stack's kernel, a launch a phase (tests ask for the other)
   r.grid_barrier = nullptr;
   const auto* own = dynamic_cast<const EmuResources*>(ctx.resources());
@@ -72,6 +74,14 @@ void check(cudaError_t, const char*) {}
 void launch_fill(Rows t, float value, cudaStream_t) {
   for (int64_t r = 0; r < t.rows; ++r)
     for (int64_t c = 0; c < t.cols; ++c) t.p[r * t.stride + c] = value;
+}
+// elementwise.cu's one-block sum of squares (not emulated), for
+// train_ops.cpp's gradient norm: in double, in order.
+void launch_sum_squares(ConstRows t, double* out, cudaStream_t) {
+  double acc = 0;
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t c = 0; c < t.cols; ++c) acc += double{t.p[r * t.stride + c]} * t.p[r * t.stride + c];
+  *out = acc;
 }
 // gemm_f32.cpp's products on the host (no cuBLAS), for train_ops.cpp's head
 // loss: column-major, each input rounded to bf16 (nearest even) under bf16
@@ -132,6 +142,11 @@ void gemm_f32_bf16(Context&, cublasOperation_t ta, cublasOperation_t tb, int64_t
       },
       beta, C, ldc);
 }
+// linear: few rows through linear.cpp's few-row kernel (norm_linear_ops.cpp),
+// the rest (cuBLAS's on the GPU) ref's.
+void emu_linear(Context& ctx, const ops::LinearArgs& a) {
+  if (!linear_few_rows(ctx, a)) ref_backend().ops().linear(ctx, a);
+}
 }  // namespace cuda
 namespace {
 class EmuBackend : public Backend {
@@ -144,6 +159,7 @@ class EmuBackend : public Backend {
     cuda::add_mamba2_decode_kernels(table_);
     cuda::add_ssd_scan_backward_kernels(table_);
     cuda::add_norm_linear_kernels(table_);
+    table_.linear = &cuda::emu_linear;
     cuda::add_dropout_kernels(table_);
     cuda::add_optimizer_kernels(table_);
 #ifdef SSM_EMU_REF_FORWARD

@@ -75,6 +75,10 @@ class CudaResources : public BackendResources {
   // programmatic dependent launch (overlap_launch.h), so that each starts
   // while the one before finishes: off with SSM_CUDA_OVERLAP=0.
   bool overlap_launches = true;
+  // The few-row projections' one-wave kernel (linear_skinny.cu: the whole
+  // grid resident, every weight load issued before the wait) where W fits
+  // in its registers: off with SSM_CUDA_ONE_WAVE=0 (the multi-wave kernel).
+  bool one_wave_projections = true;
   // The decode step's fused kernels: norm_linear's one-row kernel normalises
   // inside the projection (else the norm, then linear). Only with
   // SSM_CUDA_FUSED_DECODE=1: on an H100 both of its versions made the step
