@@ -59,7 +59,10 @@ CudaResources& resources(Context& ctx) {
   static std::vector<unsigned> counters(kStepCounters, 0u);  // as the constructor's, zero
   auto& r = *reinterpret_cast<CudaResources*>(buf);
   r.step_counters = counters.data();
-  r.fused_decode = true;  // norm_linear's fused kernel wherever it fits
+  // norm_linear's fused kernel wherever it fits, so that both the one-wave
+  // and the multi-wave kernel's norms are checked (the GPU's default is
+  // kOneWave).
+  r.fused_decode = cuda::FusedDecode::kAlways;
   r.one_wave_projections = true;
   r.overlap_launches = false;
   r.persistent_decode = 2;  // the decode stack's kernel, a launch a phase (tests ask for the other)

@@ -45,9 +45,14 @@ void norm_linear(Context& ctx, const ops::NormLinearArgs& a) {
   l.eps = a.eps;
   l.norm_before_gate = a.norm_before_gate;
   // One row only (decode at batch 1): every block normalises all M rows, and
-  // at batch 8 (first version, H200) that made the step 1.7x slower than
-  // the separate norm. Only with SSM_CUDA_FUSED_DECODE=1 (CudaResources::fused_decode).
-  if (M > 1 || !resources(ctx).fused_decode || !skinny_norm_fits(l))
+  // at batch 8 (the multi-wave kernel, H200) that made the step 1.7x slower
+  // than the separate norm. By default only where the projection runs in one
+  // wave, where each block pays the norm once and after its weights' loads
+  // are issued; with the multi-wave kernel every wave paid it again and the
+  // step was slower (CudaResources::fused_decode).
+  const FusedDecode mode = resources(ctx).fused_decode;
+  if (M > 1 || mode == FusedDecode::kNever || !skinny_norm_fits(l) ||
+      (mode == FusedDecode::kOneWave && !skinny_in_one_wave(l)))
     return ops::detail::norm_linear_composed(ctx, a);
   launch_skinny_linear(l, stream(ctx));
   check_launch("norm_linear (few rows)");
