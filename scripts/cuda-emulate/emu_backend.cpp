@@ -1,7 +1,7 @@
 // The "cuda" backend of the CPU emulator (run.sh): host memory, ref's op
 // table with the entries of mamba3_attention_backward_ops.cpp,
 // hybrid_backward_ops.cpp, ssd_step_ops.cpp, mamba2_decode_ops.cpp, norm_linear_ops.cpp (with the
-// few-row projection kernel), mixer_ops.cpp (the norms, conv1d, the SSD
+// few-row projection kernels, for norm_linear and linear's few rows), mixer_ops.cpp (the norms, conv1d, the SSD
 // scan's chunked and step kernels), ssd_scan_backward_ops.cpp, norm_conv_backward_ops.cpp
 // (the norms' and conv1d's backward), mamba3_ops.cpp (prepare, the chunked
 // and step scans, output), dropout_ops.cpp and optimizer_ops.cpp (AdamW)
@@ -59,7 +59,11 @@ CudaResources& resources(Context& ctx) {
   static std::vector<unsigned> counters(kStepCounters, 0u);  // as the constructor's, zero
   auto& r = *reinterpret_cast<CudaResources*>(buf);
   r.step_counters = counters.data();
-  r.fused_decode = true;  // as the constructor's default
+  // norm_linear's fused kernel wherever it fits and the one-wave kernel
+  // (opt-in on the GPU), so that both kernels and their norms are checked.
+  r.fused_decode = cuda::FusedDecode::kAlways;
+  r.one_wave_projections = true;
+  r.overlap_launches = false;
   r.persistent_decode = 2;  // the decode stack's kernel, a launch a phase (tests ask for the other)
   r.grid_barrier = nullptr;
   const auto* own = dynamic_cast<const EmuResources*>(ctx.resources());
@@ -155,6 +159,11 @@ const void* bf16_copy(Context& ctx, const float* src, int64_t rows, int64_t cols
     }
   return t.raw();
 }
+// linear: few rows through linear.cpp's few-row kernel (norm_linear_ops.cpp),
+// the rest (cuBLAS's on the GPU) ref's.
+void emu_linear(Context& ctx, const ops::LinearArgs& a) {
+  if (!linear_few_rows(ctx, a)) ref_backend().ops().linear(ctx, a);
+}
 }  // namespace cuda
 namespace {
 class EmuBackend : public Backend {
@@ -167,6 +176,7 @@ class EmuBackend : public Backend {
     cuda::add_mamba2_decode_kernels(table_);
     cuda::add_ssd_scan_backward_kernels(table_);
     cuda::add_norm_linear_kernels(table_);
+    table_.linear = &cuda::emu_linear;
     cuda::add_dropout_kernels(table_);
     cuda::add_optimizer_kernels(table_);
 #ifdef SSM_EMU_REF_FORWARD

@@ -5,7 +5,7 @@
 # step (ssd_step: conv_ssd.cu, norms.cu) and of the decode stack
 # (mamba2_decode_stack.cu: a launch a phase, or all phases on one block), AdamW
 # per slice and fused (loss_optimizer.cu, optimizer_ops.cpp), of the few-row projection with
-# its norm (norm_linear: linear_skinny.cu), of conv1d, the norms and the chunked
+# its norm (norm_linear and linear's few rows: linear_skinny.cu), of conv1d, the norms and the chunked
 # SSD and Mamba-3 scans (chunk_scan.cu, with emu_tf32_mma.h for its
 # tensor-core products; mamba3_scan.cu) and the SSD scan's backward
 # (ssd_scan_backward.cu, ssd_scan_backward_tiles.cu) and the Mamba-3 scan's
@@ -94,7 +94,7 @@ tests=""
 for t in mamba3_scan_backward_test mamba3_output_test mamba3_prepare_test attention_backward_test \
   selective_scan_backward_test moe_backward_test activation_backward_test ssd_step_test conv1d_test \
   rms_norm_test ssd_scan_test mamba3_scan_test ssd_scan_backward_test norm_linear_test dropout_test \
-  cross_entropy_test adamw_test mamba2_decode_test; do
+  cross_entropy_test adamw_test mamba2_decode_test linear_test; do
   if stale "$t.o" "$SRC/tests/ops/$t.cpp"; then $CXX $FLAGS -c "$SRC/tests/ops/$t.cpp" -o "$t.o"; fi
   tests="$tests $t.o"
 done

@@ -55,6 +55,42 @@ TEST_P(LinearTest, MatchesRefOnEveryPath) {
         }
 }
 
+// Few rows (decode steps: cuda's few-row kernels, linear_skinny.cu) with
+// each weight type and M = 1, 3, 8: the shapes of a 130m decode step's
+// in_proj and out_proj (K 768 and 1,536: 3 and 6 pieces a lane a bf16
+// column), columns that leave the one-wave grid's last warp part of its
+// share (1,001, 769, 2,501: on the emulator's 528 warps two, two and five
+// columns a warp; on an H100's about 2,100, two for the last), rows too
+// long for one wave's registers (4,096: 16 pieces a lane), and K not a
+// multiple of a 16-byte piece (36 for 16-bit weights, 770: the scalar
+// kernel). Each backend's result is the same at 1 and 2 threads (the GPU's:
+// deterministic).
+TEST_P(LinearTest, FewRowsMatchRefForEveryWeightType) {
+  struct Case {
+    int64_t K, N;
+  };
+  for (const Case s : {Case{768, 1001}, {1536, 769}, {64, 2501}, {4096, 40}, {36, 300}, {770, 65}})
+    for (const int64_t M : {1, 3, 8})
+      for (const DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+        SCOPED_TRACE(::testing::Message() << "M " << M << " K " << s.K << " N " << s.N << " " << dtype_name(dtype));
+        const uint64_t seed = M * 10000 + s.N + s.K;
+        const Tensor x = random_tensor({M, s.K}, seed, -2.f, 2.f);
+        const Tensor W = random_tensor({s.N, s.K}, seed + 1, -0.1f, 0.1f).to_dtype(dtype);
+        const Tensor b = random_tensor({s.N}, seed + 2);
+        auto run = [&](Context& ctx) -> testing::Outputs {
+          const Tensor y = on(ctx, Tensor::zeros(DType::kF32, {M, s.N}));
+          ops::linear(ctx, {.x = on(ctx, x), .W = on(ctx, W), .bias = on(ctx, b), .y = y});
+          return testing::outputs({{"y", y}});
+        };
+        // The GPU widens stored weights exactly (F32 products); the cpu's
+        // BF16 and F16 paths may round the activations.
+        const testing::Tolerance tol = testing::kGpuTests || dtype == DType::kF32
+                                           ? testing::Tolerance{}
+                                           : testing::tolerance_for(dtype);
+        testing::expect_matches_ref(GetParam(), run, {.tol = tol});
+      }
+}
+
 // A backend computes F16, BF16 and Q8 weights within the dtype's tolerance
 // of ref, or refuses them with an error naming the op, itself and the dtype.
 TEST_P(LinearTest, LowPrecisionWeightsAreComputedOrRefusedByName) {

@@ -30,6 +30,7 @@ struct NormLinearCase {
 const NormLinearCase kCases[] = {
     {1, 1536, 768, true, true, 0, false, false, true, false, DType::kBF16},  // 130m out_proj
     {1, 768, 200, false, true, 0, false, false, false, true, DType::kBF16},  // 130m in_proj's shape
+    {1, 768, 3352, false, true, 0, false, false, false, false, DType::kBF16},  // 130m in_proj
     {1, 96, 20, true, true, 32, true, true, false, true, DType::kF32},
     {3, 96, 20, true, true, 32, true, true, false, true, DType::kF32},       // cuda: composed above 1 row
     {8, 64, 9, true, false, 0, false, true, true, false, DType::kF16},        // the plain gate

@@ -9,6 +9,9 @@ namespace ssm::cuda {
 
 void add_linear_kernels(OpTable& t);       // linear.cpp
 void add_norm_linear_kernels(OpTable& t);  // norm_linear_ops.cpp: a decode step's norm and projection
+// norm_linear_ops.cpp: linear of few rows (M <= 8, F32/BF16/F16 weights) by
+// the few-row kernel; false (nothing done) for the rest.
+bool linear_few_rows(Context& ctx, const ops::LinearArgs& a);
 void add_elementwise_kernels(OpTable& t);  // elementwise.cpp
 void add_mixer_kernels(OpTable& t);        // mixer_ops.cpp: norms, embedding, conv1d, ssd
 void add_ssd_step_kernels(OpTable& t);     // ssd_step_ops.cpp: the fused Mamba-2 decode step

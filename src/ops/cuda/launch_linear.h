@@ -24,6 +24,9 @@ struct SkinnyLinear {
   // Launched to start while the kernel before it finishes, its weights'
   // loads first (overlap_launch.h; CudaResources::overlap_launches).
   bool overlap = false;
+  // The one-wave kernel where W fits in its registers (linear_skinny.cu):
+  // SSM_CUDA_ONE_WAVE=1 (CudaResources::one_wave_projections).
+  bool one_wave = false;
   // norm_linear (ssm/ops/linear.h): x's rows normalised as every block loads
   // them (each block recomputes the rows' sums of squares: a decode step's
   // few rows cost less than a launch), into shared memory.
@@ -37,6 +40,9 @@ struct SkinnyLinear {
 // Whether launch_skinny_linear takes a's norm: the normalised rows and their
 // factors fit in 48 KB of shared memory.
 bool skinny_norm_fits(const SkinnyLinear& a);
+// Whether launch_skinny_linear runs a in one wave: every block resident at
+// once, every weight load issued before the wait.
+bool skinny_in_one_wave(const SkinnyLinear& a);
 void launch_skinny_linear(const SkinnyLinear& a, cudaStream_t s);
 
 }  // namespace ssm::cuda

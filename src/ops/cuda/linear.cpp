@@ -1,4 +1,5 @@
-// Few rows (M <= 8: decode steps) through linear_skinny.cu, exact in F32
+// Few rows (M <= 8: decode steps) through linear_skinny.cu (norm_linear_ops.cpp's
+// linear_few_rows), exact in F32
 // for every weight type. More through cuBLAS: F32 weights in full F32 (SGEMM), BF16 and
 // F16 weights on the tensor cores (the activations split into 16-bit pieces
 // in a workspace, products accumulated in F32). Q8 is refused by name.
@@ -21,21 +22,7 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
   const ConstRows x = const_rows_of(a.x);
   const Rows y = rows_of(a.y);
   // Few rows (decode steps): one pass over W at full width (linear_skinny.cu).
-  const DType wt = a.W.dtype();
-  if (M <= kSkinnyRows && (wt == DType::kF32 || wt == DType::kBF16 || wt == DType::kF16)) {
-    SkinnyLinear l;
-    l.x = x;
-    l.W = a.W.raw();
-    l.w_stride = N > 1 ? a.W.row_stride() : K;
-    l.type = wt == DType::kF32 ? WeightType::kF32 : (wt == DType::kBF16 ? WeightType::kBF16 : WeightType::kF16);
-    l.bias = a.bias.defined() ? a.bias.data<float>() : nullptr;
-    l.y = y;
-    l.accumulate = a.accumulate;
-    l.overlap = r.overlap_launches;
-    launch_skinny_linear(l, r.stream);
-    check_launch("linear (few rows)");
-    return;
-  }
+  if (linear_few_rows(ctx, a)) return;
   const float alpha = 1.f, beta = a.accumulate ? 1.f : 0.f;
   const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
   switch (a.W.dtype()) {

@@ -1,12 +1,17 @@
-// launch_linear.h's kernel: a warp per output column n, its lanes over K in
-// 16-byte pieces of W's row (8 bf16/f16 values or 4 floats, when the rows
-// allow it; else one value at a time), each lane keeping the partial sums of
+// launch_linear.h's kernels: a warp per output column (the multi-wave
+// kernel) or several consecutive columns a warp in a grid the device holds
+// at once (the one-wave kernel), its lanes over K in 16-byte pieces of W's
+// row (8 bf16/f16 values or 4 floats, when the rows allow it; else one
+// value at a time, multi-wave only), each lane keeping the partial sums of
 // all M rows; the lanes' sums are combined by shuffles in a fixed order.
-// norm_linear's variant first normalises x's rows into shared memory.
+// norm_linear's variants first normalise x's rows into shared memory.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "ops/cuda/launch_linear.h"
 #include "ops/cuda/overlap_launch.h"
@@ -175,10 +180,43 @@ __device__ void add_piece(const uint4 raw, const ConstRows& x, int M, int64_t k,
     }
 }
 
-// NORM_PER: norm_linear's values a thread (normalise_rows), 0 for linear.
+// The rows of x a block's warps multiply: a's, or (NORM_PER > 0:
+// norm_linear) normalised into shared memory by the whole block, after the
+// weights' loads are issued and the previous kernel has finished.
+template <int NORM_PER>
+__device__ ConstRows rows_to_multiply(const SkinnyLinear& a) {
+  ConstRows x = a.x;
+  if constexpr (NORM_PER > 0) {
+    extern __shared__ float4 norm_smem[];
+    float* xs = reinterpret_cast<float*>(norm_smem);
+    normalise_rows<NORM_PER>(a, xs);
+    __syncthreads();
+    x.p = xs;
+    x.stride = x.cols;
+  }
+  return x;
+}
+
+// Column n of y from the lanes' partial sums of each row: shuffles in a
+// fixed order, then lane 0 adds the bias and stores (or accumulates).
+__device__ void store_column(const SkinnyLinear& a, const float (&acc)[M_MAX], int M, int64_t n, int lane) {
+#pragma unroll
+  for (int m = 0; m < M_MAX; ++m)
+    if (m < M) {
+      float v = acc[m];
+      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0) {
+        if (a.bias) v += a.bias[n];
+        float* y = a.y.p + m * a.y.stride + n;
+        *y = a.accumulate ? *y + v : v;
+      }
+    }
+}
+
+// The multi-wave kernel: a warp a column. NORM_PER: norm_linear's values a
+// thread (normalise_rows), 0 for linear.
 template <WeightType T, bool VEC, int NORM_PER>
 __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(SkinnyLinear a) {
-  constexpr bool NORM = NORM_PER > 0;
   let_next_kernel_start();
   const int64_t n = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
   const bool column = n < a.y.cols;  // the whole warp
@@ -196,17 +234,7 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(SkinnyLinear a) {
     }
   }
   wait_for_previous_kernel();
-  // The rows of x: a's, or (NORM) normalised into shared memory by every
-  // block before its warps part.
-  extern __shared__ float4 norm_smem[];
-  ConstRows x = a.x;
-  if constexpr (NORM) {
-    float* xs = reinterpret_cast<float*>(norm_smem);
-    normalise_rows<NORM_PER>(a, xs);
-    __syncthreads();
-    x.p = xs;
-    x.stride = x.cols;
-  }
+  const ConstRows x = rows_to_multiply<NORM_PER>(a);
   if (!column) return;
   float acc[M_MAX];
 #pragma unroll
@@ -232,37 +260,147 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(SkinnyLinear a) {
         if (m < M) acc[m] += w * x.p[m * x.stride + k];
     }
   }
-#pragma unroll
-  for (int m = 0; m < M_MAX; ++m)
-    if (m < M) {
-      float v = acc[m];
-      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0) {
-        if (a.bias) v += a.bias[n];
-        float* y = a.y.p + m * a.y.stride + n;
-        *y = a.accumulate ? *y + v : v;
-      }
-    }
+  store_column(a, acc, M, n, lane);
 }
 
+// The one-wave kernel's 16-byte pieces a lane, all held in registers from
+// before the wait: 48 registers. A 130m decode step's bf16 projections
+// take 3 (in_proj, K = 768) or 6 (out_proj, K = 1536) a column, so two
+// columns a warp where the grid's warps are fewer than the columns.
+constexpr int kPieces = 12;
+
+// The one-wave kernel: a grid no larger than the device holds at once, each
+// warp owning `columns` consecutive columns of y (per_column pieces a lane
+// each, columns x per_column <= kPieces), and every lane's pieces of all of
+// them loaded before the wait, so that the whole of W is in flight while
+// the previous kernel finishes (the multi-wave kernel's later blocks load
+// only when earlier ones retire). The same sums in the same order as the
+// multi-wave kernel's: only which warp computes a column differs.
+template <WeightType T, int NORM_PER>
+__global__ void __launch_bounds__(kWarps * 32) one_wave_kernel(SkinnyLinear a, int columns, int per_column) {
+  let_next_kernel_start();
+  constexpr int V = kVec<T>;
+  const int lane = threadIdx.x % 32, M = static_cast<int>(a.x.rows);
+  const int64_t K = a.x.cols, first = (blockIdx.x * int64_t{kWarps} + threadIdx.x / 32) * columns;
+  const int64_t end = first + columns < a.y.cols ? first + columns : a.y.cols;  // first >= end: idle warp
+  const char* W = static_cast<const char*>(a.W);
+  const int64_t row_bytes = a.w_stride * (T == WeightType::kF32 ? 4 : 2);
+  // Piece i of a lane: column first + i / per_column at piece i % per_column
+  // of the row (counted along, so that the registers' indices stay constant).
+  uint4 w[kPieces] = {};
+  {
+    int c = 0, j = 0;
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) {
+      const int64_t k = (int64_t{lane} + 32 * j) * V;
+      if (first + c < end && k < K) w[i] = load_piece<T>(W + (first + c) * row_bytes, k);
+      if (++j == per_column) j = 0, ++c;
+    }
+  }
+  wait_for_previous_kernel();
+  const ConstRows x = rows_to_multiply<NORM_PER>(a);
+  if (first >= end) return;
+  float acc[M_MAX];
+#pragma unroll
+  for (int m = 0; m < M_MAX; ++m) acc[m] = 0.f;
+  int c = 0, j = 0;
+#pragma unroll
+  for (int i = 0; i < kPieces; ++i) {
+    const int64_t n = first + c, k = (int64_t{lane} + 32 * j) * V;
+    if (n < end) {  // the whole warp
+      if (k < K) add_piece<T>(w[i], x, M, k, acc);
+      if (j == per_column - 1) {
+        store_column(a, acc, M, n, lane);
+#pragma unroll
+        for (int m = 0; m < M_MAX; ++m) acc[m] = 0.f;
+      }
+    }
+    if (++j == per_column) j = 0, ++c;
+  }
+}
+
+// Blocks of `kernel` that a device holds at once: the occupancy API's per
+// multiprocessor times the multiprocessors, asked once per (kernel, device,
+// shared memory) and kept (a recorded decode step asks nothing); 0 where
+// the API fails (the multi-wave kernel then). In the emulator, whose blocks
+// run one after another, as many as an H100 has multiprocessors: a 130m
+// out_proj then takes two columns a warp, and the tests' widest rows fall
+// back to the multi-wave kernel.
+int resident_blocks(const void* kernel, size_t smem) {
+#ifdef SSM_CUDA_EMULATOR
+  (void)kernel, (void)smem;
+  return 132;
+#else
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, size_t>, int> known;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(kernel, device, smem);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  int sms = 0, per_sm = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem) != cudaSuccess)
+    sms = per_sm = 0;
+  return known[key] = sms * per_sm;
+#endif
+}
+
+// How launch_typed runs a: the one-wave kernel (one_wave set, blocks, and
+// its columns and pieces a warp) or the multi-wave one.
+struct Plan {
+  bool one_wave = false;
+  void (*multi)(SkinnyLinear) = nullptr;
+  void (*single)(SkinnyLinear, int, int) = nullptr;
+  unsigned blocks = 0;
+  int columns = 0, per_column = 0;
+  size_t smem = 0;
+};
+
 template <WeightType T>
-void launch_typed(const SkinnyLinear& a, cudaStream_t s) {
-  const unsigned grid = static_cast<unsigned>((a.y.cols + kWarps - 1) / kWarps);
-  const int64_t V = kVec<T>, elem = T == WeightType::kF32 ? 4 : 2;
+Plan plan_typed(const SkinnyLinear& a) {
+  constexpr int V = kVec<T>;
+  const int64_t elem = T == WeightType::kF32 ? 4 : 2, K = a.x.cols, N = a.y.cols;
   // 16-byte pieces need K, both row strides and both base addresses aligned
   // (the normalised rows in shared memory are).
-  const bool vec = a.x.cols % V == 0 && (a.w_stride * elem) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(a.W) % 16 == 0 &&
+  const bool vec = K % V == 0 && (a.w_stride * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 &&
                    (a.norm || (a.x.stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x.p) % 16 == 0));
-  const size_t smem = a.norm ? norm_smem_floats(a) * sizeof(float) : 0;
+  Plan p;
+  p.smem = a.norm ? norm_smem_floats(a) * sizeof(float) : 0;
   // Half the values a thread where they do: 40 registers fewer, so that a
   // 130m in_proj's 838 blocks take two waves of the multiprocessors, not three.
   const bool half = a.x.rows * a.x.cols <= int64_t{kNormPer / 2} * kWarps * 32;
-  void (*kernel)(SkinnyLinear) =
-      !a.norm ? (vec ? skinny_kernel<T, true, 0> : skinny_kernel<T, false, 0>)
-      : half  ? (vec ? skinny_kernel<T, true, kNormPer / 2> : skinny_kernel<T, false, kNormPer / 2>)
-              : (vec ? skinny_kernel<T, true, kNormPer> : skinny_kernel<T, false, kNormPer>);
-  launch_overlapped(a.overlap, kernel, dim3(grid), dim3(kWarps * 32), smem, s, a);
+  p.multi = !a.norm ? (vec ? skinny_kernel<T, true, 0> : skinny_kernel<T, false, 0>)
+            : half  ? (vec ? skinny_kernel<T, true, kNormPer / 2> : skinny_kernel<T, false, kNormPer / 2>)
+                    : (vec ? skinny_kernel<T, true, kNormPer> : skinny_kernel<T, false, kNormPer>);
+  p.blocks = static_cast<unsigned>((N + kWarps - 1) / kWarps);
+  const int64_t per_column = (K + 32 * V - 1) / (32 * V);
+  if (!a.one_wave || !vec || per_column > kPieces) return p;
+  void (*single)(SkinnyLinear, int, int) = !a.norm ? one_wave_kernel<T, 0>
+                                           : half  ? one_wave_kernel<T, kNormPer / 2>
+                                                   : one_wave_kernel<T, kNormPer>;
+  const int64_t warps = int64_t{resident_blocks(reinterpret_cast<const void*>(single), p.smem)} * kWarps;
+  if (warps == 0) return p;
+  const int64_t columns = (N + warps - 1) / warps;
+  if (columns * per_column > kPieces) return p;  // W does not fit in one wave's registers
+  p.one_wave = true;
+  p.single = single;
+  p.columns = static_cast<int>(columns);
+  p.per_column = static_cast<int>(per_column);
+  p.blocks = static_cast<unsigned>(((N + columns - 1) / columns + kWarps - 1) / kWarps);
+  return p;
+}
+
+Plan plan_of(const SkinnyLinear& a) {
+  switch (a.type) {
+    case WeightType::kF32:
+      return plan_typed<WeightType::kF32>(a);
+    case WeightType::kBF16:
+      return plan_typed<WeightType::kBF16>(a);
+    case WeightType::kF16:
+      break;
+  }
+  return plan_typed<WeightType::kF16>(a);
 }
 
 }  // namespace
@@ -273,19 +411,16 @@ bool skinny_norm_fits(const SkinnyLinear& a) {
          norm_smem_floats(a) * sizeof(float) <= size_t{48} << 10;
 }
 
+bool skinny_in_one_wave(const SkinnyLinear& a) { return a.y.rows * a.y.cols > 0 && plan_of(a).one_wave; }
+
 void launch_skinny_linear(const SkinnyLinear& a, cudaStream_t s) {
   if (a.y.rows * a.y.cols == 0) return;
-  switch (a.type) {
-    case WeightType::kF32:
-      launch_typed<WeightType::kF32>(a, s);
-      break;
-    case WeightType::kBF16:
-      launch_typed<WeightType::kBF16>(a, s);
-      break;
-    case WeightType::kF16:
-      launch_typed<WeightType::kF16>(a, s);
-      break;
-  }
+  const Plan p = plan_of(a);
+  const dim3 block(kWarps * 32);
+  if (p.one_wave)
+    launch_overlapped(a.overlap, p.single, dim3(p.blocks), block, p.smem, s, a, p.columns, p.per_column);
+  else
+    launch_overlapped(a.overlap, p.multi, dim3(p.blocks), block, p.smem, s, a);
 }
 
 }  // namespace ssm::cuda

@@ -1,8 +1,9 @@
-// norm_linear on the GPU: few rows (decode steps) in one launch of the
-// few-row projection kernel, which normalises the rows as it loads them
-// (linear_skinny.cu); more rows, Q8 weights or rows too wide for its shared
-// memory as the norm and then linear. Its own file so that the CPU emulator
-// (scripts/cuda-emulate) links it without cuBLAS.
+// The few-row projections' host side (decode steps): linear's rows when
+// they are few (linear.cpp asks linear_few_rows first), and norm_linear:
+// few rows in one launch of the projection kernel, which normalises the
+// rows as it loads them (linear_skinny.cu), else the norm and then linear.
+// Its own file so that the CPU emulator (scripts/cuda-emulate) links it
+// without cuBLAS.
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch_linear.h"
 #include "ops/cuda/runtime.h"
@@ -12,36 +13,59 @@
 namespace ssm::cuda {
 namespace {
 
+bool skinny_type(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+
+// y (+)= x W^T (+ bias) as the few-row kernel's arguments.
+SkinnyLinear skinny_of(Context& ctx, const Tensor& x, const Tensor& W, const Tensor& bias, const Tensor& y,
+                       bool accumulate) {
+  const DType wt = W.dtype();
+  SkinnyLinear l;
+  l.x = const_rows_of(x);
+  l.W = W.raw();
+  l.w_stride = W.dim(0) > 1 ? W.row_stride() : x.cols();
+  l.type = wt == DType::kF32 ? WeightType::kF32 : (wt == DType::kBF16 ? WeightType::kBF16 : WeightType::kF16);
+  l.bias = bias.defined() ? bias.data<float>() : nullptr;
+  l.y = rows_of(y);
+  l.accumulate = accumulate;
+  const CudaResources& r = resources(ctx);
+  l.overlap = r.overlap_launches;
+  l.one_wave = r.one_wave_projections;
+  return l;
+}
+
 void norm_linear(Context& ctx, const ops::NormLinearArgs& a) {
   const int64_t M = a.x.rows(), K = a.x.cols(), N = a.W.dim(0);
   if (M == 0 || N == 0) return;
-  const DType wt = a.W.dtype();
-  SkinnyLinear l;
-  l.x = const_rows_of(a.x);
-  l.W = a.W.raw();
-  l.w_stride = N > 1 ? a.W.row_stride() : K;
-  l.type = wt == DType::kF32 ? WeightType::kF32 : (wt == DType::kBF16 ? WeightType::kBF16 : WeightType::kF16);
-  l.bias = a.bias.defined() ? a.bias.data<float>() : nullptr;
-  l.y = rows_of(a.y);
-  l.accumulate = a.accumulate;
-  l.overlap = resources(ctx).overlap_launches;
+  if (!skinny_type(a.W.dtype())) return ops::detail::norm_linear_composed(ctx, a);
+  SkinnyLinear l = skinny_of(ctx, a.x, a.W, a.bias, a.y, a.accumulate);
   l.norm = true;
   if (a.gate.defined()) l.gate = const_rows_of(a.gate);
   l.norm_weight = a.norm_weight.defined() ? a.norm_weight.data<float>() : nullptr;
   l.norm_group = a.gate.defined() && a.group > 0 ? a.group : K;
   l.eps = a.eps;
   l.norm_before_gate = a.norm_before_gate;
-  const bool skinny_type = wt == DType::kF32 || wt == DType::kBF16 || wt == DType::kF16;
   // One row only (decode at batch 1): every block normalises all M rows, and
-  // at batch 8 (first version, H200) that made the step 1.7x slower than
-  // the separate norm. Only with SSM_CUDA_FUSED_DECODE=1 (CudaResources::fused_decode).
-  if (M > 1 || !resources(ctx).fused_decode || !skinny_type || !skinny_norm_fits(l))
+  // at batch 8 (the multi-wave kernel, H200) that made the step 1.7x slower
+  // than the separate norm. By default only where the projection runs in one
+  // wave, where each block pays the norm once and after its weights' loads
+  // are issued; with the multi-wave kernel every wave paid it again and the
+  // step was slower (CudaResources::fused_decode).
+  const FusedDecode mode = resources(ctx).fused_decode;
+  if (M > 1 || mode == FusedDecode::kNever || !skinny_norm_fits(l) ||
+      (mode == FusedDecode::kOneWave && !skinny_in_one_wave(l)))
     return ops::detail::norm_linear_composed(ctx, a);
   launch_skinny_linear(l, stream(ctx));
   check_launch("norm_linear (few rows)");
 }
 
 }  // namespace
+
+bool linear_few_rows(Context& ctx, const ops::LinearArgs& a) {
+  if (a.x.rows() > kSkinnyRows || !skinny_type(a.W.dtype())) return false;
+  launch_skinny_linear(skinny_of(ctx, a.x, a.W, a.bias, a.y, a.accumulate), stream(ctx));
+  check_launch("linear (few rows)");
+  return true;
+}
 
 void add_norm_linear_kernels(OpTable& t) { t.norm_linear = &norm_linear; }
 

@@ -56,8 +56,12 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   keep_weight_copies_ = !(copies && std::string_view(copies) == "0");
   const char* overlap = std::getenv("SSM_CUDA_OVERLAP");
   overlap_launches = !(overlap && std::string_view(overlap) == "0");
-  const char* fused = std::getenv("SSM_CUDA_FUSED_DECODE");
-  fused_decode = fused && std::string_view(fused) == "1";
+  const char* one_wave = std::getenv("SSM_CUDA_ONE_WAVE");
+  one_wave_projections = one_wave && std::string_view(one_wave) == "1";
+  if (const char* fused = std::getenv("SSM_CUDA_FUSED_DECODE")) {
+    const std::string_view v(fused);
+    fused_decode = v == "0" ? FusedDecode::kNever : v == "1" ? FusedDecode::kAlways : FusedDecode::kOneWave;
+  }
   if (const char* persistent = std::getenv("SSM_CUDA_PERSISTENT_DECODE")) {
     const std::string_view v(persistent);
     persistent_decode = v == "1" ? 1 : v == "2" ? 2 : 0;

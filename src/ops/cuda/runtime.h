@@ -21,6 +21,9 @@ namespace ssm::cuda {
 void check(cudaError_t status, const char* what);
 void check(cublasStatus_t status, const char* what);
 
+// When norm_linear normalises inside the few-row projection (fused_decode).
+enum class FusedDecode { kNever, kOneWave, kAlways };
+
 // A context's stream and handles live on one device. Kernels launch on the
 // calling thread's current device, so resources(ctx) makes the context's
 // device current first: a context may be made on one thread and computed
@@ -75,11 +78,18 @@ class CudaResources : public BackendResources {
   // programmatic dependent launch (overlap_launch.h), so that each starts
   // while the one before finishes: off with SSM_CUDA_OVERLAP=0.
   bool overlap_launches = true;
+  // The few-row projections' one-wave kernel (linear_skinny.cu: the whole
+  // grid resident, every weight load issued before the wait) where W fits
+  // in its registers: on with SSM_CUDA_ONE_WAVE=1. Off by default: on an
+  // H100 it made a 130m Mamba-2's decode slower (1,616 against 1,922
+  // tokens/s at batch 1, 6,453 against 7,066 at batch 8; docs/CUDA.md).
+  bool one_wave_projections = false;
   // The decode step's fused kernels: norm_linear's one-row kernel normalises
-  // inside the projection (else the norm, then linear). Only with
-  // SSM_CUDA_FUSED_DECODE=1: on an H100 both of its versions made the step
-  // slower (docs/CUDA.md: Mamba-2 1,220 against 1,832 tokens/s at batch 1).
-  bool fused_decode = false;
+  // inside the projection (else the norm, then linear). By default where the
+  // projection runs in one wave; SSM_CUDA_FUSED_DECODE=0 never, =1 also in
+  // the multi-wave kernel, where on an H100 it made the step slower
+  // (docs/CUDA.md: Mamba-2 1,220 against 1,832 tokens/s at batch 1).
+  FusedDecode fused_decode = FusedDecode::kOneWave;
   // mamba2_decode_stack's kernel (mamba2_decode_stack.cu) for a decode step
   // through Mamba-2 layers: 0 off (the layers' own kernels), 1 one
   // cooperative launch a step, 2 a launch per phase (a check of the first):
