@@ -89,9 +89,11 @@ void BM_Mamba3Prepare(benchmark::State& state) {
 }
 BENCHMARK(BM_Mamba3Prepare)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Args: R. A fresh sequence (no state) each iteration.
+// Args: R, BF16 products (a model whose projections run in BF16). A fresh
+// sequence (no state) each iteration.
 void BM_Mamba3Scan(benchmark::State& state) {
   Mamba3Bench m(512, state.range(0));
+  m.scan.bf16_state_products = state.range(1) != 0;
   Context ctx("cpu", bench_threads());
   ops::mamba3_prepare(ctx, m.prep);
   for (auto _ : state) {
@@ -101,7 +103,10 @@ void BM_Mamba3Scan(benchmark::State& state) {
   state.counters["tokens/s"] =
       benchmark::Counter(512, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_Mamba3Scan)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Mamba3Scan)
+    ->ArgsProduct({{1, 4}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // Args: R, chunk rows: the scan's time against its chunk length.
 void BM_Mamba3ScanChunk(benchmark::State& state) {

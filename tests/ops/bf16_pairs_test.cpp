@@ -1,19 +1,21 @@
-// The scans' BF16 state products (x86_bf16_pairs.cpp): the two packers hold
-// each word to the F32 -> BF16 rounding of the scaled value to nearest
-// even, bit for bit, with zeros past the last row or column; the
-// product to a double sum over the words' BF16 values (2 roundings per pair
-// at most: (2 pairs + 2) ulps of the sum of the magnitudes), for partial
-// tiles of rows, partial vectors of columns, both layouts of A, rows scaled
-// after the sum or not, and beta 0
-// (C full of NaN, not read), 1 and another value. Skipped on CPUs without
-// AVX-512 BF16.
+// The scans' BF16 products (x86_bf16_pairs.cpp): the two packers hold each
+// word to the F32 -> BF16 rounding of the scaled value to nearest even, bit
+// for bit, with zeros past the last row or column; the product to a double
+// sum over the words' BF16 values (2 roundings per pair at most: (2 pairs +
+// 2) ulps of the sum of the magnitudes), for partial tiles of rows (and the
+// 8-row tiles of narrow products), partial vectors of columns, both layouts
+// of A, rows scaled after the sum or not, and beta 0 (C full of NaN, not
+// read), 1 and another value; the chunk's causal scores and product to
+// double sums of their rounded inputs. Skipped on CPUs without AVX-512 BF16.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <vector>
 
+#include "ops/cpu/blas.h"
 #include "ops/cpu/x86_kernels.h"
 #include "ssm/tensor/convert.h"
 #include "support/random.h"
@@ -94,7 +96,7 @@ TEST_F(Bf16PairsTest, RowPairsRoundEachScaledColumnPair) {
 
 TEST_F(Bf16PairsTest, ProductMatchesDoubleSumOfTheWords) {
   int checked = 0;
-  for (int64_t M : {1, 3, 4, 5, 64, 128})
+  for (int64_t M : {1, 3, 4, 5, 13, 64, 128})
     for (int64_t N : {1, 15, 16, 17, 64, 70, 130})
       for (int64_t pairs : {1, 7, 64})
         for (bool a_columns : {false, true})
@@ -144,7 +146,69 @@ TEST_F(Bf16PairsTest, ProductMatchesDoubleSumOfTheWords) {
             for (int64_t m = 0; m < M; ++m)
               ASSERT_TRUE(std::memcmp(&C[m * ldc + N], &C0[m * ldc + N], sizeof(float)) == 0);
           }
-  EXPECT_EQ(checked, 6 * 7 * 3 * 2 * 3);
+  EXPECT_EQ(checked, 7 * 7 * 3 * 2 * 3);
+}
+
+// The chunk's causal products: every entry the causal product reads is the
+// double sum over the BF16 values of its inputs (within the F32 sum's
+// rounding), entries past a row block's columns are neither written
+// (scores) nor read (product: NaN there), for SSD's unit 1 and MIMO's 4,
+// partial row blocks and odd counts.
+TEST_F(Bf16PairsTest, CausalScoresAndProductMatchDoubleSumsOfRoundedInputs) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto rounded = [](float v) { return static_cast<double>(value_of(bf16_of(v))); };
+  for (const auto& [M, K, unit] : {std::tuple<int64_t, int64_t, int64_t>{64, 128, 4},
+                                   {64, 64, 1},
+                                   {23, 13, 1},
+                                   {36, 7, 4},
+                                   {5, 33, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "M " << M << " K " << K << " unit " << unit);
+    const int64_t Kw = (K + 1) / 2, Mw = (M + 1) / 2, lda = K + 3, ldc = M + 2;
+    const std::vector<float> A = ssm::testing::random_vector(M * lda, 11, -2.f, 2.f);
+    const std::vector<float> B = ssm::testing::random_vector(M * lda, 12, -2.f, 2.f);
+    std::vector<uint32_t> aw(M * Kw), work(2 * M * Kw);
+    cpu::bf16_row_words(A.data(), lda, nullptr, M, K, aw.data(), Kw);
+    std::vector<float> C(M * ldc, nan);
+    cpu::bf16_causal_scores(M, K, unit, aw.data(), Kw, B.data(), lda, C.data(), ldc, work.data());
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = 0; c < M; ++c) {
+        if (c >= cpu::causal_columns(r, M, unit)) {
+          ASSERT_TRUE(std::isnan(C[r * ldc + c])) << r << "," << c << " written";
+          continue;
+        }
+        double sum = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = rounded(A[r * lda + k]) * rounded(B[c * lda + k]);
+          sum += p;
+          mag += std::fabs(p);
+        }
+        ASSERT_NEAR(C[r * ldc + c], sum, (K + 2) * 1.2e-7 * mag + 1e-30) << r << "," << c;
+      }
+
+    // The product with N = K columns of B's rows as pairs; A is C with
+    // random values where it was written and NaN where it was not.
+    const int64_t N = K, ldy = N + 1;
+    std::vector<float> S = C;
+    const std::vector<float> fill = ssm::testing::random_vector(M * ldc, 13, -2.f, 2.f);
+    for (size_t i = 0; i < S.size(); ++i)
+      if (!std::isnan(S[i])) S[i] = fill[i];
+    std::vector<uint32_t> bp(Mw * N), words(M * Mw, 0xDEADBEEF);
+    cpu::bf16_row_pairs(B.data(), lda, nullptr, M, N, bp.data(), N);
+    std::vector<float> Y(M * ldy, nan);
+    cpu::bf16_causal_product(M, N, unit, S.data(), ldc, bp.data(), N, Y.data(), ldy, words.data());
+    for (int64_t r = 0; r < M; ++r) {
+      for (int64_t n = 0; n < N; ++n) {
+        double sum = 0, mag = 0;
+        for (int64_t s = 0; s < cpu::causal_columns(r, M, unit); ++s) {
+          const double p = rounded(S[r * ldc + s]) * rounded(B[s * lda + n]);
+          sum += p;
+          mag += std::fabs(p);
+        }
+        ASSERT_NEAR(Y[r * ldy + n], sum, (M + 2) * 1.2e-7 * mag + 1e-30) << r << "," << n;
+      }
+      ASSERT_TRUE(std::isnan(Y[r * ldy + N])) << "column past N written";
+    }
+  }
 }
 
 }  // namespace

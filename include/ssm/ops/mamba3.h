@@ -96,9 +96,10 @@ struct Mamba3ScanArgs {
   Tensor k_prev;  // (B, H, R, N): k of the last step
   Tensor v_prev;  // (B, H, R, P): v of the last step
   // The state's products (the carried state into o, each chunk into the
-  // state) may round their inputs to BF16 and sum in F32: set by a layer
-  // whose projections run in BF16, for inference. A backend without such
-  // products, and every backward, computes in F32 as without it.
+  // state) and the chunk's (its scores and their product with v) may round
+  // their inputs to BF16 and sum in F32: set by a layer whose projections
+  // run in BF16, for inference. A backend without such products, and every
+  // backward, computes in F32 as without it.
   bool bf16_state_products = false;
 };
 void mamba3_scan(Context& ctx, const Mamba3ScanArgs& a);

@@ -30,18 +30,17 @@ namespace m3 {
 namespace {
 
 // scan_chunk's state products with BF16 inputs on St (N, P), the state
-// transposed, with e (ws.decay) holding decay_weight(cs_t): the same terms
-// as the F32 products below, with each row of q and of the weighted v
-// rounded to BF16 in pairs (x86_bf16_pairs.cpp).
-void bf16_state_products(const ScanView& a, int64_t t0, const float* Qc, const float* Kc,
-                         const float* Vc, float* Y, const ScanWorkspace& ws) {
+// transposed, with e (ws.decay) holding decay_weight(cs_t) and ws.q_words
+// q's words: the same terms as the F32 products below, with each row of q
+// and of the weighted v rounded to BF16 in pairs (x86_bf16_pairs.cpp).
+void bf16_state_products(const ScanView& a, int64_t t0, const float* Kc, const float* Vc, float* Y,
+                         const ScanWorkspace& ws) {
   const int64_t P = a.P, N = a.N, R = a.R, Nw = (N + 1) / 2;
   const int64_t q = std::min(ws.Q, a.L - t0), m = q * R;
   float* e = ws.decay;
-  // o_t,r += exp(cs_t) S' q_t,r: q's words (row, j) against St's row pairs
-  // (j, p), each row times its step's weight.
+  // o_t,r += exp(cs_t) S' q_t,r: q's words (row, j; made for the scores)
+  // against St's row pairs (j, p), each row times its step's weight.
   for (int64_t j = 0; j < m; ++j) ws.e_rows[j] = e[j / R];
-  bf16_row_words(Qc, N, nullptr, m, N, ws.q_words, Nw);
   bf16_row_pairs(ws.St, P, nullptr, N, P, ws.s_words, P);
   bf16_pair_product(m, P, Nw, ws.q_words, Nw, 1, ws.s_words, P, ws.e_rows, 1.f, Y, P);
   // St <- exp(cs_end) St + sum_s k_s (exp(cs_end - cs_s) w_s v_s)^T: k's
@@ -96,7 +95,15 @@ void scan_chunk(const ScanView& a, int64_t i, int64_t t0, const float* Qc, const
   // The skip term D v_t,r joins the sum as D on the diagonal of the scores
   // (row (t, r), column (t, r)) rather than in a pass of its own.
   const float D = a.D ? a.D[i % a.H] : 0.f;
-  gemm_causal_scores(m, N, R, Qc, N, Kc, N, scores, m);
+  if (ws.bf16) {
+    // The scores and their product with v from BF16 inputs, as the state's
+    // products (a model whose projections run in BF16 rounds its
+    // activations anyway): twice the multiply-adds per instruction.
+    bf16_row_words(Qc, N, nullptr, m, N, ws.q_words, (N + 1) / 2);
+    bf16_causal_scores(m, N, R, ws.q_words, (N + 1) / 2, Kc, N, scores, m, ws.score_work);
+  } else {
+    gemm_causal_scores(m, N, R, Qc, N, Kc, N, scores, m);
+  }
   for (int64_t t = 0; t < q; ++t) {
     decay_products(cs[t], cs_rows, nullptr, w_rows, decay, t * R);
     std::fill(decay + t * R, decay + (t + 1) * R, lam[t0 + t] * dt[t0 + t]);
@@ -107,12 +114,17 @@ void scan_chunk(const ScanView& a, int64_t i, int64_t t0, const float* Qc, const
       std::fill(sc + (t + 1) * R, sc + causal_columns(t * R + ro, m, R), 0.f);
     }
   }
-  gemm_causal(m, P, R, scores, m, Vc, P, Y, P);
+  if (ws.bf16) {
+    bf16_row_pairs(Vc, P, nullptr, m, P, ws.v_pairs, P);
+    bf16_causal_product(m, P, R, scores, m, ws.v_pairs, P, Y, P, ws.masked_words);
+  } else {
+    gemm_causal(m, P, R, scores, m, Vc, P, Y, P);
+  }
 
   // Carried state: o_t += exp(cs_t) S' q_t.
   float* e = decay;  // used up: decay_weight(cs_t), then decay_weight(end - cs_s) w_s
   for (int64_t t = 0; t < q; ++t) e[t] = decay_weight(cs[t]);
-  if (ws.bf16) return bf16_state_products(a, t0, Qc, Kc, Vc, Y, ws);
+  if (ws.bf16) return bf16_state_products(a, t0, Kc, Vc, Y, ws);
   scale_rows(Qc, R * N, e, q, R * N, qs, R * N);
   gemm(false, true, m, P, N, 1.f, qs, N, S, N, 1.f, Y, P);
 

@@ -12,16 +12,20 @@
 namespace ssm::cpu::m3 {
 
 // Per part: the buffers of one (batch row, head) at a time; Q time steps a
-// chunk, M = Q R rows. With BF16 state products (bf16: the view's
+// chunk, M = Q R rows. With BF16 products (bf16: the view's
 // bf16_products), the head's state transposed, St (N, P), while its chunks
 // run, each row's decay, and the products' words (x86_bf16_pairs.cpp): q's
-// (M, Nw), St's (Nw, P), k's and the weighted v's (Mw, N) and (Mw, P).
+// (M, Nw), St's (Nw, P), k's and the weighted v's (Mw, N) and (Mw, P), and
+// the chunk's: the scores' workspace, v's (Mw, P) and the scores' (M, Mw).
 struct ScanWorkspace {
   int64_t Q, M, P, N, L;
   bool bf16 = false;
   float *scores, *decay, *qs, *vw, *w, *cs, *cs_rows, *w_rows;
   float *St = nullptr, *e_rows = nullptr;
   uint32_t *q_words = nullptr, *s_words = nullptr, *k_words = nullptr, *v_words = nullptr;
+  // The chunk's products in BF16: the scores' workspace, v's row pairs and
+  // the masked scores' words.
+  uint32_t *score_work = nullptr, *v_pairs = nullptr, *masked_words = nullptr;
   void carve(Carver<float>& f, Carver<double>&) {
     scores = f.take(M * M);
     decay = f.take(M);
@@ -39,6 +43,9 @@ struct ScanWorkspace {
     s_words = reinterpret_cast<uint32_t*>(f.take(Nw * P));
     k_words = reinterpret_cast<uint32_t*>(f.take(Mw * N));
     v_words = reinterpret_cast<uint32_t*>(f.take(Mw * P));
+    score_work = reinterpret_cast<uint32_t*>(f.take(2 * M * Nw));
+    v_pairs = reinterpret_cast<uint32_t*>(f.take(Mw * P));
+    masked_words = reinterpret_cast<uint32_t*>(f.take(M * Mw));
   }
 };
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "ops/cpu/x86_gemm_tiles.h"
+#include "ops/cpu/x86_gemm_writer.h"
 #include "ops/cpu/x86_intrinsics.h"
 #include "ops/cpu/x86_kernels.h"
 
@@ -27,29 +28,36 @@ SSM_TARGET_BF16 Bf16PackedRows pack_bf16_rows(const float* x, int64_t ldx, int64
                                               void* workspace, int64_t b0, int64_t b1) {
   const int64_t pairs = bf16_pair_count(K);
   auto* out = static_cast<uint32_t*>(workspace);
-  alignas(64) uint32_t words[16];
+  // A block is the transpose of its 16 rows' words: each row's words for 32
+  // pairs at a time go to a buffer (zeros past M), which is transposed into
+  // the block in registers. The words' bits only move (no arithmetic), and
+  // the scalar store per word it replaces wrote one word per 64-byte line.
+  constexpr int64_t kPairs = 32;
+  alignas(64) uint32_t words[16 * kPairs];
   for (int64_t b = b0; b < b1; ++b) {
     uint32_t* block = out + b * pairs * 16;
-    for (int64_t l = 0; l < 16; ++l) {
-      const int64_t m = b * 16 + l;
-      if (m >= M) {
-        for (int64_t p = 0; p < pairs; ++p) block[p * 16 + l] = 0;
-        continue;
+    for (int64_t p0 = 0; p0 < pairs; p0 += kPairs) {
+      const int64_t np = std::min(kPairs, pairs - p0);
+      for (int64_t l = 0; l < 16; ++l) {
+        const int64_t m = b * 16 + l;
+        for (int64_t k = 2 * p0; k < 2 * (p0 + np); k += 32) {
+          // 32 values (zeros past K and M) -> 16 words of two BF16 each, in order.
+          const int64_t left = m < M ? K - k : 0;
+          const __mmask16 lo_mask = left >= 16  ? 0xFFFF
+                                    : left <= 0 ? 0
+                                                : static_cast<__mmask16>((1u << left) - 1);
+          const __mmask16 hi_mask = left >= 32   ? 0xFFFF
+                                    : left <= 16 ? 0
+                                                 : static_cast<__mmask16>((1u << (left - 16)) - 1);
+          const float* row = x + (m < M ? m : 0) * ldx;
+          const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, row + k);
+          const __m512 hi = _mm512_maskz_loadu_ps(hi_mask, row + k + 16);
+          _mm512_store_si512(words + l * kPairs + (k / 2 - p0),
+                             reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+        }
       }
-      const float* row = x + m * ldx;
-      for (int64_t k = 0; k < K; k += 32) {
-        // 32 values (zeros past K) -> 16 words of two BF16 each, in order.
-        const int64_t left = K - k;
-        const __mmask16 lo_mask = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
-        const __mmask16 hi_mask = left >= 32   ? 0xFFFF
-                                  : left <= 16 ? 0
-                                               : static_cast<__mmask16>((1u << (left - 16)) - 1);
-        const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, row + k);
-        const __m512 hi = _mm512_maskz_loadu_ps(hi_mask, row + k + 16);
-        _mm512_store_si512(words, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
-        const int64_t p0 = k / 2, n = std::min<int64_t>(16, pairs - p0);
-        for (int64_t i = 0; i < n; ++i) block[(p0 + i) * 16 + l] = words[i];
-      }
+      transpose_f32_avx512(reinterpret_cast<const float*>(words), kPairs, 16, np,
+                           reinterpret_cast<float*>(block + p0 * 16), 16);
     }
   }
   return {.data = out, .M = M, .K = K, .pairs = pairs};
@@ -57,12 +65,12 @@ SSM_TARGET_BF16 Bf16PackedRows pack_bf16_rows(const float* x, int64_t ldx, int64
 
 namespace {
 
-// acc[r][v] = sum over pairs of W row r against activation block v; stored
-// to tile[r][16 v + lane].
+// acc[r][v] = sum over pairs of W row r against activation block v.
 template <int NR, int V>
-SSM_TARGET_BF16 void bf16_tile(const uint32_t* xb, int64_t pairs, const uint16_t* W, int64_t K,
-                               float* tile) {
-  __m512 acc[NR][V];
+SSM_TARGET_BF16 inline __attribute__((always_inline)) void bf16_sums(const uint32_t* xb,
+                                                                     int64_t pairs,
+                                                                     const uint16_t* W, int64_t K,
+                                                                     __m512 (&acc)[NR][V]) {
   for (int r = 0; r < NR; ++r)
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
   const int64_t full = K / 2;
@@ -86,8 +94,26 @@ SSM_TARGET_BF16 void bf16_tile(const uint32_t* xb, int64_t pairs, const uint16_t
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], wb, xv[v]);
     }
   }
+}
+
+// The sums stored to tile[r * 64 + 16 v + lane], for the loop's writer.
+template <int NR, int V>
+SSM_TARGET_BF16 void bf16_tile(const uint32_t* xb, int64_t pairs, const uint16_t* W, int64_t K,
+                               float* tile) {
+  __m512 acc[NR][V];
+  bf16_sums<NR, V>(xb, pairs, W, K, acc);
   for (int r = 0; r < NR; ++r)
     for (int v = 0; v < V; ++v) _mm512_storeu_ps(tile + r * 64 + v * 16, acc[r][v]);
+}
+
+// A whole tile written into y by vectors (x86_gemm_writer.h).
+template <int V>
+SSM_TARGET_BF16 void bf16_tile_to_y(const uint32_t* xb, int64_t pairs, const uint16_t* W,
+                                    int64_t K, float* y, int64_t ldy, const float* bias,
+                                    bool accumulate) {
+  __m512 acc[kGemmTileRows][V];
+  bf16_sums<kGemmTileRows, V>(xb, pairs, W, K, acc);
+  store_tile_to_y<V>(acc, y, ldy, bias, accumulate);
 }
 
 }  // namespace
@@ -99,14 +125,18 @@ void bf16_gemm_avx512(const Bf16PackedRows& x, const Bf16GemmJob& job) {
   for_each_gemm_tile(x.M, out, [&](int vectors, int64_t b0, int64_t j0, int rows, float* sums) {
     const uint32_t* xb = x.data + b0 * pairs * 16;
     const uint16_t* W = job.W + j0 * K;
+    const bool whole = rows == kGemmTileRows && (b0 + vectors) * 16 <= x.M;
     with_tile_vectors(vectors, [&](auto v) {
-      if (rows == kGemmTileRows)
-        bf16_tile<kGemmTileRows, decltype(v)::value>(xb, pairs, W, K, sums);
+      constexpr int V = decltype(v)::value;
+      if (whole)
+        bf16_tile_to_y<V>(xb, pairs, W, K, job.y + b0 * 16 * job.ldy + j0, job.ldy,
+                          job.bias ? job.bias + j0 : nullptr, job.accumulate);
+      else if (rows == kGemmTileRows)
+        bf16_tile<kGemmTileRows, V>(xb, pairs, W, K, sums);
       else
-        for (int r = 0; r < rows; ++r)
-          bf16_tile<1, decltype(v)::value>(xb, pairs, W + r * K, K, sums + r * 64);
+        for (int r = 0; r < rows; ++r) bf16_tile<1, V>(xb, pairs, W + r * K, K, sums + r * 64);
     });
-    return false;
+    return whole;
   });
 }
 #else

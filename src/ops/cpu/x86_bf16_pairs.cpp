@@ -1,5 +1,6 @@
-// The chunked scans' state products with BF16 inputs (AVX-512 BF16), for
-// models whose projections already run in BF16: vdpbf16ps multiplies pairs
+// The chunked scans' products with BF16 inputs (AVX-512 BF16: the state's,
+// and Mamba-3's scores and their product with v), for models whose
+// projections already run in BF16: vdpbf16ps multiplies pairs
 // of BF16 values and adds both products to an F32 lane, twice the F32
 // multiply-adds of an FMA. Operands are words of two BF16 values (the lower
 // half first), paired along the sum's index k: a pair of row elements
@@ -9,6 +10,7 @@
 // stores past N.
 #include <algorithm>
 
+#include "ops/cpu/blas.h"
 #include "ops/cpu/x86_intrinsics.h"
 #include "ops/cpu/x86_kernels.h"
 
@@ -144,8 +146,21 @@ SSM_TARGET_BF16 void bf16_pair_product(int64_t M, int64_t N, int64_t pairs, cons
     for (int v = 0; v < kVectors; ++v) mask[v] = first_lanes(N - n0 - 16 * v);
     const int nv = static_cast<int>(std::min<int64_t>(kVectors, (N - n0 + 15) / 16));
     const uint32_t* b = B + n0;
-    alignas(64) float sums[kRows * 64];
-    for (int64_t m = 0; m < M; m += kRows) {
+    alignas(64) float sums[2 * kRows * 64];
+    int64_t m = 0;
+    // Narrow products (a causal block's first columns) take 8 rows a tile:
+    // 4 rows of 1 or 2 vectors are too few independent sums to cover the
+    // instruction's latency. Each sum is the same whatever the tile.
+    for (; nv <= 2 && m + 2 * kRows <= M; m += 2 * kRows) {
+      const uint32_t* am = A + m * a_row;
+      if (nv == 2)
+        tile<2 * kRows, 2>(pairs, am, a_row, a_col, b, ldb, mask, sums);
+      else
+        tile<2 * kRows, 1>(pairs, am, a_row, a_col, b, ldb, mask, sums);
+      finish(2 * kRows, sums, mask, row_scale ? row_scale + m : nullptr, beta, C + m * ldc + n0,
+             ldc);
+    }
+    for (; m < M; m += kRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m));
       const uint32_t* am = A + m * a_row;
       switch (rows) {
@@ -166,11 +181,47 @@ SSM_TARGET_BF16 void bf16_pair_product(int64_t M, int64_t N, int64_t pairs, cons
     }
   }
 }
+
+void bf16_causal_scores(int64_t M, int64_t K, int64_t unit, const uint32_t* a_words, int64_t lda,
+                        const float* B, int64_t ldb, float* C, int64_t ldc, uint32_t* work) {
+  // B's words (M, Kw), then transposed to (Kw, M): the rows of the
+  // product's second operand. The words' bits only move in the transpose.
+  const int64_t Kw = (K + 1) / 2;
+  uint32_t* rows = work;
+  uint32_t* bt = work + M * Kw;
+  bf16_row_words(B, ldb, nullptr, M, K, rows, Kw);
+  transpose_f32_avx512(reinterpret_cast<const float*>(rows), Kw, M, Kw, reinterpret_cast<float*>(bt),
+                       M);
+  for (int64_t r0 = 0; r0 < M; r0 += kCausalRows) {
+    const int64_t r1 = std::min(M, r0 + kCausalRows);
+    bf16_pair_product(r1 - r0, causal_columns(r0, M, unit), Kw, a_words + r0 * lda, lda, 1, bt, M,
+                      nullptr, 0.f, C + r0 * ldc, ldc);
+  }
+}
+
+void bf16_causal_product(int64_t M, int64_t N, int64_t unit, const float* A, int64_t lda,
+                         const uint32_t* b_pairs, int64_t ldb, float* C, int64_t ldc,
+                         uint32_t* work) {
+  const int64_t Mw = (M + 1) / 2;
+  for (int64_t r0 = 0; r0 < M; r0 += kCausalRows) {
+    const int64_t r1 = std::min(M, r0 + kCausalRows), cols = causal_columns(r0, M, unit);
+    // Only the columns the block reads: past them A is not written. An odd
+    // count's last word ends in a zero, as b_pairs' last row pair does.
+    uint32_t* aw = work + r0 * Mw;
+    bf16_row_words(A + r0 * lda, lda, nullptr, r1 - r0, cols, aw, Mw);
+    bf16_pair_product(r1 - r0, N, (cols + 1) / 2, aw, Mw, 1, b_pairs, ldb, nullptr, 0.f,
+                      C + r0 * ldc, ldc);
+  }
+}
 #else
 void bf16_row_words(const float*, int64_t, const float*, int64_t, int64_t, uint32_t*, int64_t) {}
 void bf16_row_pairs(const float*, int64_t, const float*, int64_t, int64_t, uint32_t*, int64_t) {}
 void bf16_pair_product(int64_t, int64_t, int64_t, const uint32_t*, int64_t, int64_t,
                        const uint32_t*, int64_t, const float*, float, float*, int64_t) {}
+void bf16_causal_scores(int64_t, int64_t, int64_t, const uint32_t*, int64_t, const float*, int64_t,
+                        float*, int64_t, uint32_t*) {}
+void bf16_causal_product(int64_t, int64_t, int64_t, const float*, int64_t, const uint32_t*,
+                         int64_t, float*, int64_t, uint32_t*) {}
 #endif
 
 }  // namespace ssm::cpu

@@ -198,4 +198,19 @@ void bf16_pair_product(int64_t M, int64_t N, int64_t pairs, const uint32_t* A, i
                        int64_t a_col, const uint32_t* B, int64_t ldb, const float* row_scale,
                        float beta, float* C, int64_t ldc);
 
+// The chunk's two products (blas.h's gemm_causal_scores and gemm_causal)
+// with BF16 inputs. C (M, M) = A B^T where gemm_causal reads it (row blocks
+// of kCausalRows over causal_columns(r0, M, unit); the rest of C is not
+// written), for A given as words (M rows of (K + 1) / 2, row stride lda)
+// and B as M rows of K floats, rounded here; work: 2 M ((K + 1) / 2) words.
+void bf16_causal_scores(int64_t M, int64_t K, int64_t unit, const uint32_t* a_words, int64_t lda,
+                        const float* B, int64_t ldb, float* C, int64_t ldc, uint32_t* work);
+// C (M, N) = A B for A (M, M) causal by steps of `unit` rows (gemm_causal:
+// only its columns causal_columns(r0) of a row block are read), rounded to
+// BF16 here, and B as row pairs ((M + 1) / 2 rows of N words, bf16_row_pairs);
+// work: M ((M + 1) / 2) words.
+void bf16_causal_product(int64_t M, int64_t N, int64_t unit, const float* A, int64_t lda,
+                         const uint32_t* b_pairs, int64_t ldb, float* C, int64_t ldc,
+                         uint32_t* work);
+
 }  // namespace ssm::cpu
