@@ -2,7 +2,8 @@
 // padded logits: LanguageModel::step): dense on the host, the right
 // elements, and one copy of the rows' span rather than a device copy a
 // row. The "device" is host memory behind counting functions, registered
-// for kCuda: this program links no backend that would register its own.
+// for kCuda for the test's length (this program links no backend that
+// would register its own; Device.* expects none after it).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -38,8 +39,13 @@ void register_counting_device() {
   register_device_memory(DeviceType::kCuda, m);
 }
 
+struct CountingDevice {
+  CountingDevice() { register_counting_device(); }
+  ~CountingDevice() { register_device_memory(DeviceType::kCuda, DeviceMemory{}); }
+};
+
 TEST(StridedToHost, RowsApartComeBackDenseInOneCopy) {
-  register_counting_device();
+  const CountingDevice device;
   const int64_t B = 5, V = 13, ld = 16;
   Tensor padded = Tensor::empty(DType::kF32, {B, ld});
   for (int64_t i = 0; i < B * ld; ++i) padded.data<float>()[i] = static_cast<float>(i);
