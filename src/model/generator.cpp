@@ -153,12 +153,14 @@ std::vector<SequenceOutput> Generator::generate(SessionState& session,
 
   t0 = std::chrono::steady_clock::now();
   // Samplers read (and change) logits on the host: a device backend's are
-  // copied back once per step.
+  // copied back once per step. Their rows are ld apart (a step's are
+  // padded: LanguageModel::step).
   Tensor host_logits;
-  auto on_host = [&host_logits](Tensor& t) -> float* {
-    if (t.device().is_host()) return t.data<float>();
-    host_logits = t.to(Device::host());
-    return host_logits.data<float>();
+  int64_t ld = V;
+  auto on_host = [&host_logits, &ld](Tensor& t) -> float* {
+    Tensor& h = t.device().is_host() ? t : (host_logits = t.to(Device::host()));
+    ld = h.row_stride();
+    return h.data<float>();
   };
   float* logits = on_host(logits_);
   int64_t n_active = config.max_new_tokens > 0 ? B : 0;
@@ -166,7 +168,7 @@ std::vector<SequenceOutput> Generator::generate(SessionState& session,
     for (int64_t b = 0; b < B; ++b) {
       if (!active[b]) continue;
       const int64_t tok =
-          samplers[b].sample(logits + b * V, history[b].last(config.sampling.repeat_last_n));
+          samplers[b].sample(logits + b * ld, history[b].last(config.sampling.repeat_last_n));
       out[b].tokens.push_back(tok);
       history[b].push(tok);
       session.pending[b] = tok;

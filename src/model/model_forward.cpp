@@ -188,7 +188,7 @@ Tensor& LanguageModel::step(const int64_t* tokens, ModelState& state, Context& c
       throw Error(cat("token id ", tokens[b], " of sequence ", b,
                       " is outside the vocabulary [0, ", V, ")"));
   if (!step_logits_.defined() || step_logits_.dim(0) != B || step_logits_.device() != ctx.device())
-    step_logits_ = Tensor::empty(DType::kF32, {B, V}, ctx.device());
+    step_logits_ = Tensor::empty(DType::kF32, {B, (V + 7) / 8 * 8}, ctx.device()).cols(0, V);
 
   Arena::Scope scope(ctx.arena());
   if (ctx.device().is_host()) {

@@ -294,11 +294,15 @@ void Scheduler::step(std::vector<std::unique_ptr<Running>>& running) {
   std::vector<int64_t> feed(static_cast<size_t>(current_rows_), 0);
   for (auto& r : running) feed[r->row] = r->job->session->pending[0];
   Tensor& out = model_.step(feed.data(), batch, ctx_);
+  // The step's rows are padded (LanguageModel::step); a copy to the host
+  // is dense.
   Tensor host_logits;
   if (!out.device().is_host()) host_logits = out.to(Device::host());
-  const float* logits = (out.device().is_host() ? out : host_logits).data<float>();
+  const Tensor& rows = out.device().is_host() ? out : host_logits;
+  const float* logits = rows.data<float>();
+  const int64_t ld = rows.row_stride();
   for (auto& r : running) {
-    std::memcpy(r->logits.data(), logits + r->row * V, static_cast<size_t>(V) * sizeof(float));
+    std::memcpy(r->logits.data(), logits + r->row * ld, static_cast<size_t>(V) * sizeof(float));
     SessionState& s = *r->job->session;
     ++s.consumed[0];
     s.model.position = s.consumed[0];

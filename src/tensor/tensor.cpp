@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "ssm/tensor/convert.h"
 
@@ -210,6 +211,19 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(Device device) const {
   if (device == device_) return clone();
+  if (device.is_host() && numel_ > 0 && !is_dense() && has_rows() && !scales_) {
+    // Rows apart on a device (a decode step's padded logits): their whole
+    // span in one copy, then made dense here, not a device copy a row.
+    const size_t esize = dtype_size(dtype_), row_bytes = static_cast<size_t>(cols()) * esize;
+    const size_t ld = static_cast<size_t>(row_stride()) * esize;
+    const size_t rows_n = static_cast<size_t>(rows());
+    std::vector<char> span(rows_n == 0 ? 0 : (rows_n - 1) * ld + row_bytes);
+    device_memory(device_).copy_to_host(device_, span.data(), data_, span.size());
+    Tensor t = empty(dtype_, shape_, device);
+    for (size_t r = 0; r < rows_n; ++r)
+      std::memcpy(static_cast<char*>(t.data_) + r * row_bytes, span.data() + r * ld, row_bytes);
+    return t;
+  }
   const Tensor src = is_dense() ? *this : clone();
   Tensor t = empty(dtype_, shape_, device);
   if (device_.is_host()) {

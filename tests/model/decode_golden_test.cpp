@@ -37,7 +37,7 @@ TEST_P(DecodeGolden, StepLogitsEqualPrefillLogits) {
       for (int64_t b = 0; b < B; ++b) tok[b] = ids.data<int64_t>()[b * L + t];
       const Tensor& logits = model.step(tok.data(), state, ctx);
       for (int64_t b = 0; b < B; ++b)
-        std::copy_n(logits.data<float>() + b * V, V, stepped.data<float>() + (b * L + t) * V);
+        std::copy_n(logits.data<float>() + b * logits.row_stride(), V, stepped.data<float>() + (b * L + t) * V);
     }
     EXPECT_EQ(state.position, L);
     const double err = max_rel_error(stepped, prefill);
@@ -93,7 +93,7 @@ TEST_P(DecodeGolden, PrefillThenStepsEqualWhole) {
       for (int64_t b = 0; b < B; ++b) tok[b] = ids.data<int64_t>()[b * L + t];
       const Tensor& logits = model.step(tok.data(), s, ctx);
       for (int64_t b = 0; b < B; ++b)
-        err = std::max(err, testing::max_rel_error(logits.data<float>() + b * V,
+        err = std::max(err, testing::max_rel_error(logits.data<float>() + b * logits.row_stride(),
                                                    whole.data<float>() + (b * L + t) * V, V));
     }
     EXPECT_LE(err, 1e-4);

@@ -1,7 +1,8 @@
 // mamba3_scan on every backend against ref (the sequential recurrence in
 // double): SISO and MIMO R = 2, 4, chunks that do or do not divide the
 // length, chunks of one step, one chunk for the whole sequence, L = 1 (the
-// decode step), batch > 1, saved and fresh states, with and without D; 1 and
+// decode step, and at batch 52 and 26: the cuda kernel's wide blocks, SISO),
+// batch > 1, saved and fresh states, with and without D; 1 and
 // 2 threads, which give identical results. Then what the state means: L
 // single steps equal one pass, a split sequence carrying its state equals one
 // pass, and a fresh sequence equals one from a zero state. The reference
@@ -39,6 +40,8 @@ const ScanCase kCases[] = {
     {1, 1, 2, 8, 16, 2, 8},               // one step, MIMO
     {3, 1, 3, 5, 8, 1, 64},               // one step, SISO, batch 3
     {2, 1, 2, 4, 8, 4, 64, false},        // one step, fresh
+    {52, 1, 2, 80, 40, 1, 64},            // one step, many sequences (cuda: rows 64 + 16 a block)
+    {26, 1, 4, 80, 20, 2, 64},            // the same, MIMO R = 2 (cuda: rows 16 a block)
 };
 
 // The chunked form reorders the F32 sums of the recurrence into matrix

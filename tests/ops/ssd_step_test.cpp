@@ -32,7 +32,9 @@ const StepCase kCases[] = {
     {2, 6, 20, 40, 3, 3, 0, false, true, true},    // rows 16 + 4 per head
     {1, 2, 16, 300, 1, 2, 2, false, true, false},  // 32 threads of 10 entries a row
     {2, 2, 4, 600, 1, 4, 1, false, true, true},    // cuda: larger than its kernel, the four ops
+    {52, 2, 80, 40, 2, 4, 2, false, true, true},   // cuda: many sequences, blocks of 64 rows + 16
 };
+constexpr size_t kManySequences = 5;
 
 // The step's inputs on the host; in_proj's row is [z | xBC | dt] with a
 // few columns of padding after it.
@@ -117,12 +119,12 @@ testing::Outputs run_step(Context& ctx, const StepCase& s, const StepInputs& in,
                         .state = state});
     if (gated)
       ops::gated_rms_norm(ctx, {.y = y,
-                              .z = z,
-                              .w = w,
-                              .group = group,
-                              .eps = 1e-5f,
-                              .norm_before_gate = s.norm_before_gate,
-                              .out = out});
+                                .z = z,
+                                .w = w,
+                                .group = group,
+                                .eps = 1e-5f,
+                                .norm_before_gate = s.norm_before_gate,
+                                .out = out});
   }
   return testing::outputs({{"out", out}, {"conv_state", conv_state}, {"state", state}});
 }
@@ -132,8 +134,9 @@ class SsdStepTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(SsdStepTest, MatchesRef) {
   for (const StepCase& s : kCases) {
     for (const bool gated : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << "B " << s.B << " H " << s.H << " P " << s.P << " N " << s.N
-                                        << " G " << s.G << " K " << s.K << " gated " << gated);
+      SCOPED_TRACE(::testing::Message()
+                   << "B " << s.B << " H " << s.H << " P " << s.P << " N " << s.N << " G " << s.G
+                   << " K " << s.K << " gated " << gated);
       const StepInputs in(s);
       testing::expect_matches_ref(GetParam(),
                                   [&](Context& ctx) { return run_step(ctx, s, in, true, gated); });
@@ -144,17 +147,20 @@ TEST_P(SsdStepTest, MatchesRef) {
 // A second step on the same states: the first left the convolution state
 // shifted and (cuda) its counters back at zero.
 TEST_P(SsdStepTest, TwoStepsMatchRef) {
-  const StepCase& s = kCases[1];
-  const StepInputs in(s);
-  testing::expect_matches_ref(GetParam(), [&](Context& ctx) {
-    testing::Outputs first = run_step(ctx, s, in, true, false);
-    StepInputs next(s);
-    next.conv_state = testing::host(first[1].second);
-    next.state = testing::host(first[2].second);
-    testing::Outputs second = run_step(ctx, s, next, true, false);
-    second.insert(second.end(), first.begin(), first.end());
-    return second;
-  });
+  for (const size_t c : {size_t{1}, kManySequences}) {
+    const StepCase& s = kCases[c];
+    SCOPED_TRACE(::testing::Message() << "case " << c);
+    const StepInputs in(s);
+    testing::expect_matches_ref(GetParam(), [&](Context& ctx) {
+      testing::Outputs first = run_step(ctx, s, in, true, false);
+      StepInputs next(s);
+      next.conv_state = testing::host(first[1].second);
+      next.state = testing::host(first[2].second);
+      testing::Outputs second = run_step(ctx, s, next, true, false);
+      second.insert(second.end(), first.begin(), first.end());
+      return second;
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SsdStepTest, ::testing::ValuesIn(testing::all_backends()),
@@ -182,12 +188,13 @@ TEST(SsdStepRef, EqualsItsFourOps) {
 // first leaves is the second's input).
 TEST(SsdStepCpu, EqualsItsFourOpsBitwise) {
   std::vector<StepCase> cases(std::begin(kCases), std::end(kCases));
-  cases.push_back({2, 3, 20, 8, 1, 9, 1, false, true, true});  // more taps than the vector loop takes
+  cases.push_back(
+      {2, 3, 20, 8, 1, 9, 1, false, true, true});  // more taps than the vector loop takes
   for (const StepCase& s : cases) {
     for (const bool gated : {true, false}) {
       for (const int threads : {1, 2}) {
-        SCOPED_TRACE(::testing::Message() << "B " << s.B << " H " << s.H << " P " << s.P << " K " << s.K
-                                          << " gated " << gated << " threads " << threads);
+        SCOPED_TRACE(::testing::Message() << "B " << s.B << " H " << s.H << " P " << s.P << " K "
+                                          << s.K << " gated " << gated << " threads " << threads);
         StepInputs fused_in(s), ops_in(s);
         Context ctx("cpu", threads);
         for (int step = 0; step < 2; ++step) {

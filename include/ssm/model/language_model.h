@@ -144,8 +144,10 @@ class LanguageModel {
   // Decoding: one token per sequence (tokens: B ids, any vocabulary id) is
   // consumed and the state advanced; returns the next-token logits
   // (B, vocab_size), a buffer the model holds and overwrites on the next call
-  // (callers may change it in place, as samplers do). Nothing is allocated
-  // once the buffers have grown to the batch.
+  // (callers may change it in place, as samplers do). Its rows are
+  // row_stride() apart, the vocabulary rounded up to a multiple of 8 (not
+  // dense: cuBLAS's aligned kernels for the head at batch > 8). Nothing is
+  // allocated once the buffers have grown to the batch.
   Tensor& step(const int64_t* tokens, ModelState& state, Context& ctx);
 
   // The pieces forward and step are made of, for training:

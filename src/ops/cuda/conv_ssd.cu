@@ -5,6 +5,7 @@
 
 #include "ops/cuda/launch_ssd_step.h"
 #include "ops/cuda/overlap_launch.h"
+#include "ops/cuda/state_memory.h"
 
 namespace ssm::cuda {
 namespace {
@@ -203,20 +204,29 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
   }
 }
 
-// The first launch of ssd_step: block per (b, h, block of kRowsPerBlock
-// state rows), threads as in ssd_scan_kernel. Each block convolves what it
-// reads: its own x channels (and shifts their convolution state: no other
-// block reads them) and its group's B and C channels, whose state other
-// blocks read too: the sequence's blocks count themselves in once they have
-// read it (a.counters[b]), and the last one shifts it and puts the counter
-// back to zero. (The second launch shifted it before, a single block at
-// batch 1.) dt and exp(dt A) of the head, then one step of the recurrence;
-// y + D x goes to out, normalised by the second launch when gated.
+// The first launch of ssd_step: block per (b, h, block of ROWS x
+// kRowsPerBlock state rows), threads as in ssd_scan_kernel; thread (p, j)
+// keeps row p, p + kRowsPerBlock, ... of the block (ROWS rows, each summed
+// as one row of ssd_scan_kernel, so the same bits for every ROWS). Each
+// block convolves what it reads: its own x channels (and shifts their
+// convolution state: no other block reads them) and its group's B and C
+// channels, whose state other blocks read too: the sequence's blocks count
+// themselves in once they have read it (a.counters[b]), and the last one
+// shifts it and puts the counter back to zero. (The second launch shifted
+// it before, a single block at batch 1.) dt and exp(dt A) of the head, then
+// one step of the recurrence; y + D x goes to out, normalised by the second
+// launch when gated.
 // PER <= 16 (N <= 512; ssd_step_ops.cpp sends larger states to the four
 // ops): PER = 32 took 168 registers a thread, more than a 512-thread block
 // has, and a bound that fits it costs the common sizes registers (47 at
 // PER = 8 unbounded, 80 bounded).
-template <int PER>
+// ROWS = 4 (launch_ssd_step: many sequences): at batch 64 the step streams
+// 50 MB of state a layer, and a block of 16 rows spent its time on what
+// every block does once (the B and C channels' convolution, dt, the
+// counter) around 8 KB of it; 64 rows a block carry 32 KB of state loads in
+// flight and pay that a quarter as often. The state is streamed there
+// (state_memory.h); one sequence's 96 blocks at batch 1 keep plain loads.
+template <int PER, int ROWS>
 __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   // Launched to overlap the in projection's tail (a.overlap). Before the
   // wait it reads the parameters and what only this kernel wrote, in an
@@ -228,38 +238,44 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   // thing in every block, not after the convolution's.
   let_next_kernel_start();
   extern __shared__ float smem[];
+  constexpr int kRows = ROWS * kRowsPerBlock;
+  constexpr bool kStream = ROWS > 1;
   // Channel indices in 32 bits (a row of conv channels is far below 2^31):
   // what lives across the wait is kept to the state, two partial sums and
   // three scalars, so a block's registers stay near what they were.
   const int N = static_cast<int>(a.N), P = static_cast<int>(a.P);
-  const int row_blocks = (P + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int row_blocks = (P + kRows - 1) / kRows;
   const int64_t bh = blockIdx.x / row_blocks;
-  const int p0 = static_cast<int>(blockIdx.x % row_blocks) * kRowsPerBlock;
+  const int p0 = static_cast<int>(blockIdx.x % row_blocks) * kRows;
   const int64_t b = bh / a.H;
   const int h = static_cast<int>(bh % a.H), g = h / static_cast<int>(a.H / a.G);
-  const int rows_here = min(kRowsPerBlock, P - p0);
+  const int rows_here = min(kRows, P - p0);
   const int HP = static_cast<int>(a.H) * P, C = HP + 2 * static_cast<int>(a.G) * N;
   const int K = static_cast<int>(a.K), W = K - 1;
   float* sBC = smem;                        // 2N: B then C of the group
-  float* sx = sBC + 2 * N;                  // kRowsPerBlock
-  float* sstep = sx + kRowsPerBlock;        // dt, exp(dt A)
+  float* sx = sBC + 2 * N;                  // kRows
+  float* sstep = sx + kRows;                // dt, exp(dt A)
   float* cst = a.conv_state + b * W * C;    // cst[s * C + c], s < W
   const int t = static_cast<int>(threadIdx.x), pl = t / S, j = t % S;
-  const bool active = pl < rows_here;
-  const int pr = active ? pl : 0;
-  float* state = a.state + (bh * P + p0 + pr) * N;
-  float st[PER];
+  // Row r of the thread: pl + r kRowsPerBlock, or row 0 past the block's
+  // rows (read, summed and not written).
+  const auto row = [&](int r) { return pl + r * kRowsPerBlock < rows_here ? pl + r * kRowsPerBlock : 0; };
+  float* state = a.state + (bh * P + p0) * N;
+  float st[ROWS][PER];
 #pragma unroll
-  for (int k = 0; k < PER; ++k) {
-    const int n = j + S * k;
-    st[k] = n < N ? state[n] : 0.f;
+  for (int r = 0; r < ROWS; ++r) {
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      const int n = j + S * k;
+      st[r][k] = n < N ? load_state<kStream>(state + row(r) * N + n) : 0.f;
+    }
   }
   // The convolutions' sums over the state's taps, in the order of the
   // whole sum (bias, taps oldest first, then the new input's tap). A
   // thread's B or C channel where the block has a thread for each (2N <=
   // blockDim.x: every state row of P >= 16 has its S threads); else they
   // are summed in a loop after the wait. x channels: rows_here <=
-  // blockDim.x, one a thread at most.
+  // blockDim.x (launch_ssd_step), one a thread at most.
   const auto bc_of = [&](int i) { return HP + (i < N ? g * N : static_cast<int>(a.G) * N + g * N - N) + i; };
   const bool bc_hoisted = 2 * N <= static_cast<int>(blockDim.x);
   const int bc_channel = bc_hoisted && t < 2 * N ? bc_of(t) : -1;
@@ -300,32 +316,32 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   }
   __syncthreads();  // every read of the B and C channels' convolution state is done
   __shared__ unsigned last_of_sequence;
-  if (t == 0) {
-    __threadfence();
-    const unsigned arrived = atomicAdd(a.counters + b, 1u) + 1u;
-    last_of_sequence = arrived == static_cast<unsigned>(a.H * row_blocks);
-    __threadfence();
-  }
+  if (t == 0) last_of_sequence = arrive_acq_rel(a.counters + b) + 1u == static_cast<unsigned>(a.H * row_blocks);
   const int warp_base = (t / 32) * 32;
   const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
   const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
-  const float xv = sx[pr], decay = sstep[1], coef = sstep[0] * xv;
-  float acc = 0.f;
+  const float decay = sstep[1];
 #pragma unroll
-  for (int k = 0; k < PER; ++k) {
-    const int n = j + S * k;
-    if (n < N) {
-      st[k] = decay * st[k] + coef * sBC[n];
-      acc += st[k] * sBC[N + n];
-    }
-  }
-  for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
-  if (active) {
-    if (j == 0) a.out.p[b * a.out.stride + h * P + p0 + pr] = acc + Dh * xv;
+  for (int r = 0; r < ROWS; ++r) {
+    const int pr = row(r);
+    const float xv = sx[pr], coef = sstep[0] * xv;
+    float acc = 0.f;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
       const int n = j + S * k;
-      if (n < N) state[n] = st[k];
+      if (n < N) {
+        st[r][k] = decay * st[r][k] + coef * sBC[n];
+        acc += st[r][k] * sBC[N + n];
+      }
+    }
+    for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
+    if (pl + r * kRowsPerBlock < rows_here) {
+      if (j == 0) a.out.p[b * a.out.stride + h * P + p0 + pr] = acc + Dh * xv;
+#pragma unroll
+      for (int k = 0; k < PER; ++k) {
+        const int n = j + S * k;
+        if (n < N) store_state<kStream>(state + pr * N + n, st[r][k]);
+      }
     }
   }
   __syncthreads();  // last_of_sequence, written before the step, is seen by all
@@ -395,19 +411,35 @@ void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
   else ssd_scan_kernel<32><<<grid, block, smem, s>>>(a, S, stage);
 }
 
+// The state rows a block of ssd_step_kernel takes: kRowsPerBlock while
+// a launch of those has fewer than kWideFrom blocks (at batch 1 the 130m
+// model's 96 blocks of one sequence, which a wider block would leave to
+// 24 multiprocessors), else kWideRows times as many. 512 (the 130m model
+// from batch 6, about four blocks a multiprocessor of an H100) is an
+// estimate, not a measurement.
+constexpr int kWideRows = 4;
+constexpr int64_t kWideFrom = 512;
+
 void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
   if (a.B == 0) return;
   const int S = ssd_slices(a.N);
   const int64_t need = (a.N + S - 1) / S;
-  const size_t smem = static_cast<size_t>(2 * a.N + kRowsPerBlock + 2) * sizeof(float);
-  const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
-  const dim3 grid(static_cast<unsigned>(a.B * a.H * row_blocks));
-  const dim3 block(static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * S));
-  void (*kernel)(SsdStepLaunch, int) = need <= 1   ? ssd_step_kernel<1>
-                                       : need <= 2 ? ssd_step_kernel<2>
-                                       : need <= 4 ? ssd_step_kernel<4>
-                                       : need <= 8 ? ssd_step_kernel<8>
-                                                   : ssd_step_kernel<16>;
+  const int64_t threads = std::min<int64_t>(a.P, kRowsPerBlock) * S;
+  const int64_t narrow_blocks = a.B * a.H * ((a.P + kRowsPerBlock - 1) / kRowsPerBlock);
+  // Wide blocks where they have a thread for each of their x channels, and
+  // 8 entries a row a thread (one instantiation; N from 17 to 256).
+  const bool wide = narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 && need <= 8 &&
+                    threads >= kWideRows * kRowsPerBlock;
+  const int64_t rows = wide ? kWideRows * kRowsPerBlock : kRowsPerBlock;
+  const size_t smem = static_cast<size_t>(2 * a.N + rows + 2) * sizeof(float);
+  const dim3 grid(static_cast<unsigned>(a.B * a.H * ((a.P + rows - 1) / rows)));
+  const dim3 block(static_cast<unsigned>(threads));
+  void (*kernel)(SsdStepLaunch, int) = wide         ? ssd_step_kernel<8, kWideRows>
+                                       : need <= 1  ? ssd_step_kernel<1, 1>
+                                       : need <= 2  ? ssd_step_kernel<2, 1>
+                                       : need <= 4  ? ssd_step_kernel<4, 1>
+                                       : need <= 8  ? ssd_step_kernel<8, 1>
+                                                    : ssd_step_kernel<16, 1>;
   launch_overlapped(a.overlap, kernel, grid, block, smem, s, a, S);
   if (a.gated) launch_ssd_step_norm(a, s);
 }

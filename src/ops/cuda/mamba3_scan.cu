@@ -3,7 +3,7 @@
 // The scan is the sequential trapezoidal recurrence in F32, written with
 // U_t = sum_r v_t,r k_t,r^T:  S_t = alpha_t S_{t-1} + beta_t U_{t-1} + gamma_t U_t,
 // o_t,r = S_t q_t,r + D v_t,r. Like ssd_scan (conv_ssd.cu): a block per
-// (b, h, 16 state rows p); thread (p, j) keeps the state entries
+// (b, h, 16 state rows p; 64 in a decode step of many sequences); thread (p, j) keeps the state entries
 // n = j, j + W, ... of row p and the same entries of U_{t-1} in registers
 // (W slices, a power of two <= 32 lanes of one warp, which sum o_t,r[p]
 // with shuffles); k_t, q_t, v_t and the step scalars of `stage` steps at a
@@ -16,6 +16,7 @@
 
 #include "ops/cuda/launch_mamba3.h"
 #include "ops/cuda/overlap_launch.h"
+#include "ops/cuda/state_memory.h"
 
 namespace ssm::cuda {
 namespace {
@@ -25,36 +26,50 @@ constexpr int kThreads = 256;
 
 __device__ float silu_f(float z) { return z / (1.f + expf(-z)); }
 
-template <int PER>
+// ROWS = 4 (launch_mamba3_scan: a decode step of many sequences): thread
+// (p, j) keeps rows p, p + kRowsPerBlock, ... of a block of 64, each summed
+// as one row of ROWS = 1 (the same bits): at batch 64 the step streams
+// 50 MB of state a layer (the 130m models), and a block of 16 rows spent
+// its time staging k, q and the step's scalars, as every block does, around
+// 8 KB of it; 64 rows carry 32 KB of state loads in flight and stage a
+// quarter as often. The state is streamed there (state_memory.h).
+template <int PER, int ROWS>
 __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
   let_next_kernel_start();
   extern __shared__ float smem[];
+  constexpr int kRows = ROWS * kRowsPerBlock;
+  constexpr bool kStream = ROWS > 1;
   const int N = static_cast<int>(a.N), R = static_cast<int>(a.R);
   const int64_t L = a.L, P = a.P;
-  const int64_t row_blocks = (P + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int64_t bh = blockIdx.x / row_blocks, p0 = (blockIdx.x % row_blocks) * kRowsPerBlock;
-  const int rows_here = static_cast<int>(min(int64_t{kRowsPerBlock}, P - p0));
-  float* sk = smem;                              // stage x R x N
-  float* sq = sk + stage * R * N;                // stage x R x N
-  float* sv = sq + stage * R * N;                // stage x R x kRowsPerBlock
-  float* sco = sv + stage * R * kRowsPerBlock;   // stage x 3: alpha, beta, gamma
+  const int64_t row_blocks = (P + kRows - 1) / kRows;
+  const int64_t bh = blockIdx.x / row_blocks, p0 = (blockIdx.x % row_blocks) * kRows;
+  const int rows_here = static_cast<int>(min(int64_t{kRows}, P - p0));
+  float* sk = smem;                     // stage x R x N
+  float* sq = sk + stage * R * N;       // stage x R x N
+  float* sv = sq + stage * R * N;       // stage x R x kRows
+  float* sco = sv + stage * R * kRows;  // stage x 3: alpha, beta, gamma
   const int pl = static_cast<int>(threadIdx.x) / W, j = static_cast<int>(threadIdx.x) % W;
-  const bool active = pl < rows_here;
-  const int pr = active ? pl : 0;
-  const int64_t p = p0 + pr;
+  // Row r of the thread in the block: pl + r kRowsPerBlock, or row 0 past
+  // the block's rows (read, summed and not written).
+  const auto row = [&](int r) { return pl + r * kRowsPerBlock < rows_here ? pl + r * kRowsPerBlock : 0; };
   const int warp_base = (static_cast<int>(threadIdx.x) / 32) * 32;
   const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
   const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
 
-  float st[PER], up[PER];
+  float st[ROWS][PER], up[ROWS][PER];
 #pragma unroll
-  for (int e = 0; e < PER; ++e) {
-    const int n = j + W * e;
-    st[e] = 0.f;
-    up[e] = 0.f;
-    if (n < N && a.ssm) {
-      st[e] = a.ssm[(bh * P + p) * N + n];
-      for (int r = 0; r < R; ++r) up[e] += a.v_prev[(bh * R + r) * P + p] * a.k_prev[(bh * R + r) * N + n];
+  for (int rw = 0; rw < ROWS; ++rw) {
+    const int64_t p = p0 + row(rw);
+#pragma unroll
+    for (int e = 0; e < PER; ++e) {
+      const int n = j + W * e;
+      st[rw][e] = 0.f;
+      up[rw][e] = 0.f;
+      if (n < N && a.ssm) {
+        st[rw][e] = load_state<kStream>(a.ssm + (bh * P + p) * N + n);
+        for (int r = 0; r < R; ++r)
+          up[rw][e] += a.v_prev[(bh * R + r) * P + p] * a.k_prev[(bh * R + r) * N + n];
+      }
     }
   }
   const float Dh = a.D ? a.D[bh % a.H] : 0.f;
@@ -77,7 +92,7 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
     }
     for (int i = threadIdx.x; i < steps * R * rows_here; i += blockDim.x) {
       const int tt = i / (R * rows_here), rem = i % (R * rows_here), r = rem / rows_here, c = rem % rows_here;
-      sv[(tt * R + r) * kRowsPerBlock + c] = vb[((t0 + tt) * R + r) * P + p0 + c];
+      sv[(tt * R + r) * kRows + c] = vb[((t0 + tt) * R + r) * P + p0 + c];
     }
     for (int tt = threadIdx.x; tt < steps; tt += blockDim.x) {
       const int64_t s = bh * L + t0 + tt;
@@ -91,35 +106,45 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
       const float alpha = sco[3 * tt], beta = sco[3 * tt + 1], gamma = sco[3 * tt + 2];
       const float* kt = sk + tt * RN;
       const float* qt = sq + tt * RN;
-      const float* vt = sv + tt * R * kRowsPerBlock;
+      const float* vt = sv + tt * R * kRows;
 #pragma unroll
-      for (int e = 0; e < PER; ++e) {
-        const int n = j + W * e;
-        if (n < N) {
-          float u = 0.f;
-          for (int r = 0; r < R; ++r) u += vt[r * kRowsPerBlock + pr] * kt[r * N + n];
-          st[e] = alpha * st[e] + beta * up[e] + gamma * u;
-          up[e] = u;
-        }
-      }
-      for (int r = 0; r < R; ++r) {
-        float acc = 0.f;
+      for (int rw = 0; rw < ROWS; ++rw) {
+        const int pr = row(rw);
 #pragma unroll
         for (int e = 0; e < PER; ++e) {
           const int n = j + W * e;
-          if (n < N) acc += st[e] * qt[r * N + n];
+          if (n < N) {
+            float u = 0.f;
+            for (int r = 0; r < R; ++r) u += vt[r * kRows + pr] * kt[r * N + n];
+            st[rw][e] = alpha * st[rw][e] + beta * up[rw][e] + gamma * u;
+            up[rw][e] = u;
+          }
         }
-        for (int o = W / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, W);
-        if (active && j == 0) ob[((t0 + tt) * R + r) * P + p] = acc + Dh * vt[r * kRowsPerBlock + pr];
+        for (int r = 0; r < R; ++r) {
+          float acc = 0.f;
+#pragma unroll
+          for (int e = 0; e < PER; ++e) {
+            const int n = j + W * e;
+            if (n < N) acc += st[rw][e] * qt[r * N + n];
+          }
+          for (int o = W / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, W);
+          if (pl + rw * kRowsPerBlock < rows_here && j == 0)
+            ob[((t0 + tt) * R + r) * P + p0 + pr] = acc + Dh * vt[r * kRows + pr];
+        }
       }
     }
     __syncthreads();
   }
-  if (a.ssm && active) {
+  if (a.ssm) {
 #pragma unroll
-    for (int e = 0; e < PER; ++e) {
-      const int n = j + W * e;
-      if (n < N) a.ssm[(bh * P + p) * N + n] = st[e];
+    for (int rw = 0; rw < ROWS; ++rw) {
+      if (pl + rw * kRowsPerBlock >= rows_here) continue;
+      const int64_t p = p0 + row(rw);
+#pragma unroll
+      for (int e = 0; e < PER; ++e) {
+        const int n = j + W * e;
+        if (n < N) store_state<kStream>(a.ssm + (bh * P + p) * N + n, st[rw][e]);
+      }
     }
   }
 }
@@ -180,31 +205,55 @@ int scan_slices(int64_t N) {
 
 }  // namespace
 
-int64_t mamba3_scan_step_bytes(int64_t R, int64_t N) {
-  return (2 * R * N + R * kRowsPerBlock + 3) * static_cast<int64_t>(sizeof(float));
+// The shared memory of one time step of scan_kernel for blocks of `rows`
+// state rows.
+static int64_t step_bytes(int64_t R, int64_t N, int64_t rows) {
+  return (2 * R * N + R * rows + 3) * static_cast<int64_t>(sizeof(float));
 }
+
+int64_t mamba3_scan_step_bytes(int64_t R, int64_t N) { return step_bytes(R, N, kRowsPerBlock); }
+
+// The state rows a block of scan_kernel takes in a decode step (L = 1):
+// kRowsPerBlock while a launch of those has fewer than kWideFrom blocks (at
+// batch 1 the 130m models' 96 blocks of one sequence, which a wider block
+// would leave to 24 multiprocessors), else kWideRows times as many. 512
+// (the 130m models from batch 6, about four blocks a multiprocessor of an
+// H100) is an estimate, not a measurement.
+constexpr int kWideRows = 4;
+constexpr int64_t kWideFrom = 512;
 
 void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s) {
   if (a.B * a.H * a.L == 0) return;
   const int W = scan_slices(a.N);
   const int64_t need = (a.N + W - 1) / W;
+  const int64_t narrow_blocks = a.B * a.H * ((a.P + kRowsPerBlock - 1) / kRowsPerBlock);
+  // Wide blocks for a SISO decode step whose thread keeps 8 entries a row
+  // (one instantiation; N from 17 to 256), when its one step fits 48 KiB.
+  // Not MIMO: on an H100 the 130m MIMO R = 4 model decoded at batch 64 at
+  // 7,572 tokens/s with them against 8,315 without (SISO 13,344 against
+  // 12,051): R products a row and step make the wide blocks' threads too
+  // long for their few blocks.
+  const bool wide = a.L == 1 && a.R == 1 && narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 &&
+                    need <= 8 &&
+                    step_bytes(a.R, a.N, kWideRows * kRowsPerBlock) <= 48 * 1024;
+  const int64_t rows = wide ? kWideRows * kRowsPerBlock : kRowsPerBlock;
   // As many steps per stage as fit in 40 KiB of shared memory (at most 64),
   // and at least one (the host wrapper takes steps of at most 48 KiB).
-  const int64_t per_step = mamba3_scan_step_bytes(a.R, a.N);
+  const int64_t per_step = step_bytes(a.R, a.N, rows);
   // No more than the sequence has: a decode step's block then asks for
   // 1 KB, not 40, and more of them fit a multiprocessor.
   const int stage = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>({64, 40960 / per_step, a.L})));
   const size_t smem = static_cast<size_t>(stage * per_step);
-  const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
-  const dim3 grid(static_cast<unsigned>(a.B * a.H * row_blocks));
+  const dim3 grid(static_cast<unsigned>(a.B * a.H * ((a.P + rows - 1) / rows)));
   const dim3 block(static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * W));
-  void (*kernel)(Mamba3ScanLaunch, int, int) = need <= 1    ? scan_kernel<1>
-                                               : need <= 2  ? scan_kernel<2>
-                                               : need <= 4  ? scan_kernel<4>
-                                               : need <= 8  ? scan_kernel<8>
-                                               : need <= 16 ? scan_kernel<16>
-                                                            : scan_kernel<32>;
+  void (*kernel)(Mamba3ScanLaunch, int, int) = wide         ? scan_kernel<8, kWideRows>
+                                               : need <= 1  ? scan_kernel<1, 1>
+                                               : need <= 2  ? scan_kernel<2, 1>
+                                               : need <= 4  ? scan_kernel<4, 1>
+                                               : need <= 8  ? scan_kernel<8, 1>
+                                               : need <= 16 ? scan_kernel<16, 1>
+                                                            : scan_kernel<32, 1>;
   launch_overlapped(a.overlap, kernel, grid, block, smem, s, a, W, stage);
   launch_mamba3_last_step(a, s);
 }

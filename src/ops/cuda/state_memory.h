@@ -1,0 +1,49 @@
+// The recurrent state's memory at large batch, shared by the decode steps
+// of Mamba-2 (ssd_step_kernel, conv_ssd.cu) and Mamba-3 (scan_kernel,
+// mamba3_scan.cu): at batch 64 the state is most of a step's bytes (50 MB a
+// layer of the 130m models) and each entry is read once and written once a
+// step, so it is streamed (ld.global.cs / st.global.cs: evict first, no
+// place kept in L1 or L2 that the weights and activations could use). And
+// the counter by which a decode step's blocks find the last of a sequence.
+// Included by .cu files only; the CPU emulator, without __CUDA_ARCH__,
+// reads and writes plainly.
+#pragma once
+
+namespace ssm::cuda {
+
+template <bool kStream>
+__device__ __forceinline__ float load_state(const float* p) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (kStream) return __ldcs(p);
+#endif
+  return *p;
+}
+
+template <bool kStream>
+__device__ __forceinline__ void store_state(float* p, float v) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (kStream) {
+    __stcs(p, v);
+    return;
+  }
+#endif
+  *p = v;
+}
+
+// counter += 1, returning the old count, as one acquire-release atomic at
+// GPU scope: what the calling block did before it (ordered by a
+// __syncthreads) happens before what the block that sees the last count
+// does after it (again behind a __syncthreads). One instruction where a
+// __threadfence on either side of a relaxed atomicAdd paid two
+// sequentially consistent fences (fence.sc.gpu) a block.
+__device__ __forceinline__ unsigned arrive_acq_rel(unsigned* counter) {
+#if defined(__CUDA_ARCH__)
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+  return old;
+#else
+  return atomicAdd(counter, 1u);
+#endif
+}
+
+}  // namespace ssm::cuda
