@@ -104,38 +104,45 @@ __global__ void heads_kernel(Mamba3PrepareLaunch a) {
     a.A[step] = fminf(-heavy_tail_f(a.ddA.p[row * a.ddA.stride + h]), -a.A_floor);
     a.lam[step] = sigmoid_f(a.trap.p[row * a.trap.stride + h]);
   }
-  for (int i = threadIdx.x; i < heads * RN; i += blockDim.x) {
-    const int64_t h = h0 + i / RN, step = (b * H + h) * L + t, g = h / heads_per_group;
-    const int e = i % RN, r = e / N, n = e % N;
-    const int64_t src = (row * R * a.G + r * a.G + g) * N, bias = (h * R + r) * N;
+  // q and k: first the rotated pairs, a thread a pair (its angle's cos and
+  // sin once for the pair's two entries of q and of k), then the entries
+  // past the rotated ones, copied. 32-bit indices inside the row: no 64-bit
+  // divisions per entry.
+  const int Si = static_cast<int>(S), half = N / 2, G = static_cast<int>(a.G);
+  const int hpg = static_cast<int>(heads_per_group), Ri = static_cast<int>(R);
+  const int64_t row_base = row * R * G;  // (row, r, g) blocks of B_normed / C_normed
+  const int rotated = Ri * Si, unrotated = Ri * (N - 2 * Si);
+  for (int i = threadIdx.x; i < heads * rotated; i += blockDim.x) {
+    const int hh = i / rotated, rest = i - hh * rotated, r = rest / Si, j = rest - r * Si;
+    const int h = static_cast<int>(h0) + hh, g = h / hpg;
+    const int64_t step = (b * H + h) * L + t;
+    const int64_t src = (row_base + r * G + g) * N, bias = (int64_t{h} * R + r) * N;
+    const int i0 = a.halves ? j : 2 * j, i1 = a.halves ? j + half : 2 * j + 1;
     const float* cn = a.C_normed + src;
     const float* bn = a.B_normed + src;
     const float* cb = a.C_bias + bias;
     const float* bb = a.B_bias + bias;
-    int j, i0, i1;
-    if (a.halves) {
-      j = n < N / 2 ? n : n - N / 2;
-      i0 = j;
-      i1 = j + N / 2;
-    } else {
-      j = n / 2;
-      i0 = 2 * j;
-      i1 = 2 * j + 1;
-    }
-    float qv, kv;
-    if (j < S) {  // (a, b) -> (a c - b s, a s + b c)
-      const float* phase = a.phases + step * S;
-      const float c = cosf(phase[j]), s = sinf(phase[j]);
-      const float qa = cn[i0] + cb[i0], qb = cn[i1] + cb[i1];
-      const float ka = bn[i0] + bb[i0], kb = bn[i1] + bb[i1];
-      qv = n == i0 ? qa * c - qb * s : qa * s + qb * c;
-      kv = n == i0 ? ka * c - kb * s : ka * s + kb * c;
-    } else {
-      qv = cn[n] + cb[n];
-      kv = bn[n] + bb[n];
-    }
-    a.q[step * RN + e] = qv;
-    a.k[step * RN + e] = kv;
+    const float phase = a.phases[step * S + j];
+    const float c = cosf(phase), sn = sinf(phase);  // (a, b) -> (a c - b s, a s + b c)
+    const float qa = cn[i0] + cb[i0], qb = cn[i1] + cb[i1];
+    const float ka = bn[i0] + bb[i0], kb = bn[i1] + bb[i1];
+    float* q = a.q + step * RN + r * N;
+    float* k = a.k + step * RN + r * N;
+    q[i0] = qa * c - qb * sn;
+    q[i1] = qa * sn + qb * c;
+    k[i0] = ka * c - kb * sn;
+    k[i1] = ka * sn + kb * c;
+  }
+  for (int i = threadIdx.x; i < heads * unrotated; i += blockDim.x) {
+    const int per = N - 2 * Si, hh = i / (Ri * per), rest = i - hh * Ri * per, r = rest / per,
+              u = rest - r * per;
+    // Adjacent pairs rotate [0, 2S); halves rotate [0, S) and [N/2, N/2 + S).
+    const int n = !a.halves ? 2 * Si + u : (u < half - Si ? Si + u : half + Si + (u - (half - Si)));
+    const int h = static_cast<int>(h0) + hh, g = h / hpg;
+    const int64_t step = (b * H + h) * L + t;
+    const int64_t src = (row_base + r * G + g) * N, bias = (int64_t{h} * R + r) * N;
+    a.q[step * RN + r * N + n] = a.C_normed[src + n] + a.C_bias[bias + n];
+    a.k[step * RN + r * N + n] = a.B_normed[src + n] + a.B_bias[bias + n];
   }
   for (int i = threadIdx.x; i < heads * RP; i += blockDim.x) {
     const int64_t h = h0 + i / RP, step = (b * H + h) * L + t;
