@@ -10,9 +10,7 @@
 # DEPS_DIR: as scripts/cuda-check.sh.
 set -uo pipefail
 source "$(dirname "$0")/gpu-check-common.sh"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/device.log"
-gpu_build build "-DSSM_BUILD_TESTS=ON -DSSM_BUILD_BENCH=ON" ssm_cli test_ops_gpu test_model_gpu
-ssm=$build/bin/ssm
+gpu_check_start
 tstatus=0
 echo "== ctest -L gpu -R 'SsdStep|Mamba3Scan|GpuGolden|Decode'"
 timeout 300 ctest --test-dir "$build" -L gpu -R 'SsdStep|Mamba3Scan|GpuGolden|Decode' -j4 --output-on-failure \

@@ -13,9 +13,7 @@
 # DEPS_DIR: as scripts/cuda-check.sh.
 set -uo pipefail
 source "$(dirname "$0")/gpu-check-common.sh"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/device.log"
-gpu_build build "-DSSM_BUILD_TESTS=ON -DSSM_BUILD_BENCH=ON" ssm_cli test_ops_gpu test_model_gpu
-ssm=$build/bin/ssm
+gpu_check_start
 tstatus=0
 for mode in default "SSM_CUDA_ONE_WAVE=1"; do
   echo "== op tests, $mode"

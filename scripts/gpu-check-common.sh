@@ -29,6 +29,15 @@ gpu_build() {
   echo "$name ok"
 }
 
+# gpu_check_start: the device's name (also into $logs/device.log), then
+# the program, the GPU tests and the benchmarks built; sets ssm to the
+# program. The decode check scripts start with it.
+gpu_check_start() {
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/device.log"
+  gpu_build build "-DSSM_BUILD_TESTS=ON -DSSM_BUILD_BENCH=ON" ssm_cli test_ops_gpu test_model_gpu
+  ssm=$build/bin/ssm
+}
+
 # bench_models SSM: the three 130m-shaped bench models (bench/configs, BF16
 # weights, random) in $models, made once per machine; fails if one can't be.
 models=/tmp/ssm-bench-models
