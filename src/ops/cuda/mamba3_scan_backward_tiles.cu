@@ -122,6 +122,18 @@ __device__ void load_steps(const Mamba3ScanBackwardLaunch& a, const Chunk& k, co
   __syncthreads();
 }
 
+// A value as staged for the products: rounded to TF32 once (warp_mma's
+// kRoundedA, kRoundedB) where each product is one TF32 product, so that its
+// fragments need no conversion (the same bits as converting them), else
+// as it is (the 3xTF32 split needs the whole float).
+template <bool kR>
+__device__ float staged(float v) {
+  if constexpr (kR)
+    return tiles::round_tf32(v);
+  else
+    return v;
+}
+
 struct SumsSmem {
   int ldv, ldk;
   __host__ __device__ static SumsSmem of(const Geometry& g) {
@@ -135,6 +147,7 @@ struct SumsSmem {
 template <bool kSplit>
 __global__ void __launch_bounds__(kThreads)
     chunk_sums_kernel(Mamba3ScanBackwardLaunch a, Geometry geo) {
+  constexpr bool kR = !kSplit;  // operands staged as TF32
   extern __shared__ float smem[];
   const SumsSmem lay = SumsSmem::of(geo);
   float* sV = smem;                  // 64 x P: v or d_o, rows weighted
@@ -147,6 +160,7 @@ __global__ void __launch_bounds__(kThreads)
             geo.vec_p);
   load_rows(sK, lay.ldk, (grad ? a.q : a.k) + k.row0 * N, N, k.rows, kRows, N, geo.Np, geo.vec_n);
   wait_async();
+  if constexpr (kR) tiles::round_rows(sK, lay.ldk, kRows, geo.Np, geo.vec_n);
   load_steps(a, k, st);
   // Row (s, r) weighted by ef_s w_s (a source's weight at the chunk's end)
   // or ein_s (the start state's weight at output s).
@@ -154,7 +168,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = warp; i < k.rows; i += kWarps) {
     const int s = i / geo.R;
     const float wt = grad ? st.ein[s] : st.ef[s] * st.w[s];
-    for (int p = threadIdx.x % 32; p < P; p += 32) sV[i * lay.ldv + p] *= wt;
+    for (int p = threadIdx.x % 32; p < P; p += 32) sV[i * lay.ldv + p] = staged<kR>(sV[i * lay.ldv + p] * wt);
   }
   __syncthreads();
   // (P x N) = V^T (P x 64) K (64 x N), over the chunk's rows only.
@@ -166,7 +180,7 @@ __global__ void __launch_bounds__(kThreads)
     const int m0 = (item % mt) * 16, n0 = (item / mt) * kTileCols;
     Acc acc;
     tiles::zero(acc);
-    warp_mma<kSplit>(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, 0, K, m0, n0, geo.Np);
+    warp_mma<kSplit, kR, kR>(acc, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, 0, K, m0, n0, geo.Np);
     for_each_acc(m0, n0, geo.Np, [&](int p, int n, int j, int e) {
       if (p < P && n < N) out[int64_t{p} * N + n] = acc[j][e];
     });
@@ -208,6 +222,10 @@ __device__ int sum_parts(int T) {
 template <bool kSplit>
 __global__ void __launch_bounds__(kThreads)
     chunk_backward_kernel(Mamba3ScanBackwardLaunch a, Geometry geo) {
+  // Staged as TF32 where the products are one TF32 each: k, F, S_in (read
+  // by products only) and QK, DV once weighted (Z reads them before). q,
+  // v and d_o stay whole: the row sums, D d_o and Z read them too.
+  constexpr bool kR = !kSplit;
   extern __shared__ double smem_d[];
   const BackSmem lay = BackSmem::of(geo);
   double* dw_in = smem_d;
@@ -234,6 +252,10 @@ __global__ void __launch_bounds__(kThreads)
   load_rows(sgo, lay.ldp, a.d_o + k.row0 * P, P, rows, kRows, P, geo.Pp, geo.vec_p);
   load_rows(sF, lay.ldn, F, N, P, geo.Pp, N, geo.Np, geo.vec_n);
   wait_async();
+  if constexpr (kR) {  // each thread its own pieces: no barrier before
+    tiles::round_rows(sk, lay.ldn, kRows, geo.Np, geo.vec_n);
+    tiles::round_rows(sF, lay.ldn, geo.Pp, geo.Np, geo.vec_n);
+  }
   load_steps(a, k, st);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   constexpr int kNt = kRows / kTileCols;
@@ -247,7 +269,8 @@ __global__ void __launch_bounds__(kThreads)
     if (second)
       warp_mma<kSplit>(acc, Smem{sgo, lay.ldp, 1}, Smem{sv, 1, lay.ldp}, 0, geo.Pp, m0, n0, end);
     else
-      warp_mma<kSplit>(acc, Smem{sq, lay.ldn, 1}, Smem{sk, 1, lay.ldn}, 0, geo.Np, m0, n0, end);
+      warp_mma<kSplit, false, kR>(acc, Smem{sq, lay.ldn, 1}, Smem{sk, 1, lay.ldn}, 0, geo.Np, m0, n0,
+                                  end);
     float* M = second ? DV : QK;
     for_each_acc(m0, n0, kRows, [&](int i, int j, int jj, int e) {
       M[i * lay.ldm + j] = i < rows && j / R <= i / R ? acc[jj][e] : 0.f;
@@ -295,8 +318,8 @@ __global__ void __launch_bounds__(kThreads)
     const int i = idx / kRows, j = idx % kRows, t = i / R, u = j / R;
     if (i >= rows || u > t) continue;  // zeros already
     const float W = u < t ? expf(st.cs[t] - st.cs[u]) * st.w[u] : st.wd[t];
-    QK[i * lay.ldm + j] *= W;
-    DV[i * lay.ldm + j] *= W;
+    QK[i * lay.ldm + j] = staged<kR>(QK[i * lay.ldm + j] * W);
+    DV[i * lay.ldm + j] = staged<kR>(DV[i * lay.ldm + j] * W);
   }
   __syncthreads();
   const float Dh = a.D ? a.D[k.h] : 0.f;
@@ -308,9 +331,10 @@ __global__ void __launch_bounds__(kThreads)
     tiles::zero(acc_m);
     if (item < na) {  // dv (j, p), and the row sums of v . ef F k
       const int m0 = (item % kMt) * 16, ci = item / kMt, n0 = ci * kTileCols;
-      warp_mma<kSplit>(acc, Smem{sk, lay.ldn, 1}, Smem{sF, 1, lay.ldn}, 0, geo.Np, m0, n0, geo.Pp);
-      warp_mma<kSplit>(acc_m, Smem{QK, 1, lay.ldm}, Smem{sgo, lay.ldp, 1}, reached_from(m0, R), K,
-                       m0, n0, geo.Pp);
+      warp_mma<kSplit, kR, kR>(acc, Smem{sk, lay.ldn, 1}, Smem{sF, 1, lay.ldn}, 0, geo.Np, m0, n0,
+                               geo.Pp);
+      warp_mma<kSplit, kR, false>(acc_m, Smem{QK, 1, lay.ldm}, Smem{sgo, lay.ldp, 1},
+                                  reached_from(m0, R), K, m0, n0, geo.Pp);
       float sums[2] = {0.f, 0.f};  // this lane's rows m0 + g and m0 + g + 8
       for_each_acc(m0, n0, geo.Pp, [&](int j, int p, int jj, int e) {
         const int u = j / R;
@@ -329,9 +353,10 @@ __global__ void __launch_bounds__(kThreads)
       }
     } else {  // dk (j, n)
       const int ib = item - na, m0 = (ib % kMt) * 16, n0 = (ib / kMt) * kTileCols;
-      warp_mma<kSplit>(acc, Smem{sv, lay.ldp, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0, n0, geo.Np);
-      warp_mma<kSplit>(acc_m, Smem{DV, 1, lay.ldm}, Smem{sq, lay.ldn, 1}, reached_from(m0, R), K,
-                       m0, n0, geo.Np);
+      warp_mma<kSplit, false, kR>(acc, Smem{sv, lay.ldp, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0, n0,
+                                  geo.Np);
+      warp_mma<kSplit, kR, false>(acc_m, Smem{DV, 1, lay.ldm}, Smem{sq, lay.ldn, 1},
+                                  reached_from(m0, R), K, m0, n0, geo.Np);
       for_each_acc(m0, n0, geo.Np, [&](int j, int n, int jj, int e) {
         const int u = j / R;
         if (j < rows && n < N)
@@ -342,15 +367,17 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();  // F is done with
   load_rows(sF, lay.ldn, S_in, N, P, geo.Pp, N, geo.Np, geo.vec_n);
   wait_async();
+  if constexpr (kR) tiles::round_rows(sF, lay.ldn, geo.Pp, geo.Np, geo.vec_n);
   __syncthreads();
   for (int item = warp; item < nb; item += kWarps) {  // dq (i, n), and the row sums of q . ein S_in^T d_o
     const int m0 = (item % kMt) * 16, ci = item / kMt, n0 = ci * kTileCols;
     Acc acc, acc_m;
     tiles::zero(acc);
     tiles::zero(acc_m);
-    warp_mma<kSplit>(acc, Smem{sgo, lay.ldp, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0, n0, geo.Np);
-    warp_mma<kSplit>(acc_m, Smem{DV, lay.ldm, 1}, Smem{sk, lay.ldn, 1}, 0,
-                     min(static_cast<int>(round_up(reach_end(m0, R), 8)), K), m0, n0, geo.Np);
+    warp_mma<kSplit, false, kR>(acc, Smem{sgo, lay.ldp, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0, n0,
+                                geo.Np);
+    warp_mma<kSplit, kR, kR>(acc_m, Smem{DV, lay.ldm, 1}, Smem{sk, lay.ldn, 1}, 0,
+                             min(static_cast<int>(round_up(reach_end(m0, R), 8)), K), m0, n0, geo.Np);
     float sums[2] = {0.f, 0.f};
     for_each_acc(m0, n0, geo.Np, [&](int i, int n, int jj, int e) {
       const float sd = st.ein[i / R] * acc[jj][e];
