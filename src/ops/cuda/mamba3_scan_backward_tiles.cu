@@ -9,7 +9,8 @@
 //                   end state V^T diag(ef w) K (side 0, V = v, K = k) or its
 //                   state gradient at its start dO^T diag(ein) Q (side 1),
 //                   a P x 64 by 64 x N product each;
-//   chunk_backward  a block per (b, h, chunk): the masked 64 x 64 matrices
+//   chunk_backward  a block of 16 warps per (b, h, chunk), every operand
+//                   resident (206 KiB at P 64, N 128): the masked 64 x 64 matrices
 //                   q_i.k_j and d_o_i.v_j (then weighted by W_ij), and
 //                     dv = (W o QK)^T dO + diag(ef w) K F^T + D dO
 //                     dk = (W o DV)^T Q + diag(ef w) V F
@@ -19,7 +20,8 @@
 //                   (Z from the unweighted matrices, sums in double, each
 //                   split over a few lanes; the
 //                   row sums ef v_j.F k_j and ein d_o_i.S_in q_i from the
-//                   accumulators of dv and dq).
+//                   accumulators of dv and dq). dv, dk and dq are one
+//                   phase of warp items after one barrier.
 // Every product is warp tiles of mma.sync m16n8k8 (tf32_warp_tiles.h), one
 // TF32 product each (the 3xTF32 split is compiled too, unused while the
 // exact path keeps the general kernels), F32 accumulation, each sum over k
@@ -47,9 +49,11 @@ using tiles::Smem;
 using tiles::warp_mma;
 
 constexpr int kRows = 64;  // rows of (time, rank) per chunk
-constexpr int kWarps = 8;
+constexpr int kWarps = 8;  // chunk_sums
 constexpr int kThreads = kWarps * 32;
-constexpr size_t kMaxSmem = 200 * 1024;  // of the H100's 227 KiB per block
+constexpr int kBackWarps = 16;  // chunk_backward: one block an SM, as its shared memory allows
+constexpr int kBackThreads = kBackWarps * 32;
+constexpr size_t kMaxSmem = 227 * 1024;  // a block's most on the H100 and H200
 constexpr int kMt = kRows / 16;          // warp tiles down a chunk's rows
 
 struct Geometry {
@@ -189,7 +193,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The backward kernel's shared memory: per step dw, X (the chunk's own
-// parts) and dwd in double; q, k (64 x N), v, d_o (64 x P), F then S_in
+// parts) and dwd in double; q, k (64 x N), v, d_o (64 x P), F and S_in
 // (P x N), QK, DV (64 x 64), the steps' weights, and the row sums of v . F k
 // and q . S_in^T d_o per 32 columns.
 struct BackSmem {
@@ -199,7 +203,7 @@ struct BackSmem {
             (g.Np + kTileCols - 1) / kTileCols};
   }
   __host__ __device__ size_t floats(const Geometry& g) const {
-    return size_t(kRows) * (2 * ldn + 2 * ldp + 2 * ldm + 5 + cip + cin) + size_t(g.Pp) * ldn;
+    return size_t(kRows) * (2 * ldn + 2 * ldp + 2 * ldm + 5 + cip + cin) + 2 * size_t(g.Pp) * ldn;
   }
   __host__ __device__ size_t bytes(const Geometry& g) const {
     return 3 * kRows * sizeof(double) + floats(g) * sizeof(float);
@@ -215,12 +219,12 @@ __device__ int reached_from(int m0, int R) { return (m0 / R) * R / 8 * 8; }
 // most a warp) that lets the 2T sums fill the block once.
 __device__ int sum_parts(int T) {
   int parts = 1;
-  while (parts < 32 && 2 * T * parts * 2 <= kThreads) parts *= 2;
+  while (parts < 32 && 2 * T * parts * 2 <= kBackThreads) parts *= 2;
   return parts;
 }
 
 template <bool kSplit>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kBackThreads, 1)
     chunk_backward_kernel(Mamba3ScanBackwardLaunch a, Geometry geo) {
   // Staged as TF32 where the products are one TF32 each: k, F, S_in (read
   // by products only) and QK, DV once weighted (Z reads them before). q,
@@ -235,8 +239,9 @@ __global__ void __launch_bounds__(kThreads)
   float* sk = sq + kRows * lay.ldn;
   float* sv = sk + kRows * lay.ldn;
   float* sgo = sv + kRows * lay.ldp;
-  float* sF = sgo + kRows * lay.ldp;  // F (rows p, columns n), then S_in
-  float* QK = sF + geo.Pp * lay.ldn;  // (i, j): q_i.k_j, step(j) <= step(i), then weighted
+  float* sF = sgo + kRows * lay.ldp;  // rows p, columns n
+  float* sS = sF + geo.Pp * lay.ldn;  // S_in, likewise
+  float* QK = sS + geo.Pp * lay.ldn;  // (i, j): q_i.k_j, step(j) <= step(i), then weighted
   float* DV = QK + kRows * lay.ldm;   // (i, j): d_o_i.v_j, likewise
   const Steps st = Steps::at(DV + kRows * lay.ldm);
   float* partF = st.ein + kRows;        // (column item, j): sum over its p of ef v_j.F k_j
@@ -251,16 +256,18 @@ __global__ void __launch_bounds__(kThreads)
   load_rows(sv, lay.ldp, a.v + k.row0 * P, P, rows, kRows, P, geo.Pp, geo.vec_p);
   load_rows(sgo, lay.ldp, a.d_o + k.row0 * P, P, rows, kRows, P, geo.Pp, geo.vec_p);
   load_rows(sF, lay.ldn, F, N, P, geo.Pp, N, geo.Np, geo.vec_n);
+  load_rows(sS, lay.ldn, S_in, N, P, geo.Pp, N, geo.Np, geo.vec_n);
   wait_async();
   if constexpr (kR) {  // each thread its own pieces: no barrier before
     tiles::round_rows(sk, lay.ldn, kRows, geo.Np, geo.vec_n);
     tiles::round_rows(sF, lay.ldn, geo.Pp, geo.Np, geo.vec_n);
+    tiles::round_rows(sS, lay.ldn, geo.Pp, geo.Np, geo.vec_n);
   }
   load_steps(a, k, st);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   constexpr int kNt = kRows / kTileCols;
   // QK and DV, masked (tiles past the reach of their rows stay zero).
-  for (int item = warp; item < 2 * kMt * kNt; item += kWarps) {
+  for (int item = warp; item < 2 * kMt * kNt; item += kBackWarps) {
     const bool second = item >= kMt * kNt;
     const int it = item % (kMt * kNt), m0 = (it % kMt) * 16, n0 = (it / kMt) * kTileCols;
     const int end = min(kRows, reach_end(m0, R));
@@ -324,18 +331,38 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const float Dh = a.D ? a.D[k.h] : 0.f;
   const int K = static_cast<int>(round_up(rows, 8));  // rows that can be nonzero
+  // One phase for dv, dk and dq (every operand is resident). Per warp item
+  // (16 rows x 32 columns) dv costs about 1.5 times dk or dq (SISO: 96
+  // m16n8k8 products against 64), so the warps that take a dv item in the
+  // first round take the others' items last in the later rounds, which run
+  // the warps in reverse: SISO's 40 items give warps 0-7 dv + dq and warps
+  // 8-15 three dk or dq (longest chain 192 products; 224 in plain order).
   const int na = kMt * lay.cip, nb = kMt * lay.cin;
-  for (int item = warp; item < na + nb; item += kWarps) {
+  // Sums this lane's row sums (rows m0 + g, m0 + g + 8) over the 4 lanes of
+  // a row in a fixed tree, into part (column item ci, row).
+  auto put_row_sums = [&](float* part, int ci, int m0, float (&sums)[2]) {
+    for (int o = 1; o < 4; o *= 2) {
+      sums[0] += __shfl_xor_sync(0xffffffffu, sums[0], o);
+      sums[1] += __shfl_xor_sync(0xffffffffu, sums[1], o);
+    }
+    if (lane % 4 == 0) {
+      part[ci * kRows + m0 + lane / 4] = sums[0];
+      part[ci * kRows + m0 + lane / 4 + 8] = sums[1];
+    }
+  };
+  for (int round = 0;; ++round) {
+    const int item = round * kBackWarps + (round == 0 ? warp : kBackWarps - 1 - warp);
+    if (item >= na + 2 * nb) break;
     Acc acc, acc_m;
     tiles::zero(acc);
     tiles::zero(acc_m);
+    float sums[2] = {0.f, 0.f};  // this lane's rows m0 + g and m0 + g + 8
     if (item < na) {  // dv (j, p), and the row sums of v . ef F k
       const int m0 = (item % kMt) * 16, ci = item / kMt, n0 = ci * kTileCols;
       warp_mma<kSplit, kR, kR>(acc, Smem{sk, lay.ldn, 1}, Smem{sF, 1, lay.ldn}, 0, geo.Np, m0, n0,
                                geo.Pp);
       warp_mma<kSplit, kR, false>(acc_m, Smem{QK, 1, lay.ldm}, Smem{sgo, lay.ldp, 1},
                                   reached_from(m0, R), K, m0, n0, geo.Pp);
-      float sums[2] = {0.f, 0.f};  // this lane's rows m0 + g and m0 + g + 8
       for_each_acc(m0, n0, geo.Pp, [&](int j, int p, int jj, int e) {
         const int u = j / R;
         const float cross = st.ef[u] * acc[jj][e];
@@ -343,15 +370,8 @@ __global__ void __launch_bounds__(kThreads)
         if (j < rows && p < P)
           a.dv[(k.row0 + j) * P + p] = acc_m[jj][e] + st.w[u] * cross + Dh * sgo[j * lay.ldp + p];
       });
-      for (int o = 1; o < 4; o *= 2) {  // the 4 lanes of a row, in a fixed tree
-        sums[0] += __shfl_xor_sync(0xffffffffu, sums[0], o);
-        sums[1] += __shfl_xor_sync(0xffffffffu, sums[1], o);
-      }
-      if (lane % 4 == 0) {
-        partF[ci * kRows + m0 + lane / 4] = sums[0];
-        partF[ci * kRows + m0 + lane / 4 + 8] = sums[1];
-      }
-    } else {  // dk (j, n)
+      put_row_sums(partF, ci, m0, sums);
+    } else if (item < na + nb) {  // dk (j, n)
       const int ib = item - na, m0 = (ib % kMt) * 16, n0 = (ib / kMt) * kTileCols;
       warp_mma<kSplit, false, kR>(acc, Smem{sv, lay.ldp, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0, n0,
                                   geo.Np);
@@ -362,35 +382,19 @@ __global__ void __launch_bounds__(kThreads)
         if (j < rows && n < N)
           a.dk[(k.row0 + j) * N + n] = acc_m[jj][e] + st.ef[u] * st.w[u] * acc[jj][e];
       });
-    }
-  }
-  __syncthreads();  // F is done with
-  load_rows(sF, lay.ldn, S_in, N, P, geo.Pp, N, geo.Np, geo.vec_n);
-  wait_async();
-  if constexpr (kR) tiles::round_rows(sF, lay.ldn, geo.Pp, geo.Np, geo.vec_n);
-  __syncthreads();
-  for (int item = warp; item < nb; item += kWarps) {  // dq (i, n), and the row sums of q . ein S_in^T d_o
-    const int m0 = (item % kMt) * 16, ci = item / kMt, n0 = ci * kTileCols;
-    Acc acc, acc_m;
-    tiles::zero(acc);
-    tiles::zero(acc_m);
-    warp_mma<kSplit, false, kR>(acc, Smem{sgo, lay.ldp, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0, n0,
-                                geo.Np);
-    warp_mma<kSplit, kR, kR>(acc_m, Smem{DV, lay.ldm, 1}, Smem{sk, lay.ldn, 1}, 0,
-                             min(static_cast<int>(round_up(reach_end(m0, R), 8)), K), m0, n0, geo.Np);
-    float sums[2] = {0.f, 0.f};
-    for_each_acc(m0, n0, geo.Np, [&](int i, int n, int jj, int e) {
-      const float sd = st.ein[i / R] * acc[jj][e];
-      sums[e / 2] += sq[i * lay.ldn + n] * sd;
-      if (i < rows && n < N) a.dq[(k.row0 + i) * N + n] = acc_m[jj][e] + sd;
-    });
-    for (int o = 1; o < 4; o *= 2) {
-      sums[0] += __shfl_xor_sync(0xffffffffu, sums[0], o);
-      sums[1] += __shfl_xor_sync(0xffffffffu, sums[1], o);
-    }
-    if (lane % 4 == 0) {
-      partS[ci * kRows + m0 + lane / 4] = sums[0];
-      partS[ci * kRows + m0 + lane / 4 + 8] = sums[1];
+    } else {  // dq (i, n), and the row sums of q . ein S_in^T d_o
+      const int ib = item - na - nb, m0 = (ib % kMt) * 16, ci = ib / kMt, n0 = ci * kTileCols;
+      warp_mma<kSplit, false, kR>(acc, Smem{sgo, lay.ldp, 1}, Smem{sS, lay.ldn, 1}, 0, geo.Pp, m0,
+                                  n0, geo.Np);
+      warp_mma<kSplit, kR, kR>(acc_m, Smem{DV, lay.ldm, 1}, Smem{sk, lay.ldn, 1}, 0,
+                               min(static_cast<int>(round_up(reach_end(m0, R), 8)), K), m0, n0,
+                               geo.Np);
+      for_each_acc(m0, n0, geo.Np, [&](int i, int n, int jj, int e) {
+        const float sd = st.ein[i / R] * acc[jj][e];
+        sums[e / 2] += sq[i * lay.ldn + n] * sd;
+        if (i < rows && n < N) a.dq[(k.row0 + i) * N + n] = acc_m[jj][e] + sd;
+      });
+      put_row_sums(partS, ci, m0, sums);
     }
   }
   __syncthreads();
@@ -463,9 +467,9 @@ void launch_mamba3_chunk_backward_tiles(const Mamba3ScanBackwardLaunch& a, cudaS
   const Geometry geo = geometry_of(a);
   const unsigned grid = static_cast<unsigned>(a.B * a.H * geo.chunks);
   if (a.split)
-    chunk_backward_kernel<true><<<grid, kThreads, backward_bytes(geo), s>>>(a, geo);
+    chunk_backward_kernel<true><<<grid, kBackThreads, backward_bytes(geo), s>>>(a, geo);
   else
-    chunk_backward_kernel<false><<<grid, kThreads, backward_bytes(geo), s>>>(a, geo);
+    chunk_backward_kernel<false><<<grid, kBackThreads, backward_bytes(geo), s>>>(a, geo);
 }
 
 }  // namespace ssm::cuda
