@@ -2,8 +2,8 @@
 //   rows   a warp per (row, normed block): RMSNorm of every (rank, group)
 //          block of B and C, and the angle rates pi tanh(ang) (shared by
 //          the heads);
-//   phase  a block per (b, h): the phase walk through time, a prefix sum
-//          over runs of steps (a thread per (run, angle));
+//   phase  a block per (b, h, group of 8 angles): the phase walk through
+//          time, a prefix sum over runs of steps (a thread per (run, angle));
 //   heads  a block per (b, t) and run of heads: dt, A, lam, and q, k
 //          (normed, biased, rotated by the step's phase) and v = x mimo_x.
 // The same float arithmetic as the cpu backend (src/ops/cpu/mamba3_prepare.cpp),
@@ -52,35 +52,72 @@ __global__ void rows_kernel(Mamba3PrepareLaunch a) {
     for (int64_t j = lane; j < a.S; j += 32) a.ang_rate[row * a.S + j] = kPi * tanhf(a.ang.p[row * a.ang.stride + j]);
 }
 
-// Block per (b, h), a prefix sum over time in two passes: thread (g, j)
-// takes angle j < S over run g < K of the steps (K = blockDim.x / S runs of
-// ceil(L / K) steps). Each run first sums its advances, then walks its steps
-// again from the phase before it (the entering phase plus the earlier runs'
-// sums, in order), writing every step's phase. One run (a decode step) is
-// the plain sequential walk.
-__global__ void phase_kernel(Mamba3PrepareLaunch a) {
+// Block per (b, h, group of up to kPhaseAngles angles), a prefix sum over
+// time in two passes: thread (g, jj) takes angle j = j0 + jj over run g < K
+// of the steps (K = blockDim.x / the group's width, runs of ceil(L / K)
+// steps). Each run first sums its advances; the run sums are scanned (a
+// fixed tree in shared memory); then each run walks its steps again from
+// the phase before it (the entering phase plus the earlier runs' sums),
+// writing every step's phase. One run (a decode step) is the plain
+// sequential walk. A block per (b, h) over all S angles was 24 blocks at
+// 1 x 2048 (S 32: 32 runs of 64 steps, about 48 us a launch on an H100,
+// each step a memory latency); groups of 8 angles give 4 times the blocks
+// and runs of 16 steps, and each thread issues kAhead steps' loads before
+// using them (a load after a store cannot be moved above it).
+constexpr int kPhaseAngles = 8;
+__global__ void __launch_bounds__(1024) phase_kernel(Mamba3PrepareLaunch a) {
   let_next_kernel_start();
   wait_for_previous_kernel();  // first: each of these reads what the one before wrote
-  extern __shared__ float run_sums[];  // K x S
-  const int64_t bh = blockIdx.x, b = bh / a.H, h = bh % a.H, S = a.S, L = a.L;
-  const int K = static_cast<int>(blockDim.x / S);
-  const int g = static_cast<int>(threadIdx.x / S);
-  const int64_t j = threadIdx.x % S;
-  const int64_t per = (L + K - 1) / K, t0 = g * per, t1 = min(L, t0 + per);
+  extern __shared__ float run_sums[];  // 2 x K x width: the scan's two buffers
+  const int64_t S = a.S, L = a.L, width = min(S, int64_t{kPhaseAngles});
+  const int64_t groups = (S + width - 1) / width, bh = blockIdx.x / groups;
+  const int64_t b = bh / a.H, h = bh % a.H;
+  const int K = static_cast<int>(blockDim.x / width);
+  const int g = static_cast<int>(threadIdx.x / width), jj = static_cast<int>(threadIdx.x % width);
+  const int64_t j = (blockIdx.x % groups) * width + jj;
+  const bool live = j < S;  // the last group may be narrower; all threads meet the barriers
+  const int64_t per = (L + K - 1) / K, t0 = g * per, t1 = live ? min(L, t0 + per) : t0;
   const int64_t row0 = b * L;
-  const float entering = a.phase[bh * S + j];  // read by all before the barrier; replaced after
+  const float entering = live ? a.phase[bh * S + j] : 0.f;  // read by all before the barrier
+  auto advance = [&](int64_t t) {
+    return a.ang_rate[(row0 + t) * S + j] * step_dt(a, row0 + t, h);
+  };
+  constexpr int kAhead = 4;
   float sum = 0.f;
-  for (int64_t t = t0; t < t1; ++t) sum += a.ang_rate[(row0 + t) * S + j] * step_dt(a, row0 + t, h);
-  run_sums[g * S + j] = sum;
+  for (int64_t t = t0; t < t1; t += kAhead) {
+    float adv[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) adv[u] = t + u < t1 ? advance(t + u) : 0.f;
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u)
+      if (t + u < t1) sum += adv[u];
+  }
+  // Inclusive scan of the run sums over g (Hillis-Steele, ping-pong buffers).
+  const int cells = K * static_cast<int>(width), me = g * static_cast<int>(width) + jj;
+  int cur = 0;
+  run_sums[me] = sum;
   __syncthreads();
-  float phase = entering;
-  for (int u = 0; u < g; ++u) phase += run_sums[u * S + j];
-  for (int64_t t = t0; t < t1; ++t) {
-    phase += a.ang_rate[(row0 + t) * S + j] * step_dt(a, row0 + t, h);
-    a.phases[(bh * L + t) * S + j] = phase;
+  for (int off = 1; off < K; off *= 2) {
+    const float* in = run_sums + cur * cells;
+    const float v = g >= off ? in[me] + in[me - off * static_cast<int>(width)] : in[me];
+    cur ^= 1;
+    run_sums[cur * cells + me] = v;
+    __syncthreads();
+  }
+  float phase = g > 0 ? entering + run_sums[cur * cells + me - static_cast<int>(width)] : entering;
+  for (int64_t t = t0; t < t1; t += kAhead) {
+    float adv[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) adv[u] = t + u < t1 ? advance(t + u) : 0.f;
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u)
+      if (t + u < t1) {
+        phase += adv[u];
+        a.phases[(bh * L + t + u) * S + j] = phase;
+      }
   }
   // The last run ends at L - 1 (or holds no steps and starts there).
-  if (g == K - 1) a.phase[bh * S + j] = phase;
+  if (live && g == K - 1) a.phase[bh * S + j] = phase;
 }
 
 // Block per (b, t) and run of heads (heads_per_block below): thread per
@@ -160,12 +197,13 @@ void launch_mamba3_prepare(const Mamba3PrepareLaunch& a, cudaStream_t s) {
   launch_overlapped(a.overlap, rows_kernel, dim3(static_cast<unsigned>((warps * 32 + kThreads - 1) / kThreads)),
                     dim3(kThreads), 0, s, a);
   if (a.S > 0) {
-    // Runs of at least 16 steps, at most 1024 threads (the host wrapper
-    // takes S <= 1024).
-    const int64_t runs = std::max<int64_t>(1, std::min<int64_t>(1024 / a.S, (a.L + 15) / 16));
-    const size_t smem = static_cast<size_t>(runs * a.S) * sizeof(float);
-    launch_overlapped(a.overlap, phase_kernel, dim3(static_cast<unsigned>(a.B * a.H)),
-                      dim3(static_cast<unsigned>(runs * a.S)), smem, s, a);
+    // Groups of up to kPhaseAngles angles; runs of at least 16 steps, at
+    // most 1024 threads.
+    const int64_t width = std::min<int64_t>(a.S, kPhaseAngles), groups = (a.S + width - 1) / width;
+    const int64_t runs = std::max<int64_t>(1, std::min<int64_t>(1024 / width, (a.L + 15) / 16));
+    const size_t smem = static_cast<size_t>(2 * runs * width) * sizeof(float);
+    launch_overlapped(a.overlap, phase_kernel, dim3(static_cast<unsigned>(a.B * a.H * groups)),
+                      dim3(static_cast<unsigned>(runs * width)), smem, s, a);
   }
   // About 1024 entries of q and k a block: runs of heads_per_block heads.
   const int64_t heads_per_block = std::clamp<int64_t>(1024 / std::max<int64_t>(1, a.R * a.N), 1, a.H);
