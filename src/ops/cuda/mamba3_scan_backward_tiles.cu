@@ -10,7 +10,7 @@
 //                   state gradient at its start dO^T diag(ein) Q (side 1),
 //                   a P x 64 by 64 x N product each;
 //   chunk_backward  a block of 16 warps per (b, h, chunk), every operand
-//                   resident (206 KiB at P 64, N 128): the masked 64 x 64 matrices
+//                   resident (207 KiB at P 64, N 128): the masked 64 x 64 matrices
 //                   q_i.k_j and d_o_i.v_j (then weighted by W_ij), and
 //                     dv = (W o QK)^T dO + diag(ef w) K F^T + D dO
 //                     dk = (W o DV)^T Q + diag(ef w) V F
@@ -172,7 +172,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = warp; i < k.rows; i += kWarps) {
     const int s = i / geo.R;
     const float wt = grad ? st.ein[s] : st.ef[s] * st.w[s];
-    for (int p = threadIdx.x % 32; p < P; p += 32) sV[i * lay.ldv + p] = staged<kR>(sV[i * lay.ldv + p] * wt);
+    for (int p = threadIdx.x % 32; p < P; p += 32)
+      sV[i * lay.ldv + p] = staged<kR>(sV[i * lay.ldv + p] * wt);
   }
   __syncthreads();
   // (P x N) = V^T (P x 64) K (64 x N), over the chunk's rows only.
@@ -197,13 +198,21 @@ __global__ void __launch_bounds__(kThreads)
 // (P x N), QK, DV (64 x 64), the steps' weights, and the row sums of v . F k
 // and q . S_in^T d_o per 32 columns.
 struct BackSmem {
-  int ldn, ldp, ldm, cip, cin;
+  // S_in is read only as B(k, n) at k * ld + n: its own pitch, 8 mod 32
+  // (tf32_warp_tiles.h), with no bank conflicts; the others are read both
+  // ways and keep 4 (or 8 for QK, DV).
+  int ldn, ldp, ldm, lds, cip, cin;
   __host__ __device__ static BackSmem of(const Geometry& g) {
-    return {pitch(g.Np, 4), pitch(g.Pp, 4), pitch(kRows, 8), (g.Pp + kTileCols - 1) / kTileCols,
+    return {pitch(g.Np, 4),
+            pitch(g.Pp, 4),
+            pitch(kRows, 8),
+            pitch(g.Np, 8),
+            (g.Pp + kTileCols - 1) / kTileCols,
             (g.Np + kTileCols - 1) / kTileCols};
   }
   __host__ __device__ size_t floats(const Geometry& g) const {
-    return size_t(kRows) * (2 * ldn + 2 * ldp + 2 * ldm + 5 + cip + cin) + 2 * size_t(g.Pp) * ldn;
+    return size_t(kRows) * (2 * ldn + 2 * ldp + 2 * ldm + 5 + cip + cin) +
+           size_t(g.Pp) * (ldn + lds);
   }
   __host__ __device__ size_t bytes(const Geometry& g) const {
     return 3 * kRows * sizeof(double) + floats(g) * sizeof(float);
@@ -241,7 +250,7 @@ __global__ void __launch_bounds__(kBackThreads, 1)
   float* sgo = sv + kRows * lay.ldp;
   float* sF = sgo + kRows * lay.ldp;  // rows p, columns n
   float* sS = sF + geo.Pp * lay.ldn;  // S_in, likewise
-  float* QK = sS + geo.Pp * lay.ldn;  // (i, j): q_i.k_j, step(j) <= step(i), then weighted
+  float* QK = sS + geo.Pp * lay.lds;  // (i, j): q_i.k_j, step(j) <= step(i), then weighted
   float* DV = QK + kRows * lay.ldm;   // (i, j): d_o_i.v_j, likewise
   const Steps st = Steps::at(DV + kRows * lay.ldm);
   float* partF = st.ein + kRows;        // (column item, j): sum over its p of ef v_j.F k_j
@@ -256,12 +265,12 @@ __global__ void __launch_bounds__(kBackThreads, 1)
   load_rows(sv, lay.ldp, a.v + k.row0 * P, P, rows, kRows, P, geo.Pp, geo.vec_p);
   load_rows(sgo, lay.ldp, a.d_o + k.row0 * P, P, rows, kRows, P, geo.Pp, geo.vec_p);
   load_rows(sF, lay.ldn, F, N, P, geo.Pp, N, geo.Np, geo.vec_n);
-  load_rows(sS, lay.ldn, S_in, N, P, geo.Pp, N, geo.Np, geo.vec_n);
+  load_rows(sS, lay.lds, S_in, N, P, geo.Pp, N, geo.Np, geo.vec_n);
   wait_async();
   if constexpr (kR) {  // each thread its own pieces: no barrier before
     tiles::round_rows(sk, lay.ldn, kRows, geo.Np, geo.vec_n);
     tiles::round_rows(sF, lay.ldn, geo.Pp, geo.Np, geo.vec_n);
-    tiles::round_rows(sS, lay.ldn, geo.Pp, geo.Np, geo.vec_n);
+    tiles::round_rows(sS, lay.lds, geo.Pp, geo.Np, geo.vec_n);
   }
   load_steps(a, k, st);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -276,8 +285,8 @@ __global__ void __launch_bounds__(kBackThreads, 1)
     if (second)
       warp_mma<kSplit>(acc, Smem{sgo, lay.ldp, 1}, Smem{sv, 1, lay.ldp}, 0, geo.Pp, m0, n0, end);
     else
-      warp_mma<kSplit, false, kR>(acc, Smem{sq, lay.ldn, 1}, Smem{sk, 1, lay.ldn}, 0, geo.Np, m0, n0,
-                                  end);
+      warp_mma<kSplit, false, kR>(acc, Smem{sq, lay.ldn, 1}, Smem{sk, 1, lay.ldn}, 0, geo.Np, m0,
+                                  n0, end);
     float* M = second ? DV : QK;
     for_each_acc(m0, n0, kRows, [&](int i, int j, int jj, int e) {
       M[i * lay.ldm + j] = i < rows && j / R <= i / R ? acc[jj][e] : 0.f;
@@ -373,8 +382,8 @@ __global__ void __launch_bounds__(kBackThreads, 1)
       put_row_sums(partF, ci, m0, sums);
     } else if (item < na + nb) {  // dk (j, n)
       const int ib = item - na, m0 = (ib % kMt) * 16, n0 = (ib / kMt) * kTileCols;
-      warp_mma<kSplit, false, kR>(acc, Smem{sv, lay.ldp, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0, n0,
-                                  geo.Np);
+      warp_mma<kSplit, false, kR>(acc, Smem{sv, lay.ldp, 1}, Smem{sF, lay.ldn, 1}, 0, geo.Pp, m0,
+                                  n0, geo.Np);
       warp_mma<kSplit, kR, false>(acc_m, Smem{DV, 1, lay.ldm}, Smem{sq, lay.ldn, 1},
                                   reached_from(m0, R), K, m0, n0, geo.Np);
       for_each_acc(m0, n0, geo.Np, [&](int j, int n, int jj, int e) {
@@ -384,7 +393,7 @@ __global__ void __launch_bounds__(kBackThreads, 1)
       });
     } else {  // dq (i, n), and the row sums of q . ein S_in^T d_o
       const int ib = item - na - nb, m0 = (ib % kMt) * 16, ci = ib / kMt, n0 = ci * kTileCols;
-      warp_mma<kSplit, false, kR>(acc, Smem{sgo, lay.ldp, 1}, Smem{sS, lay.ldn, 1}, 0, geo.Pp, m0,
+      warp_mma<kSplit, false, kR>(acc, Smem{sgo, lay.ldp, 1}, Smem{sS, lay.lds, 1}, 0, geo.Pp, m0,
                                   n0, geo.Np);
       warp_mma<kSplit, kR, kR>(acc_m, Smem{DV, lay.ldm, 1}, Smem{sk, lay.ldn, 1}, 0,
                                min(static_cast<int>(round_up(reach_end(m0, R), 8)), K), m0, n0,
