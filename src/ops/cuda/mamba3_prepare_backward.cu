@@ -78,8 +78,12 @@ __global__ void unrotate_kernel(Mamba3PrepareBackwardLaunch a) {
 // serial walk it replaced (a thread per (b, h, angle) over all L steps:
 // 19 ms of a 130m Mamba-3 step at 8 x 2048, 24 blocks busy); the order of
 // the double additions differs from it, not the F32 results' precision.
+// Each walk loads kAhead steps before adding (and storing) them: a load
+// after a store cannot be moved above it, so one step at a time cost a
+// memory latency each (64 steps a segment at L 2048, twice).
 constexpr int kPhaseSegs = 32;
 constexpr int kPhaseThreads = kPhaseSegs * 32;
+constexpr int kAhead = 8;
 
 __global__ void __launch_bounds__(kPhaseThreads) cumsum_kernel(Mamba3PrepareBackwardLaunch a) {
   __shared__ double seg_sum[kPhaseSegs][33];
@@ -89,18 +93,28 @@ __global__ void __launch_bounds__(kPhaseThreads) cumsum_kernel(Mamba3PrepareBack
   float* d = a.dphase + blockIdx.x * a.L * a.S;
   for (int64_t j0 = 0; j0 < a.S; j0 += 32) {
     const int64_t j = j0 + lane;
+    // The segment's steps t1 - 1 down to t0, kAhead at a time: f(t, value).
+    auto walk = [&](auto f) {
+      if (j >= a.S) return;
+      for (int64_t t = t1 - 1; t >= t0; t -= kAhead) {
+        float v[kAhead];
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) v[u] = t - u >= t0 ? d[(t - u) * a.S + j] : 0.f;
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u)
+          if (t - u >= t0) f(t - u, v[u]);
+      }
+    };
     double sum = 0;
-    if (j < a.S)
-      for (int64_t t = t1 - 1; t >= t0; --t) sum += d[t * a.S + j];
+    walk([&](int64_t, float v) { sum += v; });
     seg_sum[seg][lane] = sum;
     __syncthreads();
     double acc = 0;
     for (int later = kPhaseSegs - 1; later > seg; --later) acc += seg_sum[later][lane];
-    if (j < a.S)
-      for (int64_t t = t1 - 1; t >= t0; --t) {
-        acc += d[t * a.S + j];
-        d[t * a.S + j] = static_cast<float>(acc);
-      }
+    walk([&](int64_t t, float v) {
+      acc += v;
+      d[t * a.S + j] = static_cast<float>(acc);
+    });
     __syncthreads();  // seg_sum is rewritten by the next 32 angles
   }
 }
