@@ -2,8 +2,8 @@
 // ref/mamba3_prepare_backward.cpp as simple kernels on the op's stream:
 //   unrotate  a thread per (step, angle): dq and dk rotated back in place,
 //             the angle's gradient of the step into dphase;
-//   cumsum    a block per (b, h): dphase summed over t' >= t (the phase
-//             is a running sum), in double, in segments of time;
+//   cumsum    a block per (b, h, 8 angles): dphase summed over t' >= t (the
+//             phase is a running sum), in double, in segments of time;
 //   steps     a thread per (b, h, t): dt (its own gradient and the phase's),
 //             A under its floor, lam;
 //   rates     a thread per (row, angle): the angle rates' gradient, summed
@@ -71,52 +71,61 @@ __global__ void unrotate_kernel(Mamba3PrepareBackwardLaunch a) {
   a.dphase[u] = dphase;
 }
 
-// A block per (b, h): lanes are angles (32 a warp, coalesced), warps are
-// kPhaseSegs segments of time. Each thread sums its segment from the end,
-// the segments' sums are added from the last segment back, then each
-// thread walks its segment again from that start. In double, as the
+// A block per (b, h, group of up to kCumsumAngles angles): thread (g, jj)
+// takes angle j = j0 + jj over segment g < K of time (K = blockDim.x / the
+// group's width, segments of ceil(L / K) steps). Each thread sums its
+// segment from the end, the segments' sums are scanned from the last
+// segment back (a fixed tree in shared memory), then each thread walks its
+// segment again from the sum of the segments after it. In double, as the
 // serial walk it replaced (a thread per (b, h, angle) over all L steps:
 // 19 ms of a 130m Mamba-3 step at 8 x 2048, 24 blocks busy); the order of
 // the double additions differs from it, not the F32 results' precision.
-// Each walk loads kAhead steps before adding (and storing) them: a load
-// after a store cannot be moved above it, so one step at a time cost a
-// memory latency each (64 steps a segment at L 2048, twice).
-constexpr int kPhaseSegs = 32;
-constexpr int kPhaseThreads = kPhaseSegs * 32;
+// A block per (b, h) over 32 angles was still 24 blocks at 1 x 2048 with
+// 64 steps a thread; groups of 8 angles give 4 times the blocks and 16
+// steps a thread. Each walk loads kAhead steps before adding (and storing)
+// them: a load after a store cannot be moved above it.
+constexpr int kCumsumAngles = 8;
+constexpr int kCumsumThreads = 1024;
 constexpr int kAhead = 8;
 
-__global__ void __launch_bounds__(kPhaseThreads) cumsum_kernel(Mamba3PrepareBackwardLaunch a) {
-  __shared__ double seg_sum[kPhaseSegs][33];
-  const int lane = threadIdx.x % 32, seg = threadIdx.x / 32;
-  const int64_t len = (a.L + kPhaseSegs - 1) / kPhaseSegs;
-  const int64_t t0 = seg * len, t1 = min(a.L, t0 + len);
-  float* d = a.dphase + blockIdx.x * a.L * a.S;
-  for (int64_t j0 = 0; j0 < a.S; j0 += 32) {
-    const int64_t j = j0 + lane;
-    // The segment's steps t1 - 1 down to t0, kAhead at a time: f(t, value).
-    auto walk = [&](auto f) {
-      if (j >= a.S) return;
-      for (int64_t t = t1 - 1; t >= t0; t -= kAhead) {
-        float v[kAhead];
+__global__ void __launch_bounds__(kCumsumThreads) cumsum_kernel(Mamba3PrepareBackwardLaunch a) {
+  extern __shared__ double seg_sums[];  // 2 x K x width: the scan's two buffers
+  const int64_t S = a.S, width = min(S, int64_t{kCumsumAngles}), groups = (S + width - 1) / width;
+  const int64_t bh = blockIdx.x / groups, j = (blockIdx.x % groups) * width + threadIdx.x % width;
+  const int K = static_cast<int>(blockDim.x / width), w = static_cast<int>(width);
+  const int g = static_cast<int>(threadIdx.x / width), me = static_cast<int>(threadIdx.x);
+  const int64_t len = (a.L + K - 1) / K, t0 = g * len, t1 = j < S ? min(a.L, t0 + len) : t0;
+  float* d = a.dphase + bh * a.L * S;
+  // The segment's steps t1 - 1 down to t0, kAhead at a time: f(t, value).
+  auto walk = [&](auto f) {
+    for (int64_t t = t1 - 1; t >= t0; t -= kAhead) {
+      float v[kAhead];
 #pragma unroll
-        for (int u = 0; u < kAhead; ++u) v[u] = t - u >= t0 ? d[(t - u) * a.S + j] : 0.f;
+      for (int u = 0; u < kAhead; ++u) v[u] = t - u >= t0 ? d[(t - u) * S + j] : 0.f;
 #pragma unroll
-        for (int u = 0; u < kAhead; ++u)
-          if (t - u >= t0) f(t - u, v[u]);
-      }
-    };
-    double sum = 0;
-    walk([&](int64_t, float v) { sum += v; });
-    seg_sum[seg][lane] = sum;
+      for (int u = 0; u < kAhead; ++u)
+        if (t - u >= t0) f(t - u, v[u]);
+    }
+  };
+  double sum = 0;
+  walk([&](int64_t, float v) { sum += v; });
+  // Suffix sums over g (Hillis-Steele from the last segment, ping-pong).
+  const int cells = K * w;
+  int cur = 0;
+  seg_sums[me] = sum;
+  __syncthreads();
+  for (int off = 1; off < K; off *= 2) {
+    const double* in = seg_sums + cur * cells;
+    const double v = g + off < K ? in[me] + in[me + off * w] : in[me];
+    cur ^= 1;
+    seg_sums[cur * cells + me] = v;
     __syncthreads();
-    double acc = 0;
-    for (int later = kPhaseSegs - 1; later > seg; --later) acc += seg_sum[later][lane];
-    walk([&](int64_t t, float v) {
-      acc += v;
-      d[t * a.S + j] = static_cast<float>(acc);
-    });
-    __syncthreads();  // seg_sum is rewritten by the next 32 angles
   }
+  double acc = g + 1 < K ? seg_sums[cur * cells + me + w] : 0.0;
+  walk([&](int64_t t, float v) {
+    acc += v;
+    d[t * S + j] = static_cast<float>(acc);
+  });
 }
 
 __global__ void steps_kernel(Mamba3PrepareBackwardLaunch a) {
@@ -244,7 +253,12 @@ void launch_mamba3_prepare_backward(const Mamba3PrepareBackwardLaunch& a, cudaSt
   const int64_t steps = a.B * a.H * a.L;
   if (a.S > 0) {
     unrotate_kernel<<<blocks_for(steps * a.S), kThreads, 0, s>>>(a);
-    cumsum_kernel<<<static_cast<unsigned>(a.B * a.H), kPhaseThreads, 0, s>>>(a);
+    // Groups of up to kCumsumAngles angles; segments of at least 16 steps.
+    const int64_t width = std::min<int64_t>(a.S, kCumsumAngles), groups = (a.S + width - 1) / width;
+    const int64_t segs =
+        std::max<int64_t>(1, std::min<int64_t>(kCumsumThreads / width, (a.L + 15) / 16));
+    cumsum_kernel<<<static_cast<unsigned>(a.B * a.H * groups), static_cast<unsigned>(segs * width),
+                    static_cast<size_t>(2 * segs * width) * sizeof(double), s>>>(a);
     rates_kernel<<<blocks_for(a.B * a.L * a.S), kThreads, 0, s>>>(a);
   }
   steps_kernel<<<blocks_for(steps), kThreads, 0, s>>>(a);
