@@ -30,15 +30,17 @@
 // Kernels:
 //   1 chunk_sums      per chunk: its own end state and its state gradient at
 //                     its start (sources, outputs in the chunk)
-//   2 chunk_pass      per (b, h, p, n), over chunks: S_in and F of each
-//                     chunk, and dS'_{-1} for the carried previous step
+//   2 chunk_pass      per (b, h) and 4 (p, n), over chunks: S_in and F of
+//                     each chunk, and dS'_{-1} for the carried previous step
 //   3 chunk_backward  per chunk: dq, dk, dv, and per step dw, dwd, g
 //   4 step_grads      per (b, h): dS'_{-1}.U_{-1}, the reverse sum of g, and
 //                     ddt, dA, dlam
 //   5 skip_grad       per head: dD (partial sums over 64 ranges, then those)
 // Every sum has a fixed order (no atomics): results repeat bit for bit.
 #include <algorithm>
+#include <cstdint>
 
+#include "ops/cuda/float_runs.h"
 #include "ops/cuda/launch_mamba3_attention_backward.h"
 #include "ops/cuda/mamba3_scan_backward_scratch.h"
 
@@ -139,50 +141,60 @@ __global__ void chunk_sums_kernel(Mamba3ScanBackwardLaunch a) {
   if (threadIdx.x == 0) sc.decay[slot] = st.ein[k.T - 1];
 }
 
-// Thread per (b, h, p, n): S_in of each chunk forward, F of each backward.
+// Thread per (b, h) and W consecutive (p, n): S_in of each chunk forward,
+// F of each backward. The walk is sequential, its memory traffic need not
+// be: the loads of kAhead chunks of both walks (independent of each other)
+// are issued together before their stores (a load after a store through
+// the same pointer cannot be moved above it, so one at a time each chunk
+// cost a memory latency), W = 4 floats a load where aligned: four times
+// the bytes in flight for the registers they take (as the SSD backward's).
+template <int W>
 __global__ void chunk_pass_kernel(Mamba3ScanBackwardLaunch a) {
+  constexpr int kAhead = 4;
   const int64_t P = a.P, N = a.N, PN = P * N, nc = (a.L + a.T - 1) / a.T;
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * W;
   if (i >= a.B * a.H * PN) return;
-  const int64_t bh = i / PN, e = i % PN, p = e / N, n = e % N;
+  const int64_t bh = i / PN, e = i % PN;
   const Scratch sc = scratch_of(a);
   float* S = sc.states + bh * nc * PN + e;
   float* F = sc.dstates + bh * nc * PN + e;
   const float* decay = sc.decay + bh * nc;
-  double run = 0;
-  if (a.ssm) {
-    // S'_{-1}: the carried state and the previous step still pending.
-    float u = 0.f;
-    for (int64_t r = 0; r < a.R; ++r)
-      u += a.v_prev[(bh * a.R + r) * P + p] * a.k_prev[(bh * a.R + r) * N + n];
-    run = a.ssm[i] + (1.f - a.lam[bh * a.L]) * a.dt[bh * a.L] * u;
-  }
-  // The walk is sequential, its memory traffic need not be: the loads of
-  // kAhead chunks are issued together before their stores (a load after a
-  // store through the same pointer cannot be moved above it, so one at a
-  // time each chunk cost a memory latency).
-  constexpr int kAhead = 8;
-  for (int side = 0; side < 2; ++side) {  // S_in forward over chunks, then F backward
-    float* X = side == 0 ? S : F;
-    if (side == 1) run = 0;
-    for (int64_t c0 = 0; c0 < nc; c0 += kAhead) {
-      float own[kAhead], d[kAhead];
-#pragma unroll
-      for (int j = 0; j < kAhead; ++j) {
-        const int64_t c = side == 0 ? c0 + j : nc - 1 - c0 - j;
-        own[j] = c0 + j < nc ? X[c * PN] : 0.f;
-        d[j] = c0 + j < nc ? decay[c] : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < kAhead; ++j)
-        if (c0 + j < nc) {
-          const int64_t c = side == 0 ? c0 + j : nc - 1 - c0 - j;
-          X[c * PN] = static_cast<float>(run);
-          run = d[j] * run + own[j];
-        }
+  double run_s[W], run_f[W];
+  for (int w = 0; w < W; ++w) {
+    run_s[w] = 0;
+    run_f[w] = 0;
+    if (a.ssm) {
+      // S'_{-1}: the carried state and the previous step still pending.
+      const int64_t p = (e + w) / N, n = (e + w) % N;
+      float u = 0.f;
+      for (int64_t r = 0; r < a.R; ++r)
+        u += a.v_prev[(bh * a.R + r) * P + p] * a.k_prev[(bh * a.R + r) * N + n];
+      run_s[w] = a.ssm[i + w] + (1.f - a.lam[bh * a.L]) * a.dt[bh * a.L] * u;
     }
   }
-  sc.dstart[i] = static_cast<float>(run);
+  for (int64_t c0 = 0; c0 < nc; c0 += kAhead) {
+    float own_s[kAhead][W], own_f[kAhead][W], d_s[kAhead], d_f[kAhead];
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j)
+      if (c0 + j < nc) {
+        load_run<W>(own_s[j], S + (c0 + j) * PN);
+        load_run<W>(own_f[j], F + (nc - 1 - c0 - j) * PN);
+        d_s[j] = decay[c0 + j];
+        d_f[j] = decay[nc - 1 - c0 - j];
+      }
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j)
+      if (c0 + j < nc) {
+        store_run<W>(S + (c0 + j) * PN, run_s);
+        store_run<W>(F + (nc - 1 - c0 - j) * PN, run_f);
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+          run_s[w] = d_s[j] * run_s[w] + own_s[j][w];
+          run_f[w] = d_f[j] * run_f[w] + own_f[j][w];
+        }
+      }
+  }
+  for (int w = 0; w < W; ++w) sc.dstart[i + w] = static_cast<float>(run_f[w]);
 }
 
 // The chunk's tiles in shared memory, rows padded by one float so that
@@ -488,7 +500,11 @@ void launch_mamba3_scan_backward(const Mamba3ScanBackwardLaunch& a, cudaStream_t
   } else {
     chunk_sums_kernel<<<chunks, kThreads, static_cast<size_t>(s1), s>>>(a);
   }
-  chunk_pass_kernel<<<blocks(a.B * a.H * a.P * a.N, kThreads), kThreads, 0, s>>>(a);
+  const int64_t entries = a.B * a.H * a.P * a.N;
+  if ((a.P * a.N) % 4 == 0 && reinterpret_cast<uintptr_t>(a.scratch) % 16 == 0)
+    chunk_pass_kernel<4><<<blocks(entries / 4, kThreads), kThreads, 0, s>>>(a);
+  else
+    chunk_pass_kernel<1><<<blocks(entries, kThreads), kThreads, 0, s>>>(a);
   if (tiles) {
     launch_mamba3_chunk_backward_tiles(a, s);
   } else {

@@ -27,6 +27,7 @@
 // Every sum has a fixed order: results repeat bit for bit.
 #include <algorithm>
 
+#include "ops/cuda/float_runs.h"
 #include "ops/cuda/launch_train.h"
 
 namespace ssm::cuda {
@@ -134,26 +135,6 @@ __global__ void chunk_sums_kernel(SsdScanBackwardLaunch a) {
     a.dstates[out + i] = static_cast<float>(dsum);
   }
   if (threadIdx.x == 0) a.decay[out / (P * N)] = expf(last);
-}
-
-// W consecutive floats at p (16-byte aligned when W is 4).
-template <int W>
-__device__ void load_run(float (&v)[W], const float* p) {
-  if constexpr (W == 4) {
-    const float4 q = *reinterpret_cast<const float4*>(p);
-    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-  } else {
-    for (int w = 0; w < W; ++w) v[w] = p[w];
-  }
-}
-template <int W>
-__device__ void store_run(float* p, const double (&v)[W]) {
-  if constexpr (W == 4) {
-    *reinterpret_cast<float4*>(p) = float4{static_cast<float>(v[0]), static_cast<float>(v[1]),
-                                           static_cast<float>(v[2]), static_cast<float>(v[3])};
-  } else {
-    for (int w = 0; w < W; ++w) p[w] = static_cast<float>(v[w]);
-  }
 }
 
 // Thread per (b, h) and W consecutive (p, n): S0 of each chunk forward, F

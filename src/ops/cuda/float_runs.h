@@ -1,0 +1,30 @@
+// W consecutive floats loaded or stored as one piece (16 bytes when W is 4:
+// p then 16-byte aligned), for the scans' backward chunk_pass kernels
+// (ssd_scan_backward.cu, mamba3_scan_backward.cu), whose runs are doubles.
+// Templates, not `inline` (the CPU emulator's __device__ is inline already),
+// as in tf32_warp_tiles.h.
+#pragma once
+
+namespace ssm::cuda {
+
+template <int W>
+__device__ void load_run(float (&v)[W], const float* p) {
+  if constexpr (W == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    for (int w = 0; w < W; ++w) v[w] = p[w];
+  }
+}
+
+template <int W>
+__device__ void store_run(float* p, const double (&v)[W]) {
+  if constexpr (W == 4) {
+    *reinterpret_cast<float4*>(p) = float4{static_cast<float>(v[0]), static_cast<float>(v[1]),
+                                           static_cast<float>(v[2]), static_cast<float>(v[3])};
+  } else {
+    for (int w = 0; w < W; ++w) p[w] = static_cast<float>(v[w]);
+  }
+}
+
+}  // namespace ssm::cuda
