@@ -30,6 +30,7 @@ const Case kCases[] = {
     {"several_query_blocks", 1, 70, 2, 1, 2},
     {"two_blocks_batch", 2, 130, 2, 2, 4},
     {"head_dim_64_gqa", 2, 70, 4, 2, 64},  // the hybrids' head
+    {"head_dim_96", 1, 20, 2, 1, 96},
 };
 
 struct Inputs {

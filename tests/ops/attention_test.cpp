@@ -38,6 +38,7 @@ const Case kCases[] = {
     // The hybrids' head (64 channels, rotary over all of it), a continued
     // prefill whose diagonal crosses two key tiles.
     {"head_dim_64_past", 2, 70, 4, 2, 64, 64, {0, 37}},
+    {"head_dim_96", 1, 20, 2, 1, 96, 32, {3}},  // 32-column groups past the head's end
 };
 
 struct Inputs {
