@@ -187,6 +187,11 @@ class EmuBackend : public Backend {
     cuda::add_mamba3_kernels(m3);
     table_.mamba3_prepare = m3.mamba3_prepare;
 #else
+    // Of hybrid_ops.cpp's forward ops, attention's (attention.cu).
+    OpTable hybrid;
+    cuda::add_hybrid_kernels(hybrid);
+    table_.attention_append_kv = hybrid.attention_append_kv;
+    table_.attention = hybrid.attention;
     cuda::add_mixer_kernels(table_);
     cuda::add_mamba3_kernels(table_);
     // The norms' and conv1d's backward (128 blocks of up to 512 fibers a

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs cuda kernels on the CPU, without a GPU: the .cu files of
-# mamba3_prepare, of the Mamba-3, attention and HF hybrid (selective scan,
+# mamba3_prepare, of attention with a KV cache (attention.cu, its host side
+# in hybrid_ops.cpp), of the Mamba-3, attention and HF hybrid (selective scan,
 # MoE, relu^2, GELU product) backward ops, of dropout and of the fused Mamba-2 decode
 # step (ssd_step: conv_ssd.cu, norms.cu) and of the decode stack
 # (mamba2_decode_stack.cu: a launch a phase, or all phases on one block), AdamW
@@ -39,14 +40,14 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${1:-/tmp/ssm-cuda-emulate}
-FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/NormLinearTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*:Backends/DropoutTest.*:Backends/HeadCrossEntropy.*:Backends/AdamW.*:Backends/Mamba2DecodeStackTest.*-*BenchVocabulary*'}
+FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionForward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/NormLinearTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*:Backends/DropoutTest.*:Backends/HeadCrossEntropy.*:Backends/AdamW.*:Backends/Mamba2DecodeStackTest.*-*BenchVocabulary*'}
 HERE=$SRC/scripts/cuda-emulate
 B=$SRC/build
 mkdir -p "$WORK"
 cd "$WORK"
 CXX=${CXX:-g++}
 FLAGS="-std=c++20 -O2 -g -pthread -I$SRC/src -I$SRC/include -I$SRC/tests -I$HERE -isystem /usr/local/cuda/include -DSSM_GPU_TESTS=1 -DSSM_GOLDEN_DIR=\"$SRC/tests/golden\""
-kernels="mamba3_prepare mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention_backward hybrid_backward hybrid_kernels
+kernels="mamba3_prepare mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention attention_backward hybrid_backward hybrid_kernels
   conv_ssd norms chunk_scan mamba3_scan ssd_scan_backward ssd_scan_backward_tiles mamba3_scan_backward_tiles
   linear_skinny dropout norms_backward mixer_backward loss_optimizer mamba2_decode_stack"
 # An object is rebuilt when it is older than its source or the emulator's
@@ -69,6 +70,7 @@ for k in $kernels; do
   objs="$objs $k.o"
 done
 for f in "$HERE/emu_backend.cpp" "$SRC/src/ops/cuda/mamba3_attention_backward_ops.cpp" \
+  "$SRC/src/ops/cuda/hybrid_ops.cpp" \
   "$SRC/src/ops/cuda/hybrid_backward_ops.cpp" "$SRC/src/ops/cuda/ssd_step_ops.cpp" \
   "$SRC/src/ops/cuda/norm_linear_ops.cpp" \
   "$SRC/src/ops/cuda/mixer_ops.cpp" "$SRC/src/ops/cuda/mamba3_ops.cpp" \
@@ -91,7 +93,7 @@ if [ "${TRAIN:-0}" = 1 ]; then
   exec ./emu_train_tests --gtest_filter="${2:-*}"
 fi
 tests=""
-for t in mamba3_scan_backward_test mamba3_output_test mamba3_prepare_test attention_backward_test \
+for t in mamba3_scan_backward_test mamba3_output_test mamba3_prepare_test attention_test attention_backward_test \
   selective_scan_backward_test moe_backward_test activation_backward_test ssd_step_test conv1d_test \
   rms_norm_test ssd_scan_test mamba3_scan_test ssd_scan_backward_test norm_linear_test dropout_test \
   cross_entropy_test adamw_test mamba2_decode_test linear_test; do

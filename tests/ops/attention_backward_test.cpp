@@ -1,7 +1,8 @@
 // attention_backward and rope_backward on every backend against ref: MHA,
-// GQA, MQA, one token, several query blocks; q and the gradients as column
-// blocks of wider (qkv-shaped) tensors, as the attention layer passes them;
-// the gradients overwrite what was there; 1 and 2 threads give equal bits.
+// GQA, MQA, one token, several query blocks, the hybrids' 64-channel heads;
+// q and the gradients as column blocks of wider (qkv-shaped) tensors, as the
+// attention layer passes them; the gradients overwrite what was there; 1 and
+// 2 threads give equal bits; products rounded to TF32 where a context asks.
 // (ref itself is checked against finite differences in attention_ref_test.)
 #include <gtest/gtest.h>
 
@@ -28,6 +29,8 @@ const Case kCases[] = {
     {"one_token", 3, 1, 2, 1, 4},
     {"several_query_blocks", 1, 70, 2, 1, 2},
     {"two_blocks_batch", 2, 130, 2, 2, 4},
+    {"head_dim_64_gqa", 2, 70, 4, 2, 64},  // the hybrids' head
+    {"head_dim_96", 1, 20, 2, 1, 96},
 };
 
 struct Inputs {
@@ -130,6 +133,23 @@ TEST_P(AttentionBackward, RopeBackwardMatchesRef) {
       EXPECT_TRUE(testing::close(run_rope(ctx, dqkv, c.H, c.Hkv, c.hd, c.rot), want))
           << "L " << c.L << ", " << threads << " threads";
     }
+  }
+}
+
+// A context that rounds its products may run the backward's products as
+// one TF32 product each (as attention_test's forward): near ref, not the
+// exact path's bits.
+TEST_P(AttentionBackward, RoundedProductsStayNearRef) {
+  Context ctx(GetParam(), 1), exact(GetParam(), 1), ref("ref", 1);
+  if (!(ctx.resources() && ctx.resources()->set_bf16_compute(true)))
+    GTEST_SKIP() << GetParam() << " has no rounded products";
+  for (const Case& c : {kCases[5], kCases[6]}) {
+    SCOPED_TRACE(c.name);
+    const Inputs in = make_inputs(c, 40);
+    const Tensor rounded = run(ctx, in), precise = run(exact, in), want = run(ref, in);
+    EXPECT_TRUE(testing::close(rounded, want, {3e-3, 1e-4}));
+    EXPECT_TRUE(testing::close(precise, want));
+    EXPECT_FALSE(testing::identical(rounded, precise));
   }
 }
 

@@ -1,7 +1,9 @@
 // attention_append_kv and attention on every backend against ref: MHA, GQA
 // and MQA; rotary off, over the whole head and over part of it; sequences
 // with different numbers of cached tokens; decode (L = 1); several query
-// blocks (L > 64); qkv and out as column blocks of wider tensors. Then the
+// blocks (L > 64); the 64-channel heads of the hybrids; qkv and out as
+// column blocks of wider tensors; products rounded to TF32 where a context
+// asks for it. Then the
 // cache's promises: a prefill split into parts and decode steps equals one
 // prefill, a batch of different lengths equals its sequences one by one, and
 // the thread count does not change a bit.
@@ -33,6 +35,10 @@ const Case kCases[] = {
     {"decode", 3, 1, 4, 2, 16, 8, {0, 5, 17}},
     {"several_query_blocks", 2, 150, 2, 1, 4, 2, {0, 20}},
     {"odd_sizes", 1, 7, 3, 3, 5, 2, {2}},
+    // The hybrids' head (64 channels, rotary over all of it), a continued
+    // prefill whose diagonal crosses two key tiles.
+    {"head_dim_64_past", 2, 70, 4, 2, 64, 64, {0, 37}},
+    {"head_dim_96", 1, 20, 2, 1, 96, 32, {3}},  // 32-column groups past the head's end
 };
 
 struct Inputs {
@@ -154,6 +160,24 @@ TEST_P(AttentionForward, BatchOfDifferentLengthsEqualsItsSequencesAlone) {
     SCOPED_TRACE(::testing::Message() << "sequence " << b);
     EXPECT_TRUE(testing::close(got.out, want.out.slice(0, b, b + 1).clone(), {1e-6, 1e-7}));
     EXPECT_TRUE(testing::close(got.k_cache, want.k_cache.slice(0, b, b + 1).clone(), {1e-6, 1e-7}));
+  }
+}
+
+// A context that rounds its products (training with --bf16, or cuda's
+// SSM_CUDA_ROUND_ACTIVATIONS=1) may run the scores and P V as one TF32
+// product each: near ref at TF32's precision, and not the exact path's bits
+// (so the mode is seen to take effect). Host backends have no such mode.
+TEST_P(AttentionForward, RoundedProductsStayNearRef) {
+  Context ctx(GetParam(), 1), exact(GetParam(), 1), ref("ref", 1);
+  if (!(ctx.resources() && ctx.resources()->set_bf16_compute(true)))
+    GTEST_SKIP() << GetParam() << " has no rounded products";
+  for (const Case& c : {kCases[4], kCases[6]}) {
+    SCOPED_TRACE(c.name);
+    const Inputs in = make_inputs(c, true, 500);
+    const Outputs rounded = run(ctx, in), precise = run(exact, in), want = run(ref, in);
+    EXPECT_TRUE(testing::close(rounded.out, want.out, {3e-3, 1e-4}));
+    EXPECT_TRUE(testing::close(precise.out, want.out));
+    EXPECT_FALSE(testing::identical(rounded.out, precise.out));
   }
 }
 

@@ -1,11 +1,24 @@
-// Attention with a KV cache on the GPU, written for correctness first (the
-// hybrids' few attention layers): append_kv a thread per channel pair of a
-// token (rotation angles in double, like ref); attention a block per
-// (sequence, head, query), the scores of its keys in shared memory, the
-// softmax and the weighted sum of values in F32.
+// Attention with a KV cache on the GPU: append_kv a thread per channel pair
+// of a token (rotation angles in double, like ref); attention
+//   flash_kernel  (prefill: L > 1, head dim <= 128) a block per (sequence,
+//                 head, tile of 64 queries): tiles of 64 keys streamed
+//                 through shared memory (cp.async, the next tile's copy
+//                 in flight while this one is used), Q K^T and P V on the
+//                 tensor cores (attention_tiles.h), the online softmax in
+//                 F32 by the 4 lanes that hold a row, key tiles past the
+//                 tile's last query skipped and the diagonal ones masked;
+//   attention_kernel (decode, L = 1, or wider heads) a block per (sequence,
+//                 head, query), its keys' scores in shared memory, F32: one
+//                 query would leave 63 of a tile's 64 rows idle.
 #include <algorithm>
+#include <cstdint>
 
 #include "ops/cuda/launch_hybrid.h"
+#include "ops/cuda/tf32_mma.h"
+#include "ops/cuda/tf32_warp_tiles.h"
+
+// After the primitives it builds on.
+#include "ops/cuda/attention_tiles.h"
 
 namespace ssm::cuda {
 namespace {
@@ -80,7 +93,120 @@ __global__ void attention_kernel(AttentionLaunch a) {
   }
 }
 
+// The flash kernel's shared memory in floats: Q, two buffers of K and V,
+// the warps' P rows.
+int64_t flash_floats(attn::Pitches p) {
+  return int64_t{attn::kRows} * (3 * p.ld + 2 * p.ld8 + attn::kScoreLd);
+}
+
+template <bool kSplit, int kOT>
+__global__ void __launch_bounds__(attn::kThreads, 2)
+    flash_kernel(AttentionLaunch a, bool vec_q, bool vec_kv) {
+  using namespace attn;
+  extern __shared__ float smem[];
+  const Pitches pt = Pitches::of(a.hd);
+  const int hd = static_cast<int>(a.hd), ld = pt.ld, ldv = pt.ld8;
+  // The last query tiles first: they have the most keys (the short ones fill in behind).
+  const int64_t tiles_l = (a.L + kRows - 1) / kRows, tile = tiles_l - 1 - blockIdx.x % tiles_l;
+  const int64_t bh = blockIdx.x / tiles_l, h = bh % a.H, b = bh / a.H, j = h / (a.H / a.Hkv);
+  const int64_t t0 = tile * kRows, past = a.past[b];
+  const int rows = static_cast<int>(std::min<int64_t>(kRows, a.L - t0));
+  const int64_t last = past + t0 + rows;  // keys [0, last) are attended by some row
+  float* Qs = smem;
+  float* Ks = Qs + kRows * ld;       // 2 buffers
+  float* Vs = Ks + 2 * kRows * ld;   // 2 buffers
+  float* Ps = Vs + 2 * kRows * ldv;  // the warps' rows of P
+  tiles::load_rows(Qs, ld, a.qkv.p + (b * a.L + t0) * a.qkv.stride + h * a.hd, a.qkv.stride, rows,
+                   kRows, hd, pt.hdp, vec_q);
+  const float* Kg = a.k_cache + (b * a.Hkv + j) * a.capacity * a.hd;
+  const float* Vg = a.v_cache + (b * a.Hkv + j) * a.capacity * a.hd;
+  const auto load_kv = [&](int64_t kt, int buf) {
+    const int n = static_cast<int>(std::min<int64_t>(kRows, last - kt * kRows));
+    tiles::load_rows(Ks + buf * kRows * ld, ld, Kg + kt * kRows * a.hd, a.hd, n, kRows, hd, pt.hdp,
+                     vec_kv);
+    tiles::load_rows(Vs + buf * kRows * ldv, ldv, Vg + kt * kRows * a.hd, a.hd, n, kRows, hd,
+                     pt.hdp, vec_kv);
+  };
+  load_kv(0, 0);
+  wait_async();
+  __syncthreads();
+  Acc o[kOT];
+#pragma unroll
+  for (int c = 0; c < kOT; ++c) tiles::zero(o[c]);
+  // Every row attends key 0, in the first tile: its maximum is finite from there on.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // l: this thread's columns only
+  const int64_t key_tiles = (last + kRows - 1) / kRows;
+  for (int64_t kt = 0; kt < key_tiles; ++kt) {
+    const int buf = static_cast<int>(kt & 1);
+    if (kt + 1 < key_tiles) load_kv(kt + 1, buf ^ 1);
+    Acc s[2];
+    dot_tile<kSplit>(s, Qs, Ks + buf * kRows * ld, ld, pt.hdp);
+    // Keys above the first row's position: query row sees keys s <= past + t0 + row.
+    const bool diagonal = kt * kRows + kRows - 1 > past + t0;
+    const int64_t k0 = kt * kRows - past - t0;  // key col is above row when k0 + col > row
+    float mx[2] = {m[0], m[1]};
+    for_each_score(s, [&](float& x, int row, int col) {
+      x = diagonal && k0 + col > row ? -INFINITY : a.scale * x;
+      mx[row % 16 >= 8] = fmaxf(mx[row % 16 >= 8], x);
+    });
+    quad_reduce<true>(mx);
+    float alpha[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      alpha[i] = expf(m[i] - mx[i]);
+      m[i] = mx[i];
+      l[i] *= alpha[i];
+    }
+    for_each_score(s, [&](float& x, int row, int col) {
+      const float p = expf(x - m[row % 16 >= 8]);
+      l[row % 16 >= 8] += p;
+      at(Ps, row, col) = p;
+    });
+    for_each_out<kOT>(o, kOT * 32, [&](float& x, int row, int) { x *= alpha[row % 16 >= 8]; });
+    __syncwarp();
+    times_rows<kSplit, kOT>(o, Ps, Vs + buf * kRows * ldv, ldv, hd);
+    wait_async();
+    __syncthreads();  // the next tile landed; this one's buffers and P free
+  }
+  quad_reduce<false>(l);
+  float* out = a.out.p + (b * a.L + t0) * a.out.stride + h * a.hd;
+  for_each_out<kOT>(o, hd, [&](float& x, int row, int col) {
+    if (row < rows) out[row * a.out.stride + col] = x / l[row % 16 >= 8];
+  });
+}
+
+template <bool kSplit, int kOT>
+void launch_flash(const AttentionLaunch& a, cudaStream_t s) {
+  const auto bytes = static_cast<size_t>(flash_floats(attn::Pitches::of(a.hd))) * sizeof(float);
+  // Above 48 KiB a kernel's dynamic shared memory must be allowed first.
+  static const bool allowed = [] {
+    cudaFuncSetAttribute(flash_kernel<kSplit, kOT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         int{200 * 1024});
+    return true;
+  }();
+  (void)allowed;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec_q = a.hd % 4 == 0 && a.qkv.stride % 4 == 0 && aligned(a.qkv.p);
+  const bool vec_kv = a.hd % 4 == 0 && aligned(a.k_cache) && aligned(a.v_cache);
+  const auto blocks = static_cast<unsigned>(a.B * a.H * ((a.L + attn::kRows - 1) / attn::kRows));
+  flash_kernel<kSplit, kOT><<<blocks, attn::kThreads, bytes, s>>>(a, vec_q, vec_kv);
+}
+
+template <bool kSplit>
+void launch_flash_split(const AttentionLaunch& a, cudaStream_t s) {
+  switch (attn::column_groups(a.hd)) {
+    case 1:
+      return launch_flash<kSplit, 1>(a, s);
+    case 2:
+      return launch_flash<kSplit, 2>(a, s);
+    default:
+      return launch_flash<kSplit, 4>(a, s);
+  }
+}
+
 }  // namespace
+
+bool attention_tiled(const AttentionLaunch& a) { return a.L > 1 && attn::column_groups(a.hd) > 0; }
 
 void launch_attention_append_kv(const AttentionLaunch& a, cudaStream_t s) {
   if (a.B * a.L == 0) return;
@@ -89,6 +215,13 @@ void launch_attention_append_kv(const AttentionLaunch& a, cudaStream_t s) {
 
 void launch_attention(const AttentionLaunch& a, cudaStream_t s) {
   if (a.B * a.L * a.H == 0) return;
+  if (attention_tiled(a)) {
+    if (a.split)
+      launch_flash_split<true>(a, s);
+    else
+      launch_flash_split<false>(a, s);
+    return;
+  }
   const size_t smem = static_cast<size_t>(std::max<int64_t>(1, a.max_keys)) * sizeof(float);
   if (smem > 48 * 1024)
     cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -132,6 +132,7 @@ AttentionLaunch attention_launch(Context& ctx, const ops::AttentionArgs& a, Tens
   l.k_cache = ops::elements<float>(a.k_cache);
   l.v_cache = ops::elements<float>(a.v_cache);
   l.scale = a.scale;
+  l.split = !resources(ctx).rounds_products();
   const Tensor past = a.past.to(Device::host());
   for (int64_t b = 0; b < l.B; ++b)
     l.max_keys = std::max(l.max_keys, past.data<int64_t>()[b] + l.L);
@@ -156,8 +157,8 @@ void attention_append_kv(Context& ctx, const ops::AttentionArgs& a) {
 void attention(Context& ctx, const ops::AttentionArgs& a) {
   Tensor keep[2];
   const AttentionLaunch l = attention_launch(ctx, a, keep);
-  // The scores of one query sit in shared memory.
-  if (l.max_keys > 48 * 1024)
+  // The plain kernel keeps one query's scores in shared memory.
+  if (!attention_tiled(l) && l.max_keys > 48 * 1024)
     throw Error(
         cat("op 'attention': backend 'cuda' attends to at most 49152 keys, not ", l.max_keys));
   launch_attention(l, stream(ctx));

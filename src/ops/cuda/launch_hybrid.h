@@ -52,7 +52,14 @@ struct AttentionLaunch {
   float scale = 1.f;
   Rows out;              // B*L rows of H hd
   int64_t max_keys = 0;  // max over b of past[b] + L
+  // Products F32-exact (the 3xTF32 split); false when the context rounds
+  // its products (CudaResources::rounds_products): one TF32 product each.
+  bool split = true;
 };
+// Whether launch_attention takes the tiled kernel (prefill of head dims up to
+// 128), which has no limit on the keys; else one query's scores sit in
+// shared memory.
+bool attention_tiled(const AttentionLaunch& a);
 // Rotates q and k of the new tokens in place and writes k, v into the caches.
 void launch_attention_append_kv(const AttentionLaunch& a, cudaStream_t s);
 // out = softmax(scale q K^T) V over the keys s <= past[b] + t.

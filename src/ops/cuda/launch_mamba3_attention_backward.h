@@ -75,10 +75,15 @@ struct Mamba3PrepareBackwardLaunch : Mamba3PrepareInputs {
 void launch_mamba3_prepare_backward(const Mamba3PrepareBackwardLaunch& a, cudaStream_t s);
 
 // attention backward (ops/attention.h), fresh sequences; stats: scratch of
-// 3 B H L floats (each query's score maximum, 1 / softmax sum, rowsum(dO o O)).
+// 3 B H L floats (each query's statistics: the flash kernels' logsumexp and
+// rowsum(dO o O); the plain kernels' score maximum, 1 / softmax sum and
+// rowsum(dO o O)).
 struct AttentionBackwardLaunch {
   int64_t B = 0, L = 0, H = 0, Hkv = 0, hd = 0;
   float scale = 1.f;
+  // Products F32-exact (the 3xTF32 split); false when the context rounds
+  // its products: one TF32 product each (the flash kernels, head dims <= 128).
+  bool split = true;
   ConstRows q, out, dout;                  // B*L rows, head h at columns h*hd
   const float *k = nullptr, *v = nullptr;  // (B, Hkv, L, hd)
   Rows dq, dk, dv;                         // B*L rows

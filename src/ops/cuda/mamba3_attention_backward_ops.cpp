@@ -133,14 +133,16 @@ void attention_backward(Context& ctx, const ops::AttentionBackwardArgs& a) {
   l.L = a.k.dim(2);
   l.hd = a.k.dim(3);
   l.H = a.heads;
-  // One query's scores (and a key's P and dS over the queries) in shared memory.
-  if ((2 * l.L + 2 * l.hd) * static_cast<int64_t>(sizeof(float)) > 200 * 1024)
+  // Heads wider than the flash kernels' 128: the plain kernels keep one
+  // query's scores (and a key's P and dS over the queries) in shared memory.
+  if (l.hd > 128 && (2 * l.L + 2 * l.hd) * static_cast<int64_t>(sizeof(float)) > 200 * 1024)
     throw Error(cat(
         "op 'attention_backward': backend 'cuda' takes sequences of at most ~25000 tokens, not ",
         l.L));
   if (l.B * l.L * l.H == 0) return;
   Arena::Scope scope(ctx.arena());
   l.scale = a.scale;
+  l.split = !resources(ctx).rounds_products();
   l.q = const_rows_of(a.q);
   l.out = const_rows_of(a.out);
   l.dout = const_rows_of(a.dout);
