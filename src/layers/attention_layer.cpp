@@ -117,11 +117,14 @@ void AttentionLayer::forward(const Tensor& x, Tensor& y, LayerState* state, Cont
   if (c.key_multiplier != 1.f) ops::scale(ctx, qkv.cols(H * hd, (H + Hkv) * hd), c.key_multiplier);
   const ops::AttentionArgs args{.heads = H, .kv_heads = Hkv, .qkv = qkv, .inv_freq = inv_freq(ctx),
                                 .k_cache = st->k, .v_cache = st->v, .past = st->lengths,
+                                .past_on_device = st->lengths_on_device,
                                 .scale = scale_, .out = work({B, L, H * hd})};
   ops::attention_append_kv(ctx, args);
   ops::attention(ctx, args);
-  if (st != &fresh)
+  if (st != &fresh) {
     for (int64_t b = 0; b < B; ++b) st->lengths.data<int64_t>()[b] += L;
+    st->lengths_on_device = Tensor();  // stale now
+  }
 
   ops::linear(ctx, {.x = args.out, .W = value(out_proj_), .bias = value(out_bias_), .y = y});
   if (keep) {

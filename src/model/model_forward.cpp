@@ -17,19 +17,33 @@ int64_t id_at(const Tensor& ids, int64_t i) {
   return ids.dtype() == DType::kI64 ? ids.data<int64_t>()[i] : ids.data<int32_t>()[i];
 }
 
-// A decode step can be recorded when it runs the same ops on the same
-// buffers every token: not with KV caches, which grow and whose lengths the
-// host reads.
-bool step_can_record(ModelState& state) {
-  for (const auto& l : state.layers)
-    if (l && dynamic_cast<AttentionState*>(l.get())) return false;
-  return true;
+// The KV caches of a decode step's attention layers, in the state's order,
+// or false where a step with caches cannot be recorded: Zamba2's shared
+// block reads its positions on the host, and a cache wider than
+// kRecordedCacheRows would not fit the cuda decode kernel's scores (one per
+// cache row when the positions come from the device).
+constexpr int64_t kRecordedCacheRows = 32768;
+
+bool recordable_caches(const std::vector<std::unique_ptr<LanguageModel::Block>>& blocks, ModelState& state,
+                       std::vector<AttentionState*>& caches) {
+  size_t i = 0;
+  for (const auto& b : blocks)
+    for (const SequenceLayer* layer : {b->mixer.get(), b->parallel.get(), b->shared.get()}) {
+      if (!layer) continue;
+      if (i >= state.layers.size()) return false;
+      auto* cache = dynamic_cast<AttentionState*>(state.layers[i++].get());
+      if (!cache) continue;
+      if (!dynamic_cast<const AttentionLayer*>(layer)) return false;
+      caches.push_back(cache);
+    }
+  return i == state.layers.size();
 }
 
 // Names a recorded step by every buffer it touches (FNV-1a of the
 // addresses): the state's tensors, the ids and logits buffers and the
 // weights, so that a step on other buffers never replays this one.
-uint64_t step_record_key(LanguageModel& model, ModelState& state, const Tensor& ids, const Tensor& logits) {
+uint64_t step_record_key(LanguageModel& model, ModelState& state, const Tensor& ids, const Tensor& logits,
+                         const Tensor& positions) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](uint64_t v) {
     h ^= v;
@@ -38,6 +52,7 @@ uint64_t step_record_key(LanguageModel& model, ModelState& state, const Tensor& 
   mix(static_cast<uint64_t>(state.batch));
   mix(reinterpret_cast<uintptr_t>(ids.raw()));
   mix(reinterpret_cast<uintptr_t>(logits.raw()));
+  mix(reinterpret_cast<uintptr_t>(positions.defined() ? positions.raw() : nullptr));
   for (const auto& l : state.layers)
     if (l)
       for (const auto& [name, t] : l->tensors()) mix(reinterpret_cast<uintptr_t>(t->raw()));
@@ -204,14 +219,23 @@ Tensor& LanguageModel::step(const int64_t* tokens, ModelState& state, Context& c
     // (130m Mamba-2), here where it overlaps the device's previous step when
     // the caller has not waited for it.
     BackendResources* rec = ctx.resources();
-    const uint64_t key =
-        rec && step_can_record(state) ? step_record_key(*this, state, step_ids_, step_logits_) : 0;
+    const uint64_t key = rec && stage_step_positions(state, ctx, *rec)
+                             ? step_record_key(*this, state, step_ids_, step_logits_, step_positions_)
+                             : 0;
     // Queued behind the previous step where the backend can (a pinned
     // staging copy on its stream); a plain copy waits for that step first.
     const size_t id_bytes = sizeof(int64_t) * static_cast<size_t>(B);
     if (!(rec && rec->copy_from_host_queued(step_ids_.raw(), tokens, id_bytes)))
       device_memory(ctx.device()).copy_from_host(ctx.device(), step_ids_.raw(), tokens, id_bytes);
-    if (!(key && rec->replay(key))) {
+    if (key && rec->replay(key)) {
+      // The recorded layers' forwards did not run on the host: their caches'
+      // lengths move on here.
+      for (auto& l : state.layers)
+        if (auto* cache = dynamic_cast<AttentionState*>(l.get())) {
+          for (int64_t b = 0; b < B; ++b) cache->lengths.data<int64_t>()[b] += 1;
+          cache->lengths_on_device = Tensor();
+        }
+    } else {
       const bool record = key && rec->should_record(key);
       if (record) rec->begin_record();
       try {
@@ -235,6 +259,29 @@ void LanguageModel::step_body(const Tensor& ids, ModelState& state, Context& ctx
   ops::rms_norm(ctx, {.x = h, .w = norm_f_.value, .eps = config_.norm_eps, .out = h});
   ops::linear(ctx, {.x = h.reshape({B, D}), .W = head().value.rows(0, V), .y = step_logits_});
   if (config_.logits_scaling != 1.f) ops::scale(ctx, step_logits_, 1.f / config_.logits_scaling);
+}
+
+bool LanguageModel::stage_step_positions(ModelState& state, Context& ctx, BackendResources& rec) {
+  std::vector<AttentionState*> caches;
+  for (auto& l : state.layers)  // a step that threw may have left them
+    if (auto* cache = dynamic_cast<AttentionState*>(l.get())) cache->lengths_on_device = Tensor();
+  if (!recordable_caches(blocks_, state, caches)) return false;
+  if (caches.empty()) return true;
+  const int64_t B = state.batch, n = static_cast<int64_t>(caches.size());
+  for (AttentionState* cache : caches) {
+    cache->ensure_room(ctx, 1);  // before the key: a grown cache is a new recording
+    if (cache->capacity() > kRecordedCacheRows) return false;
+  }
+  if (!step_positions_.defined() || step_positions_.numel() != n * B || step_positions_.device() != ctx.device())
+    step_positions_ = Tensor::empty(DType::kI64, {n, B}, ctx.device());
+  step_positions_host_.resize(static_cast<size_t>(n * B));
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t b = 0; b < B; ++b) step_positions_host_[static_cast<size_t>(c * B + b)] = caches[c]->length(b);
+  const size_t bytes = sizeof(int64_t) * step_positions_host_.size();
+  if (!rec.copy_from_host_queued(step_positions_.raw(), step_positions_host_.data(), bytes))
+    device_memory(ctx.device()).copy_from_host(ctx.device(), step_positions_.raw(), step_positions_host_.data(), bytes);
+  for (int64_t c = 0; c < n; ++c) caches[c]->lengths_on_device = step_positions_.slice(0, c, c + 1).reshape({B});
+  return true;
 }
 
 bool LanguageModel::step_blocks_as_stack(const Tensor& h, ModelState& state, Context& ctx) {

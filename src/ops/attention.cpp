@@ -20,7 +20,7 @@ void check_forward(const detail::OpCheck& c, const AttentionArgs& a, bool needs_
     c.dense("inv_freq", a.inv_freq, {a.inv_freq.numel()});
     c.expect(2 * a.inv_freq.numel() <= hd, "rotary wider than a head");
   }
-  c.host("past", a.past, {B}, DType::kI64);
+  c.host("past", a.past, {B}, DType::kI64).optional("past_on_device", a.past_on_device, {B}, DType::kI64);
   const int64_t* past = a.past.data<int64_t>();
   for (int64_t b = 0; b < B; ++b)
     c.expect(past[b] >= 0 && past[b] + L <= cap, "the KV cache has no room for the new tokens");

@@ -70,6 +70,33 @@ TEST_P(GpuGolden, StepLogitsEqualPrefillLogits) {
   EXPECT_LE(max_rel_error(stepped, prefill), 1e-4);
 }
 
+// A prefill, then enough decode steps that the step is recorded, replayed
+// and, with KV caches, recorded again where a cache grows (16 rows, then
+// 32, 64), then a prefill again: the steps and the last part equal one
+// prefill of the whole, so the replays read each step's positions and the
+// host's cache lengths follow them.
+TEST_P(GpuGolden, ReplayedStepsContinueAsOnePrefill) {
+  Context ctx("cuda", 1);
+  LanguageModel model = gpu_model(ctx);
+  const int64_t B = 2, L = 48, first = 5, last = 40, V = model.config().vocab_size;
+  Tensor ids = Tensor::empty(DType::kI64, {B, L});
+  for (int64_t i = 0; i < B * L; ++i) ids.data<int64_t>()[i] = (7 * i + 3) % V;
+  const Tensor whole = host(model.forward(ids, nullptr, ctx));
+  ModelState state = model.make_state(B);
+  model.forward(id_slice(ids, 0, first), &state, ctx);
+  Tensor stepped = Tensor::empty(DType::kF32, {B, last - first, V});
+  std::vector<int64_t> tok(B);
+  for (int64_t t = first; t < last; ++t) {
+    for (int64_t b = 0; b < B; ++b) tok[b] = ids.data<int64_t>()[b * L + t];
+    const Tensor logits = host(model.step(tok.data(), state, ctx));
+    for (int64_t b = 0; b < B; ++b)
+      std::copy_n(logits.data<float>() + b * V, V, stepped.data<float>() + (b * (last - first) + t - first) * V);
+  }
+  EXPECT_LE(max_rel_error(stepped, whole.slice(1, first, last).clone()), 1e-4);
+  const Tensor rest = host(model.forward(id_slice(ids, last, L), &state, ctx));
+  EXPECT_LE(max_rel_error(rest, whole.slice(1, last, L).clone()), 1e-4);
+}
+
 // Every tensor of a state moved to `device` (the round trip a state file
 // saved on one device and loaded on another makes), but a KV cache's
 // lengths, which live on the host on every device (AttentionState).

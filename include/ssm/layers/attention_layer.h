@@ -15,6 +15,10 @@ struct AttentionState : LayerState {
   Tensor k;        // (B, H_kv, capacity, head_dim); rows [0, lengths[b]) valid
   Tensor v;        // (B, H_kv, capacity, head_dim)
   Tensor lengths;  // (B) I64 on the host: tokens cached per sequence
+  // lengths' values on the device, set by a decode step that records or
+  // replays a graph (LanguageModel::step) for the next forward only; not
+  // part of the state (tensors() leaves it out).
+  Tensor lengths_on_device;
 
   int64_t batch() const { return lengths.numel(); }
   int64_t capacity() const { return k.dim(2); }

@@ -172,6 +172,11 @@ class LanguageModel {
   // backend has that op and every block is a plain Mamba-2 layer; false
   // (nothing done) otherwise.
   bool step_blocks_as_stack(const Tensor& h, ModelState& state, Context& ctx);
+  // Before a recorded (or replayed) decode step: room for the token in every
+  // KV cache and the caches' lengths copied to step_positions_ on the device
+  // (one queued copy), each cache reading its row there; false (nothing
+  // done) where the step cannot be recorded.
+  bool stage_step_positions(ModelState& state, Context& ctx, BackendResources& rec);
   ModelConfig config_;
   std::vector<std::unique_ptr<SharedAttentionBlock>> shared_blocks_;  // Zamba2
   Param embedding_;
@@ -180,6 +185,10 @@ class LanguageModel {
   std::vector<std::unique_ptr<Block>> blocks_;
   Tensor step_logits_;  // (B, V) of the last step
   Tensor step_ids_;     // (B) the step's ids, on a device backend's device
+  // (caches, B) I64 on the device: the attention caches' lengths a recorded
+  // step reads; step_positions_host_ stages them.
+  Tensor step_positions_;
+  std::vector<int64_t> step_positions_host_;
 };
 
 // Copies sequence src_row of src into sequence dst_row of dst (both made by

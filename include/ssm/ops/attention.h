@@ -25,6 +25,12 @@ struct AttentionArgs {
   // (B) I64 on the host: tokens cached before these L. Positions are
   // scheduling information, read by the host side of every backend.
   Tensor past;
+  // Optional: past's values on the context's device, put there before the
+  // call by its caller (a decode step recorded as a graph, whose replays
+  // must read each step's positions from memory, not from the recording).
+  // A backend that reads positions on the device uses it and copies
+  // nothing; the checks still read past.
+  Tensor past_on_device;
   float scale = 1.f;  // softmax scale
   Tensor out;         // (B, L, H hd) rows, written by attention()
 };

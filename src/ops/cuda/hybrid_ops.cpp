@@ -118,8 +118,9 @@ void routed_experts(Context& ctx, const ops::RoutedExpertsArgs& a) {
   check_launch("routed_experts (combine)");
 }
 
-// The launch of both attention ops; past and inv_freq copied to the device
-// when they are on the host (past always is), kept alive by `keep`.
+// The launch of both attention ops; past (unless the caller put it on the
+// device: past_on_device) and inv_freq copied to the device when they are on
+// the host, kept alive by `keep`.
 AttentionLaunch attention_launch(Context& ctx, const ops::AttentionArgs& a, Tensor (&keep)[2]) {
   AttentionLaunch l;
   l.B = a.k_cache.dim(0);
@@ -133,11 +134,19 @@ AttentionLaunch attention_launch(Context& ctx, const ops::AttentionArgs& a, Tens
   l.v_cache = ops::elements<float>(a.v_cache);
   l.scale = a.scale;
   l.split = !resources(ctx).rounds_products();
-  const Tensor past = a.past.to(Device::host());
-  for (int64_t b = 0; b < l.B; ++b)
-    l.max_keys = std::max(l.max_keys, past.data<int64_t>()[b] + l.L);
-  keep[0] = past.to(ctx.device());
-  l.past = keep[0].data<int64_t>();
+  if (a.past_on_device.defined()) {
+    // A recorded step's positions: nothing copied, and the one-query
+    // kernel's scores sized by the capacity, so that the recording serves
+    // every step until the cache grows (new buffers: a new recording).
+    l.past = a.past_on_device.data<int64_t>();
+    l.max_keys = l.capacity;
+  } else {
+    const Tensor past = a.past.to(Device::host());
+    for (int64_t b = 0; b < l.B; ++b)
+      l.max_keys = std::max(l.max_keys, past.data<int64_t>()[b] + l.L);
+    keep[0] = past.to(ctx.device());
+    l.past = keep[0].data<int64_t>();
+  }
   if (a.inv_freq.defined()) {
     keep[1] = a.inv_freq.device() == ctx.device() ? a.inv_freq : a.inv_freq.to(ctx.device());
     l.inv_freq = keep[1].data<float>();
