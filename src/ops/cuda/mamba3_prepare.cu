@@ -125,11 +125,11 @@ __global__ void __launch_bounds__(1024) phase_kernel(Mamba3PrepareLaunch a) {
 // Block per (b, t) and run of heads (heads_per_block below): dt, A, lam of
 // each head, then a thread per item: 4 consecutive entries of q and k (a
 // head, rank r, entries n0..n0+3) or of v. Each item issues all its loads
-// (16-byte ones when `vec`) before its stores. The rotated entries compute
+// (16-byte ones when `vec_qk` or `vec_v`) before its stores. The rotated entries compute
 // as before the quads (a thread a pair, 4-byte accesses, 76 us a launch at
 // 1 x 2048 on an H100 for ~63 MB written, about 0.8 TB/s): the same float
 // operations per entry, bit-identical output.
-__global__ void heads_kernel(Mamba3PrepareLaunch a, bool vec) {
+__global__ void heads_kernel(Mamba3PrepareLaunch a, bool vec_qk, bool vec_v) {
   let_next_kernel_start();
   wait_for_previous_kernel();  // first: each of these reads what the one before wrote
   const int64_t L = a.L, H = a.H, S = a.S;
@@ -157,8 +157,8 @@ __global__ void heads_kernel(Mamba3PrepareLaunch a, bool vec) {
       const int64_t src = ((row * R + r) * G + g) * N, bias = (int64_t{h} * R + r) * N;
       // Entry n0 + e: rotated with angle j[e], as the pair's first (role 0)
       // or second entry, its partner at m[e]. Adjacent pairs rotate
-      // [0, 2S) (a quad holds whole pairs when vec); halves rotate [0, S)
-      // and [N/2, N/2 + S) (a quad inside one half when vec).
+      // [0, 2S) (a quad holds whole pairs); halves rotate [0, S) and
+      // [N/2, N/2 + S) (a quad inside one half when vec_qk).
       int j[4], m[4];
       bool rot[4], second[4];
 #pragma unroll
@@ -174,14 +174,14 @@ __global__ void heads_kernel(Mamba3PrepareLaunch a, bool vec) {
       }
       const float *cn = a.C_normed + src, *bn = a.B_normed + src, *cb = a.C_bias + bias, *bb = a.B_bias + bias;
       float cnv[4], cbv[4], bnv[4], bbv[4], ph[4], cnp[4] = {}, cbp[4] = {}, bnp[4] = {}, bbp[4] = {};
-      load_quad(cnv, cn + n0, count, vec);
-      load_quad(cbv, cb + n0, count, vec);
-      load_quad(bnv, bn + n0, count, vec);
-      load_quad(bbv, bb + n0, count, vec);
+      load_quad(cnv, cn + n0, count, vec_qk);
+      load_quad(cbv, cb + n0, count, vec_qk);
+      load_quad(bnv, bn + n0, count, vec_qk);
+      load_quad(bbv, bb + n0, count, vec_qk);
       const bool any_rot = rot[0] || rot[1] || rot[2] || rot[3];
       if (a.halves && any_rot) {
-        // Partners: the other half's quad (vec: a quad lies inside one half).
-        if (vec) {
+        // Partners: the other half's quad (vec_qk: a quad lies inside one half).
+        if (vec_qk) {
           load_quad(cnp, cn + m[0], 4, true);
           load_quad(cbp, cb + m[0], 4, true);
           load_quad(bnp, bn + m[0], 4, true);
@@ -214,24 +214,24 @@ __global__ void heads_kernel(Mamba3PrepareLaunch a, bool vec) {
           ko[e] = k_par * sn + k_own * c;
         }
       }
-      store_quad(a.q + (step * R + r) * N + n0, qo, count, vec);
-      store_quad(a.k + (step * R + r) * N + n0, ko, count, vec);
+      store_quad(a.q + (step * R + r) * N + n0, qo, count, vec_qk);
+      store_quad(a.k + (step * R + r) * N + n0, ko, count, vec_qk);
     } else {
       const int iv = i - qk_items, hh = iv / (R * V), rest = iv - hh * R * V, r = rest / V,
                 p0 = 4 * (rest - r * V);
       const int h = static_cast<int>(h0) + hh, count = min(4, P - p0);
       const int64_t step = (b * H + h) * L + t;
       float xv[4], mv[4], out[4];
-      load_quad(xv, a.x.p + row * a.x.stride + int64_t{h} * P + p0, count, vec);
+      load_quad(xv, a.x.p + row * a.x.stride + int64_t{h} * P + p0, count, vec_v);
       if (a.mimo_x) {
-        load_quad(mv, a.mimo_x + (int64_t{h} * R + r) * P + p0, count, vec);
+        load_quad(mv, a.mimo_x + (int64_t{h} * R + r) * P + p0, count, vec_v);
 #pragma unroll
         for (int e = 0; e < 4; ++e) out[e] = xv[e] * mv[e];
       } else {
 #pragma unroll
         for (int e = 0; e < 4; ++e) out[e] = xv[e];
       }
-      store_quad(a.v + (step * R + r) * P + p0, out, count, vec);
+      store_quad(a.v + (step * R + r) * P + p0, out, count, vec_v);
     }
   }
 }
@@ -262,12 +262,13 @@ void launch_mamba3_prepare(const Mamba3PrepareLaunch& a, cudaStream_t s) {
   const int64_t threads = std::min<int64_t>(1024, (heads_per_block * per_head + 31) / 32 * 32);
   // 16-byte accesses: every quad's rows start 16-byte aligned, and
   // halves' quads lie inside one half.
-  const bool vec = a.N % 4 == 0 && a.P % 4 == 0 && (!a.halves || a.N % 8 == 0) && a.x.stride % 4 == 0 &&
-                   aligned16(a.x.p) && aligned16(a.B_normed) && aligned16(a.C_normed) && aligned16(a.B_bias) &&
-                   aligned16(a.C_bias) && aligned16(a.q) && aligned16(a.k) && aligned16(a.v) &&
-                   (a.mimo_x == nullptr || aligned16(a.mimo_x));
+  const bool vec_qk = a.N % 4 == 0 && (!a.halves || a.N % 8 == 0) && aligned16(a.B_normed) &&
+                      aligned16(a.C_normed) && aligned16(a.B_bias) && aligned16(a.C_bias) && aligned16(a.q) &&
+                      aligned16(a.k);
+  const bool vec_v = a.P % 4 == 0 && a.x.stride % 4 == 0 && aligned16(a.x.p) && aligned16(a.v) &&
+                     (a.mimo_x == nullptr || aligned16(a.mimo_x));
   launch_overlapped(a.overlap, heads_kernel, dim3(static_cast<unsigned>(a.B * a.L * runs)),
-                    dim3(static_cast<unsigned>(threads)), 0, s, a, vec);
+                    dim3(static_cast<unsigned>(threads)), 0, s, a, vec_qk, vec_v);
 }
 
 }  // namespace ssm::cuda
