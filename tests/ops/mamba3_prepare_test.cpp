@@ -29,7 +29,8 @@ const PrepCase kCases[] = {
     {2, 9, 4, 3, 8, 2, 2, 2, true},    // MIMO R = 2, 2 groups
     {1, 4, 2, 4, 16, 1, 4, 8, true},   // MIMO R = 4, every pair rotated
     {3, 3, 6, 2, 4, 3, 2, 1, true},    // 3 groups, batch 3
-    {2, 5, 5, 3, 256, 1, 2, 4, true},  // 512 entries a head: cuda's blocks take runs of 2 heads
+    {2, 5, 5, 3, 256, 1, 2, 4, true},  // 512 entries a head: cuda's heads kernel a head a block
+    {1, 3, 10, 4, 8, 1, 1, 2, false},  // 10 heads a group: cuda's head sums load 8 heads at a time
 };
 
 constexpr Tolerance kTol{1e-5, 1e-6};

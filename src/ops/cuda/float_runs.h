@@ -28,3 +28,29 @@ __device__ void store_run(float* p, const double (&v)[W]) {
 }
 
 }  // namespace ssm::cuda
+
+namespace ssm::cuda {
+
+// The first `count` (<= 4) of 4 consecutive floats: one 16-byte access when
+// `vec` (p then 16-byte aligned and count 4), else one float at a time. For
+// kernels that pick 16-byte accesses at run time from their shapes.
+template <class T = float>
+__device__ void load_quad(float (&v)[4], const T* p, int count, bool vec) {
+  if (vec) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    for (int w = 0; w < 4; ++w) v[w] = w < count ? p[w] : 0.f;
+  }
+}
+
+template <class T = float>
+__device__ void store_quad(T* p, const float (&v)[4], int count, bool vec) {
+  if (vec) {
+    *reinterpret_cast<float4*>(p) = float4{v[0], v[1], v[2], v[3]};
+  } else {
+    for (int w = 0; w < count; ++w) p[w] = v[w];
+  }
+}
+
+}  // namespace ssm::cuda

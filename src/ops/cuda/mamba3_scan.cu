@@ -172,6 +172,13 @@ __global__ void output_kernel(Mamba3OutputLaunch a) {
   const int64_t row = warp / a.H, h = warp % a.H, b = row / a.L, t = row % a.L;
   const int64_t R = a.R, P = a.P;
   const float* o = a.o + ((b * a.H + h) * a.L + t) * R * P;  // o_r = o + r P
+  // z of the lane's first kKept channels loaded before the norm's pass, so
+  // that its loads overlap o's instead of following them.
+  const float* zrow = a.z.p + row * a.z.stride + h * P;
+  constexpr int kKept = 2;  // P 64 at 130m
+  float zk[kKept];
+#pragma unroll
+  for (int i = 0; i < kKept; ++i) zk[i] = lane + 32 * i < P ? zrow[lane + 32 * i] : 0.f;
   if (a.norm) {
     for (int64_t r = 0; r < R; ++r) {
       double ss = 0;  // in double, like the cpu kernel
@@ -181,8 +188,7 @@ __global__ void output_kernel(Mamba3OutputLaunch a) {
     }
     __syncwarp();
   }
-  for (int64_t p = lane; p < P; p += 32) {
-    const float z = a.z.p[row * a.z.stride + h * P + p];
+  auto write = [&](int64_t p, float z) {
     float acc = 0.f;
     for (int64_t r = 0; r < R; ++r) {
       const int64_t m = (h * R + r) * P + p;
@@ -192,7 +198,11 @@ __global__ void output_kernel(Mamba3OutputLaunch a) {
       acc += a.mimo_o ? gated * a.mimo_o[m] : gated;
     }
     a.y.p[row * a.y.stride + h * P + p] = acc;
-  }
+  };
+#pragma unroll
+  for (int i = 0; i < kKept; ++i)
+    if (lane + 32 * i < P) write(lane + 32 * i, zk[i]);
+  for (int64_t p = lane + 32 * kKept; p < P; p += 32) write(p, zrow[p]);
 }
 
 // The slices per state row, as ssd_scan takes them: the fewest (a power of
