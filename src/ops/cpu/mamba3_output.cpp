@@ -10,6 +10,7 @@
 #include "ops/cpu/mamba3_kernels.h"
 #include "ops/cpu/mamba3_math.h"
 #include "ops/cpu/mamba3_workspace.h"
+#include "ops/cpu/rank_gates.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/scalar_math.h"
 
@@ -54,9 +55,25 @@ struct BackwardWorkspace {
   }
 };
 
+// o is (B, H, L, R, P) and the forward walks rows, then heads: each (row,
+// head) reads R P floats 4 L R P bytes past the last ones, a stride no
+// prefetcher follows, and those loads were most of the gates' samples
+// (perf). The rows of the (row, head) kPrefetchHeads ahead are asked for.
+constexpr int64_t kPrefetchHeads = 2;
+constexpr int64_t kLineFloats = 16;  // a 64-byte cache line
+
+void prefetch_ahead(const OutputView& a, int64_t item, int64_t row_end) {
+  const int64_t row = item / a.H, h = item % a.H;
+  if (row >= row_end) return;
+  const float* o = a.o + a.o_at(row, h, 0);
+  for (int64_t i = 0; i < a.R * a.P; i += kLineFloats) __builtin_prefetch(o + i);
+}
+
 }  // namespace
 
-constexpr int64_t kGateBlock = 64;
+// Ranks whose norm scales one call of rank_gates takes (a buffer on the
+// stack: the forward runs on every decode step and allocates nothing).
+constexpr int64_t kRankBatch = 16;
 
 void mamba3_output(Context& ctx, const ops::Mamba3OutputArgs& args) {
   const OutputView a(args);
@@ -64,38 +81,23 @@ void mamba3_output(Context& ctx, const ops::Mamba3OutputArgs& args) {
   const int64_t ld_y = args.y.row_stride();
   ctx.pool().parallel_for(a.B * a.L, [&](int64_t row0, int64_t row1) {
     const int64_t H = a.H, P = a.P, R = a.R;
+    float scale[kRankBatch] = {};
     for (int64_t row = row0; row < row1; ++row)
       for (int64_t h = 0; h < H; ++h) {
-        const float* z = a.z + row * a.ld_z + h * P;
-        float* y = y_data + row * ld_y + h * P;
-        std::fill(y, y + P, 0.f);
-        for (int64_t r = 0; r < R; ++r) {
-          const float* o = a.o + a.o_at(row, h, r);
-          const int64_t hr = (h * R + r) * P;
-          const float s = a.norm ? static_cast<float>(inv_rms_vec(o, P, a.eps)) : 1.f;
-          // The gate o SiLU(z) a block at a time through the vectorised SiLU;
-          // each optional factor in a loop of its own, so that they vectorise.
-          for (int64_t p0 = 0; p0 < P; p0 += kGateBlock) {
-            const int64_t n = std::min(kGateBlock, P - p0);
-            float gated[kGateBlock];
-            if (a.mimo_z) {
-              for (int64_t j = 0; j < n; ++j) gated[j] = z[p0 + j] * a.mimo_z[hr + p0 + j];
-              mul_silu(o + p0, gated, gated, n);
-            } else {
-              mul_silu(o + p0, z + p0, gated, n);
-            }
-            if (a.norm) {
-              const float* w = a.norm + h * P + p0;
-              for (int64_t j = 0; j < n; ++j) gated[j] *= s * w[j];
-            }
-            float* yb = y + p0;
-            if (a.mimo_o) {
-              const float* mo = a.mimo_o + hr + p0;
-              for (int64_t j = 0; j < n; ++j) yb[j] += gated[j] * mo[j];
-            } else {
-              for (int64_t j = 0; j < n; ++j) yb[j] += gated[j];
-            }
-          }
+        prefetch_ahead(a, row * H + h + kPrefetchHeads, row1);
+        for (int64_t r0 = 0; r0 < R; r0 += kRankBatch) {
+          const int64_t rn = std::min(kRankBatch, R - r0), hr = (h * R + r0) * P;
+          const float* o = a.o + a.o_at(row, h, r0);
+          if (a.norm)
+            for (int64_t r = 0; r < rn; ++r)
+              scale[r] = static_cast<float>(inv_rms_vec(o + r * P, P, a.eps));
+          const RankGates g{.o = o,
+                            .z = a.z + row * a.ld_z + h * P,
+                            .mimo_z = a.mimo_z ? a.mimo_z + hr : nullptr,
+                            .norm = a.norm ? a.norm + h * P : nullptr,
+                            .scale = scale,
+                            .mimo_o = a.mimo_o ? a.mimo_o + hr : nullptr};
+          rank_gates(g, rn, P, r0 > 0, y_data + row * ld_y + h * P);
         }
       }
   });
