@@ -14,6 +14,7 @@
 
 #include "ops/cpu/conv_taps.h"
 #include "ops/cpu/mamba3_step_scalars.h"
+#include "ops/cpu/silu_rows.h"
 #include "ops/cpu/vec_math.h"
 #include "support/random.h"
 
@@ -39,7 +40,7 @@ TEST_P(PrefillKernels, ConvTapsRowEqualsTheScalarSums) {
       std::vector<const float*> rows(K);
       for (int64_t k = 0; k < K; ++k) rows[k] = in.data() + (K - 1 - k) * ld;  // any order
       std::vector<float> out(C);
-      cpu::conv_taps_row(rows.data(), taps.data(), C, with_bias ? bias.data() : nullptr, K, C,
+      cpu::conv_taps_row(rows.data(), taps.data(), C, with_bias ? bias.data() : nullptr, K, C, false,
                          out.data());
       for (int64_t c = 0; c < C; ++c) {
         volatile float acc = with_bias ? bias[c] : 0.f;  // volatile: no fused multiply-add
@@ -49,6 +50,13 @@ TEST_P(PrefillKernels, ConvTapsRowEqualsTheScalarSums) {
         }
         EXPECT_TRUE(same_bits(out[c], acc)) << c << ": " << out[c] << " vs " << acc;
       }
+      // With the SiLU in the kernel: silu_in_place's values over those sums.
+      std::vector<float> gated(C);
+      cpu::conv_taps_row(rows.data(), taps.data(), C, with_bias ? bias.data() : nullptr, K, C, true,
+                         gated.data());
+      cpu::silu_in_place(out.data(), C);
+      for (int64_t c = 0; c < C; ++c)
+        EXPECT_TRUE(same_bits(gated[c], out[c])) << c << ": " << gated[c] << " vs " << out[c];
     }
 }
 
