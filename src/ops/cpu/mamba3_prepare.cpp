@@ -99,7 +99,8 @@ void PrepareHeads::vectors(int64_t i, int64_t t, float* q, float* k, float* v) c
   // The same for the normed B and C rows the turns read (2 R N floats a
   // step): the loads of the turns' inputs were most of their samples.
   if (t + kPrefetchSteps < d_.L) {
-    for (int64_t p = 0; p < P; p += kLineFloats) __builtin_prefetch(&x(row + kPrefetchSteps, h * P + p));
+    for (int64_t p = 0; p < P; p += kLineFloats)
+      __builtin_prefetch(&x(row + kPrefetchSteps, h * P + p));
     const int64_t ahead = at + kPrefetchSteps * R * G * N;
     for (int64_t r = 0; r < R; ++r)
       for (int64_t n = 0; n < N; n += kLineFloats) {
