@@ -1,15 +1,16 @@
 // mamba3_output and its backward on the cpu. Per (row, head, rank):
 //   zr = z mimo_z_r,  o' = RMSNorm_P(o_r) norm_h (or o_r),
 //   y_h = sum_r o' SiLU(zr) mimo_o_r.
-// The forward is parallel over rows and allocates nothing (it runs on every
-// decode step); the backward is parallel over heads, so that each head's
-// parameter gradients sum its rows in a fixed order.
+// The forward is parallel over (batch row, head) and allocates nothing (it
+// runs on every decode step); the backward is parallel over heads, so that
+// each head's parameter gradients sum its rows in a fixed order.
 #include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/mamba3_kernels.h"
 #include "ops/cpu/mamba3_math.h"
 #include "ops/cpu/mamba3_workspace.h"
+#include "ops/cpu/parallel.h"
 #include "ops/cpu/rank_gates.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/scalar_math.h"
@@ -55,20 +56,6 @@ struct BackwardWorkspace {
   }
 };
 
-// o is (B, H, L, R, P) and the forward walks rows, then heads: each (row,
-// head) reads R P floats 4 L R P bytes past the last ones, a stride no
-// prefetcher follows, and those loads were most of the gates' samples
-// (perf). The rows of the (row, head) kPrefetchHeads ahead are asked for.
-constexpr int64_t kPrefetchHeads = 2;
-constexpr int64_t kLineFloats = 16;  // a 64-byte cache line
-
-void prefetch_ahead(const OutputView& a, int64_t item, int64_t row_end) {
-  const int64_t row = item / a.H, h = item % a.H;
-  if (row >= row_end) return;
-  const float* o = a.o + a.o_at(row, h, 0);
-  for (int64_t i = 0; i < a.R * a.P; i += kLineFloats) __builtin_prefetch(o + i);
-}
-
 }  // namespace
 
 // Ranks whose norm scales one call of rank_gates takes (a buffer on the
@@ -79,12 +66,17 @@ void mamba3_output(Context& ctx, const ops::Mamba3OutputArgs& args) {
   const OutputView a(args);
   float* y_data = out(args.y);
   const int64_t ld_y = args.y.row_stride();
-  ctx.pool().parallel_for(a.B * a.L, [&](int64_t row0, int64_t row1) {
-    const int64_t H = a.H, P = a.P, R = a.R;
+  // Per (batch row, head), its steps in order: o is (B, H, L, R, P), so each
+  // head's o is read as one contiguous run. Walking rows, then heads, read
+  // R P floats 4 L R P bytes past the last ones, a stride no prefetcher
+  // follows, and those loads were most of the gates' samples (perf). A
+  // decode step's few heads run on the calling thread.
+  parallel_items(ctx.pool(), a.B * a.H, a.L * a.R * a.P, [&](int64_t i0, int64_t i1) {
+    const int64_t H = a.H, L = a.L, P = a.P, R = a.R;
     float scale[kRankBatch] = {};
-    for (int64_t row = row0; row < row1; ++row)
-      for (int64_t h = 0; h < H; ++h) {
-        prefetch_ahead(a, row * H + h + kPrefetchHeads, row1);
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / H, h = i % H;
+      for (int64_t row = b * L; row < (b + 1) * L; ++row)
         for (int64_t r0 = 0; r0 < R; r0 += kRankBatch) {
           const int64_t rn = std::min(kRankBatch, R - r0), hr = (h * R + r0) * P;
           const float* o = a.o + a.o_at(row, h, r0);
@@ -99,7 +91,7 @@ void mamba3_output(Context& ctx, const ops::Mamba3OutputArgs& args) {
                             .mimo_o = a.mimo_o ? a.mimo_o + hr : nullptr};
           rank_gates(g, rn, P, r0 > 0, y_data + row * ld_y + h * P);
         }
-      }
+    }
   });
 }
 
