@@ -1,5 +1,5 @@
 // mamba3_output and its backward on every backend against ref: SISO and MIMO
-// R = 2, 4, the output norm on and off, batch > 1, L = 1, z, y, dy and dz as
+// R = 2, 4, 18, P up to 64, the output norm on and off, batch > 1, L = 1, z, y, dy and dz as
 // strided column blocks of wider tensors (as the layer passes them); 1 and 2
 // threads, which give identical results. The reference's backward against
 // centred differences of its forward in double.
@@ -33,6 +33,8 @@ const OutCase kCases[] = {
     {2, 3, 2, 5, 2, true, true},   {1, 4, 2, 3, 4, true, true},  {3, 1, 4, 6, 1, true, false},
     {2, 1, 2, 4, 4, false, true},
     {1, 3, 2, 70, 2, true, true},  // P 70: channels past the ones cuda's lanes keep in registers
+    // Whole vectors and a tail; more ranks than the op's batch of norm scales.
+    {1, 3, 2, 40, 18, true, true}, {2, 2, 2, 64, 4, true, true},
 };
 
 constexpr Tolerance kTol{1e-5, 1e-6};

@@ -6,14 +6,17 @@
 // vector width.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "ops/cpu/blas.h"
 #include "ops/cpu/conv_taps.h"
 #include "ops/cpu/mamba3_step_scalars.h"
+#include "ops/cpu/silu_rows.h"
 #include "ops/cpu/vec_math.h"
 #include "support/random.h"
 
@@ -39,7 +42,7 @@ TEST_P(PrefillKernels, ConvTapsRowEqualsTheScalarSums) {
       std::vector<const float*> rows(K);
       for (int64_t k = 0; k < K; ++k) rows[k] = in.data() + (K - 1 - k) * ld;  // any order
       std::vector<float> out(C);
-      cpu::conv_taps_row(rows.data(), taps.data(), C, with_bias ? bias.data() : nullptr, K, C,
+      cpu::conv_taps_row(rows.data(), taps.data(), C, with_bias ? bias.data() : nullptr, K, C, false,
                          out.data());
       for (int64_t c = 0; c < C; ++c) {
         volatile float acc = with_bias ? bias[c] : 0.f;  // volatile: no fused multiply-add
@@ -49,6 +52,13 @@ TEST_P(PrefillKernels, ConvTapsRowEqualsTheScalarSums) {
         }
         EXPECT_TRUE(same_bits(out[c], acc)) << c << ": " << out[c] << " vs " << acc;
       }
+      // With the SiLU in the kernel: silu_in_place's values over those sums.
+      std::vector<float> gated(C);
+      cpu::conv_taps_row(rows.data(), taps.data(), C, with_bias ? bias.data() : nullptr, K, C, true,
+                         gated.data());
+      cpu::silu_in_place(out.data(), C);
+      for (int64_t c = 0; c < C; ++c)
+        EXPECT_TRUE(same_bits(gated[c], out[c])) << c << ": " << gated[c] << " vs " << out[c];
     }
 }
 
@@ -69,6 +79,38 @@ TEST_P(PrefillKernels, ScaleRowsMultipliesEachRowByItsScale) {
   cpu::scale_rows(y.data(), ldx, scale.data(), rows, n, y.data(), ldx);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y[r * ldx + i], x[r * ldx + i] * scale[r]);
+}
+
+// Each row decay_products' values to the bit (D added on the diagonal after),
+// zeros past the diagonal as far as gemm_causal reads, nothing past that
+// written; chunks of q = the parameter (at most 100 here), with and without D.
+TEST_P(PrefillKernels, CausalDecayMatrixEqualsRowsOfDecayProducts) {
+  const int64_t q = std::min<int64_t>(GetParam(), 100), ld_sc = q + 3, ldm = q + 2;
+  std::vector<float> cs = testing::random_vector(q, 11, -0.5f, 0.f);
+  for (int64_t t = 1; t < q; ++t) cs[t] += cs[t - 1];  // a falling cumulative sum
+  if (q > 3) cs[3] = -200.f;  // past the flush to zero for the columns after it
+  const std::vector<float> sc = testing::random_vector(q * ld_sc, 12, -2.f, 2.f);
+  const std::vector<float> dt = testing::random_vector(q, 13, 0.f, 1.f);
+  const float D = 0.75f;
+  for (const float* diag : {static_cast<const float*>(nullptr), &D}) {
+    SCOPED_TRACE(diag ? "D" : "no D");
+    std::vector<float> M(q * ldm, -7.f);
+    cpu::causal_decay_matrix(cs.data(), sc.data(), ld_sc, dt.data(), diag, q, M.data(), ldm);
+    std::vector<float> want(q);
+    for (int64_t t = 0; t < q; ++t) {
+      cpu::decay_products(cs[t], cs.data(), sc.data() + t * ld_sc, dt.data(), want.data(), t + 1);
+      if (diag) want[t] += D;
+      const int64_t width = cpu::causal_columns(t, q, 1);
+      for (int64_t s = 0; s < ldm; ++s) {
+        const float got = M[t * ldm + s];
+        if (s <= t) {
+          EXPECT_TRUE(same_bits(got, want[s])) << t << "," << s << ": " << got << " vs " << want[s];
+        } else {
+          EXPECT_TRUE(same_bits(got, s < width ? 0.f : -7.f)) << t << "," << s << ": " << got;
+        }
+      }
+    }
+  }
 }
 
 TEST_P(PrefillKernels, ScaledTanhMatchesDouble) {

@@ -1,7 +1,7 @@
 // The causal depthwise convolution: prefill a row of all channels at a
 // time, and the decode step (L = 1 with a state) that shifts the state
 // in place. Both use the taps in the same order, oldest input first, and the
-// same vectorised SiLU (silu_rows.h), so a sequence decoded step by step
+// same vectorised SiLU (conv_taps.h, silu_rows.h), so a sequence decoded step by step
 // equals its prefill to the last bit. The
 // backward is in conv1d_backward.cpp.
 #include "ops/cpu/conv1d.h"
@@ -26,6 +26,7 @@ using ops::elements_or_null;
 constexpr int64_t kMaxTaps = 8;
 // Channels per block of the step (its buffer of taps has that many columns).
 constexpr int64_t kStepBlock = 256;
+constexpr int64_t kLineFloats = 16;  // a 64-byte cache line
 
 // The input of channel c at time t of batch row b (t < 0: the carried state).
 float conv_input(const float* in, int64_t ld_in, const float* st, int64_t K, int64_t C, int64_t t,
@@ -87,9 +88,12 @@ void conv1d_prefill(Context& ctx, const ops::Conv1dArgs& a) {
           const int64_t u = t - K + 1 + k;
           rows[k] = u >= 0 ? in + u * ld_in : state ? state + (b * (K - 1) + u + K - 1) * C : zeros;
         }
+        // The next row's input: a row's C floats are a slice of a wider
+        // projection row, and their loads were most of the kernel's samples.
+        if (t + 1 < L)
+          for (int64_t c = 0; c < C; c += kLineFloats) __builtin_prefetch(in + (t + 1) * ld_in + c);
         float* o = elements<float>(a.out) + r * ld_out;
-        conv_taps_row(rows, taps, C, bias, K, C, o);
-        if (a.silu) silu_in_place(o, C);
+        conv_taps_row(rows, taps, C, bias, K, C, a.silu, o);
       }
     });
   }
@@ -129,7 +133,8 @@ void conv1d_step_channels(const ops::Conv1dArgs& a, int64_t b, int64_t c0, int64
       const float* rows[kMaxTaps];
       for (int64_t k = 0; k + 1 < K; ++k) rows[k] = st + k * C + block;
       rows[K - 1] = in + block;
-      conv_taps_row(rows, taps, kStepBlock, bias ? bias + block : nullptr, K, nc, o + block);
+      conv_taps_row(rows, taps, kStepBlock, bias ? bias + block : nullptr, K, nc, a.silu,
+                    o + block);
       for (int64_t k = 0; k + 2 < K; ++k)
         for (int64_t c = block; c < end; ++c) st[k * C + c] = st[(k + 1) * C + c];
       if (K > 1)
@@ -145,8 +150,8 @@ void conv1d_step_channels(const ops::Conv1dArgs& a, int64_t b, int64_t c0, int64
         for (int64_t k = 0; k + 2 < K; ++k) st[k * C + c] = st[(k + 1) * C + c];
         if (K > 1) st[(K - 2) * C + c] = in[c];
       }
+      if (a.silu) silu_in_place(o + block, end - block);
     }
-    if (a.silu) silu_in_place(o + block, end - block);
   }
 }
 

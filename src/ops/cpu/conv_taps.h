@@ -12,8 +12,11 @@ namespace ssm::cpu {
 
 // out[c] = bias[c] + sum_k taps[k * ld_taps + c] * in[k][c] for c < C,
 // k < K (in ascending k); a null bias counts as 0. `in` holds K row
-// pointers, oldest first.
+// pointers, oldest first. With `silu`, out[c] is SiLU of that, formed as
+// silu_in_place forms it (x / (1 + exp(-x)), the tail through a full
+// vector), while the sums are still in registers: a second pass over the row
+// was a third of the convolution's time in a Mamba-2 prefill.
 void conv_taps_row(const float* const* in, const float* taps, int64_t ld_taps, const float* bias,
-                   int64_t K, int64_t C, float* out);
+                   int64_t K, int64_t C, bool silu, float* out);
 
 }  // namespace ssm::cpu

@@ -117,7 +117,12 @@ void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
         blocks, [&](int64_t b0, int64_t b1) { pack_bf16_rows(x, ldx, M, K, packed, b0, b1); });
     const Bf16PackedRows xp = pack_bf16_rows(x, ldx, M, K, packed, 0, 0);
     const auto* W = static_cast<const uint16_t*>(a.W.raw());
-    ctx.pool().parallel_for((N + kBf16GemmRows - 1) / kBf16GemmRows, [&](int64_t b0, int64_t b1) {
+    // Claimed dynamically, as the F32 kernel's blocks are: a static split
+    // gave one thread 18 of in_proj's 35 blocks (130m) and the other 16 and
+    // a partial one, and any delay of one thread (waking, another program)
+    // became the other's wait; each block's sums do not depend on the split.
+    const int64_t blocks_n = (N + kBf16GemmRows - 1) / kBf16GemmRows;
+    ctx.pool().parallel_for_dynamic(blocks_n, [&](int64_t b0, int64_t b1) {
       const int64_t n0 = b0 * kBf16GemmRows, n1 = std::min(N, b1 * kBf16GemmRows);
       bf16_gemm_avx512(xp, {.W = W + n0 * K,
                             .n = n1 - n0,

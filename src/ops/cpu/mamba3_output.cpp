@@ -1,15 +1,17 @@
 // mamba3_output and its backward on the cpu. Per (row, head, rank):
 //   zr = z mimo_z_r,  o' = RMSNorm_P(o_r) norm_h (or o_r),
 //   y_h = sum_r o' SiLU(zr) mimo_o_r.
-// The forward is parallel over rows and allocates nothing (it runs on every
-// decode step); the backward is parallel over heads, so that each head's
-// parameter gradients sum its rows in a fixed order.
+// The forward is parallel over (batch row, head) and allocates nothing (it
+// runs on every decode step); the backward is parallel over heads, so that
+// each head's parameter gradients sum its rows in a fixed order.
 #include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/mamba3_kernels.h"
 #include "ops/cpu/mamba3_math.h"
 #include "ops/cpu/mamba3_workspace.h"
+#include "ops/cpu/parallel.h"
+#include "ops/cpu/rank_gates.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/scalar_math.h"
 
@@ -56,48 +58,40 @@ struct BackwardWorkspace {
 
 }  // namespace
 
-constexpr int64_t kGateBlock = 64;
+// Ranks whose norm scales one call of rank_gates takes (a buffer on the
+// stack: the forward runs on every decode step and allocates nothing).
+constexpr int64_t kRankBatch = 16;
 
 void mamba3_output(Context& ctx, const ops::Mamba3OutputArgs& args) {
   const OutputView a(args);
   float* y_data = out(args.y);
   const int64_t ld_y = args.y.row_stride();
-  ctx.pool().parallel_for(a.B * a.L, [&](int64_t row0, int64_t row1) {
-    const int64_t H = a.H, P = a.P, R = a.R;
-    for (int64_t row = row0; row < row1; ++row)
-      for (int64_t h = 0; h < H; ++h) {
-        const float* z = a.z + row * a.ld_z + h * P;
-        float* y = y_data + row * ld_y + h * P;
-        std::fill(y, y + P, 0.f);
-        for (int64_t r = 0; r < R; ++r) {
-          const float* o = a.o + a.o_at(row, h, r);
-          const int64_t hr = (h * R + r) * P;
-          const float s = a.norm ? static_cast<float>(inv_rms_vec(o, P, a.eps)) : 1.f;
-          // The gate o SiLU(z) a block at a time through the vectorised SiLU;
-          // each optional factor in a loop of its own, so that they vectorise.
-          for (int64_t p0 = 0; p0 < P; p0 += kGateBlock) {
-            const int64_t n = std::min(kGateBlock, P - p0);
-            float gated[kGateBlock];
-            if (a.mimo_z) {
-              for (int64_t j = 0; j < n; ++j) gated[j] = z[p0 + j] * a.mimo_z[hr + p0 + j];
-              mul_silu(o + p0, gated, gated, n);
-            } else {
-              mul_silu(o + p0, z + p0, gated, n);
-            }
-            if (a.norm) {
-              const float* w = a.norm + h * P + p0;
-              for (int64_t j = 0; j < n; ++j) gated[j] *= s * w[j];
-            }
-            float* yb = y + p0;
-            if (a.mimo_o) {
-              const float* mo = a.mimo_o + hr + p0;
-              for (int64_t j = 0; j < n; ++j) yb[j] += gated[j] * mo[j];
-            } else {
-              for (int64_t j = 0; j < n; ++j) yb[j] += gated[j];
-            }
-          }
+  // Per (batch row, head), its steps in order: o is (B, H, L, R, P), so each
+  // head's o is read as one contiguous run. Walking rows, then heads, read
+  // R P floats 4 L R P bytes past the last ones, a stride no prefetcher
+  // follows, and those loads were most of the gates' samples (perf). A
+  // decode step's few heads run on the calling thread.
+  parallel_items(ctx.pool(), a.B * a.H, a.L * a.R * a.P, [&](int64_t i0, int64_t i1) {
+    const int64_t H = a.H, L = a.L, P = a.P, R = a.R;
+    float scale[kRankBatch] = {};
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / H, h = i % H;
+      for (int64_t row = b * L; row < (b + 1) * L; ++row)
+        for (int64_t r0 = 0; r0 < R; r0 += kRankBatch) {
+          const int64_t rn = std::min(kRankBatch, R - r0), hr = (h * R + r0) * P;
+          const float* o = a.o + a.o_at(row, h, r0);
+          if (a.norm)
+            for (int64_t r = 0; r < rn; ++r)
+              scale[r] = static_cast<float>(inv_rms_vec(o + r * P, P, a.eps));
+          const RankGates g{.o = o,
+                            .z = a.z + row * a.ld_z + h * P,
+                            .mimo_z = a.mimo_z ? a.mimo_z + hr : nullptr,
+                            .norm = a.norm ? a.norm + h * P : nullptr,
+                            .scale = scale,
+                            .mimo_o = a.mimo_o ? a.mimo_o + hr : nullptr};
+          rank_gates(g, rn, P, r0 > 0, y_data + row * ld_y + h * P);
         }
-      }
+    }
   });
 }
 

@@ -96,8 +96,18 @@ void PrepareHeads::vectors(int64_t i, int64_t t, float* q, float* k, float* v) c
   // walks its steps one row at a time: the loads of the rows missed the
   // caches and were most of this function's time (perf), so the row
   // kPrefetchSteps steps ahead is fetched now.
-  if (t + kPrefetchSteps < d_.L)
-    for (int64_t p = 0; p < P; p += kLineFloats) __builtin_prefetch(&x(row + kPrefetchSteps, h * P + p));
+  // The same for the normed B and C rows the turns read (2 R N floats a
+  // step): the loads of the turns' inputs were most of their samples.
+  if (t + kPrefetchSteps < d_.L) {
+    for (int64_t p = 0; p < P; p += kLineFloats)
+      __builtin_prefetch(&x(row + kPrefetchSteps, h * P + p));
+    const int64_t ahead = at + kPrefetchSteps * R * G * N;
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t n = 0; n < N; n += kLineFloats) {
+        __builtin_prefetch(C_normed_ + ahead + r * G * N + n);
+        __builtin_prefetch(B_normed_ + ahead + r * G * N + n);
+      }
+  }
   for (int64_t r = 0; r < R; ++r) {
     const float* mx = mimo_x_ ? mimo_x_ + (h * R + r) * P : nullptr;
     for (int64_t p = 0; p < P; ++p) v[r * P + p] = mx ? xh[p] * mx[p] : xh[p];

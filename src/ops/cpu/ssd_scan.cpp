@@ -117,11 +117,7 @@ void ssd_scan_chunked(Context& ctx, const ops::SsdScanArgs& a) {
         // on the diagonal (the skip term D x_t, summed with the rest rather
         // than in a pass of its own), 0 past it (as far as gemm_causal reads).
         const float* sc = sc_all + ((b * G + g) * n_chunks + c) * sc_size;
-        for (int64_t t = 0; t < q; ++t) {
-          decay_products(cs[t], cs, sc + t * Q, dts, M + t * q, t + 1);
-          if (D) M[t * q + t] += D[h];
-          std::fill(M + t * q + t + 1, M + t * q + causal_columns(t, q, 1), 0.f);
-        }
+        causal_decay_matrix(cs, sc, Q, dts, D ? D + h : nullptr, q, M, q);
         gemm_causal(q, P, 1, M, q, X, ldx, Y, ldy);
 
         // Carried state: y_t += exp(cs_t) S C_t.

@@ -11,6 +11,8 @@
 
 #include "ops/cpu/vec_math.h"
 
+#include "ops/cpu/blas.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -56,6 +58,31 @@ void DecayProducts(float top, const float* cs, const float* a, const float* b, f
     const auto va = a ? load_part(d, a, i, count) : one;
     store_part(d, hn::Mul(hn::Mul(va, e), load_part(d, b, i, count)), out, i, count);
   });
+}
+
+void CausalDecayMatrix(const float* cs, const float* sc, int64_t ld_sc, const float* dt,
+                       const float* diag, int64_t q, float* M, int64_t ldm) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const auto floor = hn::Set(d, -80.f);
+  for (int64_t t = 0; t < q; ++t) {
+    const auto vtop = hn::Set(d, cs[t]);
+    const float* a = sc + t * ld_sc;
+    float* out = M + t * ldm;
+    // Lanes past t (cs, sc and dt are read up to the row's width, within q)
+    // are computed as any other and then zeroed.
+    const int64_t width = causal_columns(t, q, 1);
+    for (int64_t i = 0; i < width; i += L) {
+      const int64_t count = std::min(L, width - i);
+      const auto v = hn::Sub(vtop, load_part(d, cs, i, count));
+      const auto e = hn::IfThenZeroElse(hn::Lt(v, floor), hn::Exp(d, v));
+      auto m = hn::Mul(hn::Mul(load_part(d, a, i, count), e), load_part(d, dt, i, count));
+      if (i + L > t + 1)
+        m = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(std::max<int64_t>(0, t + 1 - i))), m);
+      store_part(d, m, out, i, count);
+    }
+    if (diag) out[t] += *diag;
+  }
 }
 
 void ScaleRows(const float* x, int64_t ldx, const float* scale, int64_t rows, int64_t n,
@@ -154,6 +181,7 @@ namespace ssm::cpu {
 
 HWY_EXPORT(DecayProducts);
 HWY_EXPORT(MulSilu);
+HWY_EXPORT(CausalDecayMatrix);
 HWY_EXPORT(ScaleRows);
 HWY_EXPORT(ScaledTanh);
 HWY_EXPORT(SumSquares);
@@ -163,6 +191,10 @@ HWY_EXPORT(ExpShiftedSum);
 void decay_products(float top, const float* cs, const float* a, const float* b, float* out,
                     int64_t n) {
   HWY_DYNAMIC_DISPATCH(DecayProducts)(top, cs, a, b, out, n);
+}
+void causal_decay_matrix(const float* cs, const float* sc, int64_t ld_sc, const float* dt,
+                         const float* diag, int64_t q, float* M, int64_t ldm) {
+  HWY_DYNAMIC_DISPATCH(CausalDecayMatrix)(cs, sc, ld_sc, dt, diag, q, M, ldm);
 }
 void scale_rows(const float* x, int64_t ldx, const float* scale, int64_t rows, int64_t n,
                 float* out, int64_t ldo) {

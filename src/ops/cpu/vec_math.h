@@ -15,6 +15,16 @@ namespace ssm::cpu {
 void decay_products(float top, const float* cs, const float* a, const float* b, float* out,
                     int64_t n);
 
+// The SSD chunk's masked, decayed scores: for t < q, M[t ldm + s] =
+// sc[t ld_sc + s] * decay(cs[t] - cs[s]) * dt[s] for s <= t (decay as in
+// decay_products, each value that function's to the bit), plus *diag on
+// s = t when diag is not null, and 0 for t < s < causal_columns(t, q, 1)
+// (blas.h: as far as gemm_causal reads). One call per chunk: the call per
+// row of decay_products ran a few vectors and a tail through buffers on the
+// stack each.
+void causal_decay_matrix(const float* cs, const float* sc, int64_t ld_sc, const float* dt,
+                         const float* diag, int64_t q, float* M, int64_t ldm);
+
 // out[r ldo + i] = x[r ldx + i] * scale[r] for r < rows, i < n: the scans'
 // rows of inputs times their step's decay. out may be x (ldo = ldx).
 void scale_rows(const float* x, int64_t ldx, const float* scale, int64_t rows, int64_t n,
