@@ -96,6 +96,9 @@ class Mamba3Output : public ::testing::TestWithParam<std::string> {};
 TEST_P(Mamba3Output, MatchesRef) {
   Context ref("ref", 1);
   for (const OutCase& c : kCases) {
+    // cuda's forward keeps a row's ranks in registers: at most 16, an error
+    // past them (the R = 18 case is the cpu kernel's batches of 16 ranks).
+    if (c.R > 16 && std::string(GetParam()) == "cuda") continue;
     SCOPED_TRACE(::testing::Message() << c);
     const OutInputs in(c, 600 + c.R * 2 + c.norm);
     auto run = [&](Context& ctx) {
