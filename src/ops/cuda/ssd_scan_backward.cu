@@ -138,15 +138,10 @@ __global__ void chunk_sums_kernel(SsdScanBackwardLaunch a) {
 }
 
 // Thread per (b, h) and W consecutive (p, n): S0 of each chunk forward, F
-// of each backward. The walk is sequential, its memory traffic need not
-// be: the loads of kAhead chunks of both walks (independent of each other)
-// are issued together before their stores (a load after a store through
-// the same pointer cannot be moved above it, so one at a time each chunk
-// cost a memory latency), W = 4 floats a load where aligned: four times the
-// bytes in flight for the registers they take.
+// of each backward (walk_chunk_states), W = 4 floats a load where aligned:
+// four times the bytes in flight for the registers they take.
 template <int W>
 __global__ void chunk_pass_kernel(SsdScanBackwardLaunch a) {
-  constexpr int kAhead = 4;
   const int64_t PN = a.P * a.N, nc = (a.L + a.Q - 1) / a.Q;
   const int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * W;
   if (i >= a.B * a.H * PN) return;
@@ -159,28 +154,7 @@ __global__ void chunk_pass_kernel(SsdScanBackwardLaunch a) {
     run_s[w] = a.state0 ? a.state0[i + w] : 0.f;
     run_f[w] = 0;
   }
-  for (int64_t c0 = 0; c0 < nc; c0 += kAhead) {
-    float own_s[kAhead][W], own_f[kAhead][W], d_s[kAhead], d_f[kAhead];
-#pragma unroll
-    for (int j = 0; j < kAhead; ++j)
-      if (c0 + j < nc) {
-        load_run<W>(own_s[j], S + (c0 + j) * PN);
-        load_run<W>(own_f[j], F + (nc - 1 - c0 - j) * PN);
-        d_s[j] = decay[c0 + j];
-        d_f[j] = decay[nc - 1 - c0 - j];
-      }
-#pragma unroll
-    for (int j = 0; j < kAhead; ++j)
-      if (c0 + j < nc) {
-        store_run<W>(S + (c0 + j) * PN, run_s);
-        store_run<W>(F + (nc - 1 - c0 - j) * PN, run_f);
-#pragma unroll
-        for (int w = 0; w < W; ++w) {
-          run_s[w] = d_s[j] * run_s[w] + own_s[j][w];
-          run_f[w] = d_f[j] * run_f[w] + own_f[j][w];
-        }
-      }
-  }
+  walk_chunk_states<W>(S, F, decay, nc, PN, run_s, run_f);
 }
 
 __global__ void chunk_backward_kernel(SsdScanBackwardLaunch a) {
