@@ -92,9 +92,15 @@ void narrow(const float* in, void* out, int64_t n) {
 
 }  // namespace
 
+// A file's tensor data need not be 2-byte aligned (safetensors puts it
+// wherever its header ends), so each half is copied out, not dereferenced.
 void f16_to_f32(const void* in, float* out, int64_t n) {
-  const auto* src = static_cast<const uint16_t*>(in);
-  for (int64_t i = 0; i < n; ++i) out[i] = f16_value(src[i]);
+  const auto* src = static_cast<const unsigned char*>(in);
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, sizeof h);
+    out[i] = f16_value(h);
+  }
 }
 void bf16_to_f32(const void* in, float* out, int64_t n) { widen<hwy::bfloat16_t>(in, out, n); }
 void f32_to_f16(const float* in, void* out, int64_t n) { narrow<f16_nearest>(in, out, n); }
