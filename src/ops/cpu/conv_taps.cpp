@@ -5,11 +5,11 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+#include "ops/cpu/partial_vectors-inl.h"
 // clang-format on
 
 #include "ops/cpu/conv_taps.h"
 
-#include <cstring>
 
 HWY_BEFORE_NAMESPACE();
 namespace ssm::cpu::HWY_NAMESPACE {
@@ -41,11 +41,7 @@ void ConvTapsRow(const float* const* in, const float* taps, int64_t ld_taps, con
     out[c] = acc;
   }
   if (with_silu && tail < C) {
-    HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
-    const size_t bytes = static_cast<size_t>(C - tail) * sizeof(float);
-    std::memcpy(buf, out + tail, bytes);
-    hn::Store(silu(d, hn::Load(d, buf)), d, buf);
-    std::memcpy(out + tail, buf, bytes);
+    store_part(d, silu(d, load_part(d, out + tail, C - tail)), out + tail, C - tail);
   }
 }
 

@@ -8,25 +8,16 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+#include "ops/cpu/partial_vectors-inl.h"
 // clang-format on
 
 #include "ops/cpu/rank_gates.h"
 
 #include <algorithm>
-#include <cstring>
 
 HWY_BEFORE_NAMESPACE();
 namespace ssm::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// A vector of v[0, count), zeros past count.
-template <class D>
-HWY_INLINE hn::Vec<D> load_part(D d, const float* v, int64_t count) {
-  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::LoadU(d, v);
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
-  std::memcpy(buf, v, static_cast<size_t>(count) * sizeof(float));
-  return hn::Load(d, buf);
-}
 
 // The entries [p, p + count) of y, count <= the lanes.
 template <class D>
@@ -53,12 +44,9 @@ void RankGatesRow(const RankGates& g, int64_t R, int64_t P, bool accumulate, flo
   int64_t p = 0;
   for (; p + L <= P; p += L)
     hn::StoreU(gates_at(d, g, R, P, p, L, accumulate ? hn::LoadU(d, y + p) : zero), d, y + p);
-  if (p < P) {
-    HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
-    hn::Store(gates_at(d, g, R, P, p, P - p, accumulate ? load_part(d, y + p, P - p) : zero), d,
-              buf);
-    std::memcpy(y + p, buf, static_cast<size_t>(P - p) * sizeof(float));
-  }
+  if (p < P)
+    store_part(d, gates_at(d, g, R, P, p, P - p, accumulate ? load_part(d, y + p, P - p) : zero),
+               y + p, P - p);
 }
 
 }  // namespace ssm::cpu::HWY_NAMESPACE

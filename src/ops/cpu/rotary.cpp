@@ -7,13 +7,13 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+#include "ops/cpu/partial_vectors-inl.h"
 // clang-format on
 
 #include "ops/cpu/rotary.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 HWY_BEFORE_NAMESPACE();
 namespace ssm::cpu::HWY_NAMESPACE {
@@ -21,22 +21,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Past this |x| Highway's Sin and Cos lose their accuracy (math-inl.h).
 constexpr float kVectorRange = 39000.f;
-
-template <class D>
-HWY_INLINE hn::Vec<D> load_part(D d, const float* v, int64_t count) {
-  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::LoadU(d, v);
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
-  std::memcpy(buf, v, static_cast<size_t>(count) * sizeof(float));
-  return hn::Load(d, buf);
-}
-
-template <class D>
-HWY_INLINE void store_part(D d, hn::Vec<D> x, float* v, int64_t count) {
-  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::StoreU(x, d, v);
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
-  hn::Store(x, d, buf);
-  std::memcpy(v, buf, static_cast<size_t>(count) * sizeof(float));
-}
 
 // Cosines and sines of the lanes of x, each lane on its own.
 template <class D>

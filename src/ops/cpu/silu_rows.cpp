@@ -7,12 +7,12 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+#include "ops/cpu/partial_vectors-inl.h"
 // clang-format on
 
 #include "ops/cpu/silu_rows.h"
 
 #include <algorithm>
-#include <cstring>
 
 HWY_BEFORE_NAMESPACE();
 namespace ssm::cpu::HWY_NAMESPACE {
@@ -29,10 +29,7 @@ void SiluInPlace(float* v, int64_t n) {
   for (; i + L <= n; i += L) hn::StoreU(silu(hn::LoadU(df, v + i)), df, v + i);
   if (i < n) {
     // The tail through a full vector, so that it gets the same arithmetic.
-    HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
-    std::memcpy(buf, v + i, static_cast<size_t>(n - i) * sizeof(float));
-    hn::Store(silu(hn::Load(df, buf)), df, buf);
-    std::memcpy(v + i, buf, static_cast<size_t>(n - i) * sizeof(float));
+    store_part(df, silu(load_part(df, v + i, n - i)), v + i, n - i);
   }
 }
 

@@ -7,35 +7,17 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+#include "ops/cpu/partial_vectors-inl.h"
 // clang-format on
 
 #include "ops/cpu/ssd_pair_terms.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 HWY_BEFORE_NAMESPACE();
 namespace ssm::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// A vector of v[i, i + count), zeros past count (count <= the lanes).
-template <class D, typename T = hn::TFromD<D>>
-HWY_INLINE hn::Vec<D> load_part(D d, const T* v, int64_t i, int64_t count) {
-  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::LoadU(d, v + i);
-  HWY_ALIGN T buf[HWY_MAX_BYTES / sizeof(T)] = {};
-  std::memcpy(buf, v + i, static_cast<size_t>(count) * sizeof(T));
-  return hn::Load(d, buf);
-}
-
-// The first count lanes of x into v[i, i + count).
-template <class D, typename T = hn::TFromD<D>>
-HWY_INLINE void store_part(D d, hn::Vec<D> x, T* v, int64_t i, int64_t count) {
-  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::StoreU(x, d, v + i);
-  HWY_ALIGN T buf[HWY_MAX_BYTES / sizeof(T)];
-  hn::Store(x, d, buf);
-  std::memcpy(v + i, buf, static_cast<size_t>(count) * sizeof(T));
-}
 
 void SsdDecayScores(const float* sc, int64_t ldsc, const float* cs, const float* dt, int64_t q,
                     float* M, int64_t ldm) {
@@ -52,10 +34,10 @@ void SsdDecayScores(const float* sc, int64_t ldsc, const float* cs, const float*
     int64_t s = 0;
     for (; s <= t; s += L) {
       const int64_t count = std::min(L, q - s);
-      const auto e = hn::Exp(d, hn::Min(hn::Sub(top, load_part(d, cs, s, count)), zero));
-      const auto m = hn::Mul(hn::Mul(load_part(d, srow, s, count), e), load_part(d, dt, s, count));
+      const auto e = hn::Exp(d, hn::Min(hn::Sub(top, load_part(d, cs + s, count)), zero));
+      const auto m = hn::Mul(hn::Mul(load_part(d, srow + s, count), e), load_part(d, dt + s, count));
       const auto past = hn::Gt(hn::Iota(d, static_cast<float>(s)), diagonal);
-      store_part(d, hn::IfThenZeroElse(past, m), mrow, s, count);
+      store_part(d, hn::IfThenZeroElse(past, m), mrow + s, count);
     }
     if (s < q) std::fill(mrow + s, mrow + q, 0.f);
   }
@@ -81,7 +63,7 @@ void SsdDecayScoresBackward(const float* dM, const float* M, int64_t ldm, const 
   const int64_t L = static_cast<int64_t>(hn::Lanes(dd));
   const auto zero = hn::Zero(dd);
   auto widen = [&](const float* v, int64_t i, int64_t count) {
-    return hn::PromoteTo(dd, load_part(df, v, i, count));
+    return hn::PromoteTo(dd, load_part(df, v + i, count));
   };
   for (int64_t t = 0; t < q; ++t) {
     const float* dm_row = dM + t * ldm;
@@ -97,14 +79,14 @@ void SsdDecayScoresBackward(const float* dM, const float* M, int64_t ldm, const 
       // that they add exact zeros.
       const auto past = hn::Gt(hn::Iota(dd, static_cast<double>(s)), diagonal);
       const auto dm = hn::IfThenZeroElse(past, widen(dm_row, s, count));
-      const auto e = hn::Exp(dd, hn::Min(hn::Sub(top, load_part(dd, cs, s, count)), zero));
+      const auto e = hn::Exp(dd, hn::Min(hn::Sub(top, load_part(dd, cs + s, count)), zero));
       const auto v = hn::Mul(dm, widen(m_row, s, count));
       row = hn::Add(row, v);
-      store_part(dd, hn::Sub(load_part(dd, dcs, s, count), v), dcs, s, count);
+      store_part(dd, hn::Sub(load_part(dd, dcs + s, count), v), dcs + s, count);
       const auto dsc = hn::Mul(hn::Mul(dm, widen(s_row, s, count)), e);
-      store_part(dd, hn::Add(load_part(dd, ddt, s, count), dsc), ddt, s, count);
+      store_part(dd, hn::Add(load_part(dd, ddt + s, count), dsc), ddt + s, count);
       const auto dw = hn::DemoteTo(df, hn::Mul(hn::Mul(dm, e), widen(dt, s, count)));
-      store_part(df, hn::Add(load_part(df, dcb_row, s, count), dw), dcb_row, s, count);
+      store_part(df, hn::Add(load_part(df, dcb_row + s, count), dw), dcb_row + s, count);
     }
     dcs[t] += hn::GetLane(hn::SumOfLanes(dd, row));
   }

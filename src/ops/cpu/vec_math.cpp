@@ -7,6 +7,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+#include "ops/cpu/partial_vectors-inl.h"
 // clang-format on
 
 #include "ops/cpu/vec_math.h"
@@ -15,7 +16,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 HWY_BEFORE_NAMESPACE();
 namespace ssm::cpu::HWY_NAMESPACE {
@@ -31,32 +31,15 @@ HWY_INLINE void for_vectors(D d, int64_t n, const Fn& fn) {
   if (i < n) fn(i, n - i);
 }
 
-// A vector of v[i, i + count), zeros past count.
-template <class D>
-HWY_INLINE hn::Vec<D> load_part(D d, const float* v, int64_t i, int64_t count) {
-  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::LoadU(d, v + i);
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
-  std::memcpy(buf, v + i, static_cast<size_t>(count) * sizeof(float));
-  return hn::Load(d, buf);
-}
-
-template <class D>
-HWY_INLINE void store_part(D d, hn::Vec<D> x, float* v, int64_t i, int64_t count) {
-  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::StoreU(x, d, v + i);
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
-  hn::Store(x, d, buf);
-  std::memcpy(v + i, buf, static_cast<size_t>(count) * sizeof(float));
-}
-
 void DecayProducts(float top, const float* cs, const float* a, const float* b, float* out,
                    int64_t n) {
   const hn::ScalableTag<float> d;
   const auto vtop = hn::Set(d, top), floor = hn::Set(d, -80.f), one = hn::Set(d, 1.f);
   for_vectors(d, n, [&](int64_t i, int64_t count) {
-    const auto v = hn::Sub(vtop, load_part(d, cs, i, count));
+    const auto v = hn::Sub(vtop, load_part(d, cs + i, count));
     const auto e = hn::IfThenZeroElse(hn::Lt(v, floor), hn::Exp(d, v));
-    const auto va = a ? load_part(d, a, i, count) : one;
-    store_part(d, hn::Mul(hn::Mul(va, e), load_part(d, b, i, count)), out, i, count);
+    const auto va = a ? load_part(d, a + i, count) : one;
+    store_part(d, hn::Mul(hn::Mul(va, e), load_part(d, b + i, count)), out + i, count);
   });
 }
 
@@ -74,12 +57,12 @@ void CausalDecayMatrix(const float* cs, const float* sc, int64_t ld_sc, const fl
     const int64_t width = causal_columns(t, q, 1);
     for (int64_t i = 0; i < width; i += L) {
       const int64_t count = std::min(L, width - i);
-      const auto v = hn::Sub(vtop, load_part(d, cs, i, count));
+      const auto v = hn::Sub(vtop, load_part(d, cs + i, count));
       const auto e = hn::IfThenZeroElse(hn::Lt(v, floor), hn::Exp(d, v));
-      auto m = hn::Mul(hn::Mul(load_part(d, a, i, count), e), load_part(d, dt, i, count));
+      auto m = hn::Mul(hn::Mul(load_part(d, a + i, count), e), load_part(d, dt + i, count));
       if (i + L > t + 1)
         m = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(std::max<int64_t>(0, t + 1 - i))), m);
-      store_part(d, m, out, i, count);
+      store_part(d, m, out + i, count);
     }
     if (diag) out[t] += *diag;
   }
@@ -93,7 +76,7 @@ void ScaleRows(const float* x, int64_t ldx, const float* scale, int64_t rows, in
     const float* xr = x + r * ldx;
     float* o = out + r * ldo;
     for_vectors(d, n, [&](int64_t i, int64_t count) {
-      store_part(d, hn::Mul(load_part(d, xr, i, count), s), o, i, count);
+      store_part(d, hn::Mul(load_part(d, xr + i, count), s), o + i, count);
     });
   }
 }
@@ -102,7 +85,7 @@ void ScaledTanh(const float* x, float scale, float* out, int64_t n) {
   const hn::ScalableTag<float> d;
   const auto s = hn::Set(d, scale);
   for_vectors(d, n, [&](int64_t i, int64_t count) {
-    store_part(d, hn::Mul(s, hn::Tanh(d, load_part(d, x, i, count))), out, i, count);
+    store_part(d, hn::Mul(s, hn::Tanh(d, load_part(d, x + i, count))), out + i, count);
   });
 }
 
@@ -110,9 +93,9 @@ void MulSilu(const float* y, const float* z, float* out, int64_t n) {
   const hn::ScalableTag<float> d;
   const auto one = hn::Set(d, 1.f);
   for_vectors(d, n, [&](int64_t i, int64_t count) {
-    const auto vz = load_part(d, z, i, count);
+    const auto vz = load_part(d, z + i, count);
     const auto silu = hn::Div(vz, hn::Add(one, hn::Exp(d, hn::Neg(vz))));
-    store_part(d, hn::Mul(load_part(d, y, i, count), silu), out, i, count);
+    store_part(d, hn::Mul(load_part(d, y + i, count), silu), out + i, count);
   });
 }
 
@@ -164,8 +147,8 @@ double ExpShiftedSum(float* x, int64_t n, float shift) {
   const auto vshift = hn::Set(df, shift);
   auto sum = hn::Zero(dd);
   for_vectors(df, n, [&](int64_t i, int64_t count) {
-    const auto e = hn::Exp(df, hn::Sub(load_part(df, x, i, count), vshift));
-    store_part(df, e, x, i, count);
+    const auto e = hn::Exp(df, hn::Sub(load_part(df, x + i, count), vshift));
+    store_part(df, e, x + i, count);
     // Lanes past count (zeros loaded, exp(-shift) computed) add nothing.
     sum = hn::Add(sum, hn::PromoteTo(dd, hn::IfThenElseZero(hn::FirstN(df, static_cast<size_t>(count)), e)));
   });
