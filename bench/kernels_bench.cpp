@@ -10,6 +10,9 @@
 //   streaming read of the same bytes (CPU time).
 //   the SSD scan over a 512-token prompt, with F32 and with BF16 state
 //     products (what a model with BF16 projections runs);
+//   the SSD decode step of batch 8 over 24 layers' states (151 MB in F32,
+//     more than the caches), the state stored in F32 and in BF16, with the
+//     state's bytes read and written per second;
 // the scans also run inside prefill_bench and decode_bench, whose
 // model-level cases exercise them with their real layouts.
 // The bounds, measured in the same run so that a loaded machine shows in
@@ -241,6 +244,32 @@ void BM_SsdScan(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(L), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_SsdScan)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Arg: the state's dtype (0 F32, 1 BF16).
+void BM_SsdStepState(benchmark::State& state) {
+  const int64_t Bn = 8, H = 24, P = 64, N = 128, layers = 24;
+  const DType dtype = state.range(0) ? DType::kBF16 : DType::kF32;
+  const Tensor x = random_f32({Bn, 1, H * P}, 8, 1.f), B = random_f32({Bn, 1, N}, 9, 1.f);
+  const Tensor C = random_f32({Bn, 1, N}, 10, 1.f), D = random_f32({H}, 11, 1.f);
+  Tensor dt = random_f32({Bn, 1, H}, 12, 0.25f), A = random_f32({H}, 13, 1.f);
+  for (int64_t i = 0; i < dt.numel(); ++i) dt.data<float>()[i] += 0.26f;
+  for (int64_t h = 0; h < H; ++h) A.data<float>()[h] -= 1.05f;
+  const Tensor y = Tensor::empty(DType::kF32, {Bn, 1, H * P});
+  std::vector<Tensor> states;
+  for (int64_t l = 0; l < layers; ++l)
+    states.push_back(random_f32({Bn, H, P, N}, 20 + static_cast<uint64_t>(l), 1.f).to_dtype(dtype));
+  Context ctx("cpu", bench_threads());
+  for (auto _ : state) {
+    for (const Tensor& st : states)
+      ops::ssd_scan(ctx, {.x = x, .B = B, .C = C, .dt = dt, .A = A, .D = D, .y = y, .state = st});
+    benchmark::DoNotOptimize(y.raw());
+  }
+  state.counters["state bytes/s"] = benchmark::Counter(
+      2.0 * static_cast<double>(layers) * static_cast<double>(states[0].nbytes()),
+      benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(dtype_name(dtype)));
+}
+BENCHMARK(BM_SsdStepState)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One parallel_for over the pool with (almost) nothing to do, back to back:
 // what a decode step pays per op to share it between threads.

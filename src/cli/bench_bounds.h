@@ -24,7 +24,8 @@ struct ModelCosts {
   // embedding only the rows the head multiplies by (Q8 scales included).
   double decode_bytes_per_token = 0;
   // Bytes of one sequence's recurrent state (every tensor of a batch-1
-  // ModelState: the SSM states and the convolutions' last inputs), which a
+  // ModelState, in the dtypes it holds them in: the SSM states, BF16 with
+  // --state-dtype bf16, and the convolutions' last inputs), which a
   // decode step reads once and writes once. An attention layer's cache
   // starts empty and is not counted.
   double state_bytes_per_sequence = 0;

@@ -59,8 +59,10 @@ void print_bench_markdown(const BenchReport& r) {
     const std::string reads = device                  ? std::string()
                               : row.read_gbs_before > 0 ? cat(" ", read_pair(row), " |")
                                                         : std::string(" - |");
+    const std::string dtype =
+        row.state_dtype.empty() ? row.dtype : cat(row.dtype, ", state ", row.state_dtype);
     std::printf("| %s | %d | %lld | %s | %.1f ± %.1f | %.1f (%s) | %.0f%% | %s |%s %s |\n",
-                row.dtype.c_str(), row.threads, static_cast<long long>(row.batch),
+                dtype.c_str(), row.threads, static_cast<long long>(row.batch),
                 row.test.c_str(), row.tokens_per_s.mean, row.tokens_per_s.deviation, row.bound,
                 row.bound_kind.c_str(),
                 row.bound > 0 ? 100.0 * row.tokens_per_s.mean / row.bound : 0.0,
@@ -104,6 +106,7 @@ OrderedJson bench_json(const BenchReport& r) {
                     {"bound_with_state_tokens_per_s", row.bound_with_state},
                     {"fraction_of_bound_with_state",
                      row.bound_with_state > 0 ? row.tokens_per_s.mean / row.bound_with_state : 0.0}};
+    if (!row.state_dtype.empty()) j["state_dtype"] = row.state_dtype;
     if (device) {
       j["peak_device_bytes"] = row.peak_bytes;
       j["device_capacity_bytes"] = row.capacity;

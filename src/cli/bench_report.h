@@ -30,6 +30,9 @@ struct BenchBounds {
 
 struct BenchRow {
   std::string dtype;
+  // "bf16" with --state-dtype bf16 (shown after the dtype, and in the JSON);
+  // empty for the default F32 state.
+  std::string state_dtype;
   int threads = 0;
   int64_t batch = 0;
   std::string test;  // "pp512" (prefill of 512 tokens), "tg128" (128 decode steps)

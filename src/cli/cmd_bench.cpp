@@ -116,7 +116,10 @@ void bench_dtype(const BenchArgs& a, const std::string& dtype, BenchReport& repo
         throw Error(cat("--dtype ", label, " on backend '", a.compute.backend, "': ", e.what()));
       }
       if (read_beside && !interrupt.requested()) read_after = read_gbs_beside_row(a.threads[ti], peak);
-      BenchRow row{.dtype = label, .threads = a.threads[ti], .batch = batch};
+      BenchRow row{.dtype = label,
+                   .state_dtype = a.compute.state_dtype == "f32" ? "" : a.compute.state_dtype,
+                   .threads = a.threads[ti],
+                   .batch = batch};
       if (a.prompt > 0 && !t.prefill.empty()) {
         row.test = cat("pp", a.prompt);
         row.tokens_per_s = mean_deviation(t.prefill);
@@ -223,6 +226,7 @@ void setup_bench(CLI::App& app, Action& action) {
   cmd->add_option("--backend", a.compute.backend, "where the computation runs")
       ->type_name("NAME")->capture_default_str()->check(one_of(backend_names()));
   add_max_memory_option(*cmd, a.compute);
+  add_state_dtype_option(*cmd, a.compute);
   cmd->add_flag("--json", a.json, "print one JSON document");
   cmd->add_flag("--train", a.train,
                 "time training steps (forward, backward, AdamW) of -p tokens per sequence instead");

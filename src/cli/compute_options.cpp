@@ -47,6 +47,16 @@ void add_max_memory_option(CLI::App& cmd, ComputeOptions& options) {
       ->check(memory_size());
 }
 
+void add_state_dtype_option(CLI::App& cmd, ComputeOptions& options) {
+  cmd.add_option("--state-dtype", options.state_dtype,
+                 "the Mamba-2/Mamba-3 SSM state kept between steps: f32 (exact), or bf16 (half the "
+                 "state's memory and traffic; widened to f32 for each step, rounded to nearest "
+                 "when stored; cpu and ref backends)")
+      ->type_name("TYPE")
+      ->capture_default_str()
+      ->check(one_of({"f32", "bf16"}));
+}
+
 void add_compute_options(CLI::App& cmd, ComputeOptions& options, WeightUse use) {
   options.threads = hardware_threads();
   cmd.add_option("-t,--threads", options.threads, "worker threads")
@@ -73,6 +83,7 @@ void add_compute_options(CLI::App& cmd, ComputeOptions& options, WeightUse use) 
       ->type_name("TYPE")
       ->capture_default_str()
       ->check(one_of(weight_dtype_names()));
+  if (!training) add_state_dtype_option(cmd, options);
 }
 
 void require_f32_weights(const ComputeOptions& options, const std::string& why) {
@@ -85,7 +96,13 @@ Context make_context(const ComputeOptions& options) {
 }
 
 LoadOptions load_options(const ComputeOptions& options) {
-  return LoadOptions{.max_memory = options.max_memory, .weights = weight_dtype(options.dtype)};
+  const bool bf16_state = options.state_dtype == "bf16";
+  if (bf16_state && !find_backend(options.backend).device().is_host())
+    throw UsageError(cat("--state-dtype bf16: ", options.backend,
+                         ": a BF16 state is not supported yet (--state-dtype f32)"));
+  return LoadOptions{.max_memory = options.max_memory,
+                     .weights = weight_dtype(options.dtype),
+                     .state_dtype = bf16_state ? DType::kBF16 : DType::kF32};
 }
 
 }  // namespace ssm::cli

@@ -20,6 +20,8 @@ struct ComputeOptions {
   std::string backend = "cpu";
   // Projection weights once loaded: auto (as stored), f32, bf16, f16, int8.
   std::string dtype = "auto";
+  // The recurrent SSM state between steps: f32 (exact) or bf16.
+  std::string state_dtype = "f32";
 };
 
 // What the weights of a command are for: computing (--dtype defaults to
@@ -35,7 +37,11 @@ std::string weight_dtype_name(DType dtype);
 // The --dtype spellings, in order.
 const std::vector<std::string>& weight_dtype_names();
 
-// -t/--threads, --max-memory, --backend and --dtype.
+// --state-dtype (the commands that run a model with a state), checked
+// against --backend by load_options.
+void add_state_dtype_option(CLI::App& cmd, ComputeOptions& options);
+
+// -t/--threads, --max-memory, --backend, --dtype and, for inference, --state-dtype.
 void add_compute_options(CLI::App& cmd, ComputeOptions& options, WeightUse use = WeightUse::kInference);
 // --max-memory alone, for commands that load a model but compute nothing.
 void add_max_memory_option(CLI::App& cmd, ComputeOptions& options);
@@ -45,6 +51,7 @@ void add_max_memory_option(CLI::App& cmd, ComputeOptions& options);
 void require_f32_weights(const ComputeOptions& options, const std::string& why);
 
 Context make_context(const ComputeOptions& options);
+// UsageError for --state-dtype bf16 on a backend that does not take it.
 LoadOptions load_options(const ComputeOptions& options);
 
 }  // namespace ssm::cli

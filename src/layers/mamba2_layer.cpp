@@ -38,7 +38,7 @@ Mamba2Layer::Mamba2Layer(const Mamba2Config& config) : cfg_(config) {
 std::unique_ptr<LayerState> Mamba2Layer::make_state(int64_t batch, Device device) const {
   auto s = std::make_unique<Mamba2State>();
   s->conv = Tensor::zeros(DType::kF32, {batch, cfg_.d_conv - 1, cfg_.conv_dim()}, device);
-  s->ssm = Tensor::zeros(DType::kF32, {batch, cfg_.nheads(), cfg_.headdim, cfg_.d_state}, device);
+  s->ssm = Tensor::zeros(state_dtype_, {batch, cfg_.nheads(), cfg_.headdim, cfg_.d_state}, device);
   return s;
 }
 

@@ -6,6 +6,7 @@
 #include "ssm/ops/backend.h"
 #include "ssm/ops/elementwise.h"
 #include "ssm/ops/linear.h"
+#include "ssm/tensor/convert.h"
 
 namespace ssm {
 
@@ -50,7 +51,7 @@ std::unique_ptr<LayerState> Mamba3Layer::make_state(int64_t batch, Device device
   const int64_t H = c.nheads(), R = c.rank();
   auto s = std::make_unique<Mamba3State>();
   s->phase = Tensor::zeros(DType::kF32, {batch, H, c.n_angles()}, device);
-  s->ssm = Tensor::zeros(DType::kF32, {batch, H, c.headdim, c.d_state}, device);
+  s->ssm = Tensor::zeros(state_dtype_, {batch, H, c.headdim, c.d_state}, device);
   s->k_prev = Tensor::zeros(DType::kF32, {batch, H, R, c.d_state}, device);
   s->v_prev = Tensor::zeros(DType::kF32, {batch, H, R, c.headdim}, device);
   return s;
@@ -93,6 +94,19 @@ void Mamba3Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
     fresh.v_prev = arena.zeros(DType::kF32, {B, H, R, c.headdim});
     st = &fresh;
   }
+  // A BF16 state (set_state_dtype) is carried through the segments in F32
+  // and rounded once at the end, as one scan over the whole prompt would.
+  Mamba3State* const caller = st;
+  Mamba3State wide;
+  if (st->ssm.dtype() == DType::kBF16) {
+    if (!st->ssm.device().is_host())
+      throw Error(cat("mamba3 layer: ", ctx.backend().name(),
+                      ": a BF16 state is not supported yet (--state-dtype f32)"));
+    wide.phase = st->phase, wide.k_prev = st->k_prev, wide.v_prev = st->v_prev;
+    wide.ssm = ctx.arena().alloc(DType::kF32, st->ssm.shape());
+    bf16_to_f32(st->ssm.raw(), wide.ssm.data<float>(), st->ssm.numel());
+    st = &wide;
+  }
   for (int64_t t0 = 0; t0 < L; t0 += seg) {
     const int64_t l = std::min(seg, L - t0);
     const Tensor xt = x.slice(1, t0, t0 + l), yt = y.slice(1, t0, t0 + l);
@@ -108,6 +122,7 @@ void Mamba3Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
     run(xg, yg, st, ctx, nullptr);
     ops::copy(ctx, yt, yg);
   }
+  if (st != caller) f32_to_bf16(st->ssm.data<float>(), caller->ssm.raw(), caller->ssm.numel());
 }
 
 void Mamba3Layer::forward_add(const Tensor& x, const Tensor& h, LayerState* state, Context& ctx) {

@@ -249,6 +249,7 @@ LanguageModel LanguageModel::load(const std::filesystem::path& model_dir, const 
                 " projection weights widened to F32 (", format_bytes(2 * widened), "); --dtype ",
                 stored == DType::kBF16 ? "bf16" : "f16", " computes with them as stored");
   model.convert_projections(weights);
+  model.set_state_dtype(options.state_dtype);
   return model;
 }
 

@@ -32,6 +32,15 @@ ModelState LanguageModel::make_state(int64_t batch) const {
   return s;
 }
 
+void LanguageModel::set_state_dtype(DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16)
+    throw Error(cat("a state dtype must be F32 or BF16, not ", dtype_name(dtype)));
+  state_dtype_ = dtype;
+  for (const auto& b : blocks_)
+    for (SequenceLayer* l : {b->mixer.get(), b->parallel.get(), b->shared.get()})
+      if (l) l->set_state_dtype(dtype);
+}
+
 void reserve_state(ModelState& state, int64_t max_len, Context& ctx) {
   for (auto& l : state.layers)
     if (auto* a = dynamic_cast<AttentionState*>(l.get())) a->reserve(ctx, max_len);

@@ -16,6 +16,11 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'S', 'M', 'S', 'T', 'A', 'T', 'E'};
 constexpr size_t kPreamble = 24;  // magic, version, header length, file length
+
+// The dtypes a state tensor converts between on load (the SSM state's).
+bool is_state_float(std::string_view dtype) {
+  return dtype == dtype_name(DType::kF32) || dtype == dtype_name(DType::kBF16);
+}
 constexpr size_t kTrailer = 4;    // crc32
 
 uint32_t crc_update(uint32_t crc, const void* data, size_t n) {
@@ -46,10 +51,15 @@ std::vector<std::pair<std::string, Tensor*>> state_tensors(ModelState& state) {
 
 // Bytes of one fresh sequence's state (empty KV caches): the least a file
 // must hold per sequence.
+// The fewest bytes a sequence's state can take in a file: F32 and BF16
+// tensors counted at 2 bytes an element (either loads as the other).
 double fresh_state_bytes(const LanguageModel& model) {
   ModelState one = model.make_state(1);
   double bytes = 0;
-  for (const auto& [name, t] : state_tensors(one)) bytes += static_cast<double>(t->nbytes());
+  for (const auto& [name, t] : state_tensors(one)) {
+    const bool converts = t->dtype() == DType::kF32 || t->dtype() == DType::kBF16;
+    bytes += static_cast<double>(t->numel()) * (converts ? 2.0 : static_cast<double>(dtype_size(t->dtype())));
+  }
   return bytes;
 }
 
@@ -278,15 +288,28 @@ SessionState load_state(const std::filesystem::path& path, const LanguageModel& 
       const auto& [name, t] = tensors[i];
       const Json& e = list[i];
       const auto shape = e.at("shape").get<Shape>();
-      if (e.at("name").get<std::string>() != name || e.at("dtype").get<std::string>() != dtype_name(t->dtype()) ||
+      // A Mamba state saved in F32 or BF16 loads into a model whose state
+      // dtype is the other: widened exactly, or rounded as a step stores it.
+      const std::string saved = e.at("dtype").get<std::string>();
+      const bool converts = is_state_float(saved) && is_state_float(dtype_name(t->dtype()));
+      if (e.at("name").get<std::string>() != name || (saved != dtype_name(t->dtype()) && !converts) ||
           shape != t->shape())
         throw fail("state tensor ", i, " is '", e.at("name").get<std::string>(), "' ",
                    e.at("dtype").get<std::string>(), " ", shape_str(shape), ", the model expects '",
                    name, "' ", dtype_name(t->dtype()), " ", shape_str(t->shape()));
       const size_t offset = e.at("offset").get<size_t>();
-      if (offset > data_size || t->nbytes() > data_size - offset)
+      const DType saved_dtype = saved == dtype_name(t->dtype())        ? t->dtype()
+                                : saved == dtype_name(DType::kBF16) ? DType::kBF16
+                                                                    : DType::kF32;
+      const size_t saved_bytes = static_cast<size_t>(t->numel()) * dtype_size(saved_dtype);
+      if (offset > data_size || saved_bytes > data_size - offset)
         throw fail("corrupted: tensor '", name, "' lies outside the file");
-      if (t->device().is_host()) {
+      if (saved != dtype_name(t->dtype())) {
+        Tensor h = Tensor::empty(saved_dtype, t->shape());
+        std::memcpy(h.raw(), bytes.data() + data_start + offset, saved_bytes);
+        const Tensor converted = h.to_dtype(t->dtype());
+        *t = t->device().is_host() ? converted : converted.to(t->device());
+      } else if (t->device().is_host()) {
         std::memcpy(t->raw(), bytes.data() + data_start + offset, t->nbytes());
       } else {  // a state on a device: filled on the host, then uploaded
         Tensor h = Tensor::empty(t->dtype(), t->shape());

@@ -27,7 +27,7 @@ void mamba2_decode_stack(Context& ctx, const Mamba2DecodeStackArgs& a) {
     c.dense("conv_weight", l.conv_weight, {C, 1, K}).optional("conv_bias", l.conv_bias, {C});
     c.dense("dt_bias", l.dt_bias, {H}).dense("A_log", l.A_log, {H}).optional("D", l.D, {H});
     c.optional("gate_norm_weight", l.gate_norm_weight, {HP}).optional("out_bias", l.out_bias, {D});
-    c.dense("conv_state", l.conv_state, {B, K - 1, C}).dense("state", l.state, {B, H, P, N});
+    c.dense("conv_state", l.conv_state, {B, K - 1, C}).state("state", l.state, {B, H, P, N});
     c.expect(a.norm_group >= 0 && (a.norm_group == 0 || HP % a.norm_group == 0),
              "norm_group must divide H*P");
   }

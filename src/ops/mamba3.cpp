@@ -1,6 +1,7 @@
 #include "ssm/ops/mamba3.h"
 
 #include "ops/op_check.h"
+#include "ops/state_dtype.h"
 
 namespace ssm::ops {
 namespace {
@@ -47,7 +48,7 @@ M3Shape check_scan(const detail::OpCheck& c, const Mamba3ScanArgs& a) {
   c.optional("D", a.D, {s.H});
   c.expect(a.ssm.defined() == a.k_prev.defined() && a.ssm.defined() == a.v_prev.defined(),
            "ssm, k_prev and v_prev come together");
-  c.optional("ssm", a.ssm, {s.B, s.H, s.P, s.N}).optional("k_prev", a.k_prev, {s.B, s.H, s.R, s.N});
+  c.state("ssm", a.ssm, {s.B, s.H, s.P, s.N}).optional("k_prev", a.k_prev, {s.B, s.H, s.R, s.N});
   c.optional("v_prev", a.v_prev, {s.B, s.H, s.R, s.P});
   c.expect(a.chunk > 0, "chunk must be positive");
   return s;
@@ -91,7 +92,13 @@ void mamba3_scan(Context& ctx, const Mamba3ScanArgs& a) {
   const detail::OpCheck c(ctx, "mamba3_scan");
   const M3Shape s = check_scan(c, a);
   c.dense("o", a.o, {s.B, s.H, s.L, s.R, s.P});
-  detail::run(ctx, c.kernel(&OpTable::mamba3_scan), a);
+  const auto kernel = c.kernel(&OpTable::mamba3_scan);
+  Arena::Scope scope(ctx.arena());
+  const detail::F32State state(ctx, a.ssm, s.L == 1 && detail::bf16_state_steps(ctx));
+  Mamba3ScanArgs f32 = a;
+  f32.ssm = state.tensor();
+  detail::run(ctx, kernel, f32);
+  state.store();
 }
 
 void mamba3_prepare_scan(Context& ctx, const Mamba3PrepareScanArgs& a) {
@@ -113,12 +120,19 @@ void mamba3_prepare_scan(Context& ctx, const Mamba3PrepareScanArgs& a) {
                same(a.scan.A, a.prepare.A) && same(a.scan.lam, a.prepare.lam),
            "the scan's q, k, v, dt, A and lam must be the prepare's");
   c.expect(p.H == s.H && p.L == s.L && p.B == s.B, "prepare and scan shapes differ");
-  detail::run(ctx, fused, a);
+  Arena::Scope scope(ctx.arena());
+  const detail::F32State state(ctx, a.scan.ssm, s.L == 1 && detail::bf16_state_steps(ctx));
+  Mamba3PrepareScanArgs f32 = a;
+  f32.scan.ssm = state.tensor();
+  detail::run(ctx, fused, f32);
+  state.store();
 }
 
 void mamba3_scan_backward(Context& ctx, const Mamba3ScanBackwardArgs& a) {
   const detail::OpCheck c(ctx, "mamba3_scan_backward");
   const M3Shape s = check_scan(c, a.fwd);
+  c.expect(!a.fwd.ssm.defined() || a.fwd.ssm.dtype() == DType::kF32,
+           "the backward takes an F32 state (training starts fresh sequences)");
   c.dense("d_o", a.d_o, {s.B, s.H, s.L, s.R, s.P});
   c.dense("dq", a.dq, a.fwd.q.shape()).dense("dk", a.dk, a.fwd.k.shape()).dense("dv", a.dv, a.fwd.v.shape());
   for (const Tensor* t : {&a.ddt, &a.dA, &a.dlam}) c.dense("ddt/dA/dlam", *t, {s.B, s.H, s.L});

@@ -46,6 +46,13 @@ const OpCheck& OpCheck::optional(const char* name, const Tensor& t, const Shape&
   return t.defined() ? dense(name, t, shape, dtype) : *this;
 }
 
+const OpCheck& OpCheck::state(const char* name, const Tensor& t, const Shape& shape) const {
+  if (!t.defined() || t.dtype() != DType::kBF16) return optional(name, t, shape);
+  if (!ctx_.device().is_host())
+    fail(cat(ctx_.backend().name(), ": a BF16 state is not supported yet (--state-dtype f32)"));
+  return dense(name, t, shape, DType::kBF16);
+}
+
 const OpCheck& OpCheck::optional_rows(const char* name, const Tensor& t, int64_t n, int64_t c) const {
   return t.defined() ? rows(name, t, n, c) : *this;
 }

@@ -26,6 +26,9 @@ class OpCheck {
                           DType dtype = DType::kF32) const;
   // Undefined, or as rows(name, t, n, c) says.
   const OpCheck& optional_rows(const char* name, const Tensor& t, int64_t n, int64_t c) const;
+  // A recurrent state: undefined, or dense of this shape, F32 or (on a
+  // host backend: the others refuse it by name) BF16 (ops/state_dtype.h).
+  const OpCheck& state(const char* name, const Tensor& t, const Shape& shape) const;
   // On the host, dense, of dtype and shape (scheduling data: positions, targets).
   const OpCheck& host(const char* name, const Tensor& t, const Shape& shape, DType dtype) const;
   const OpCheck& expect(bool ok, const char* what) const;

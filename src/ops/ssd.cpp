@@ -1,6 +1,7 @@
 #include "ssm/ops/ssd.h"
 
 #include "ops/op_check.h"
+#include "ops/state_dtype.h"
 
 namespace ssm::ops {
 namespace {
@@ -21,7 +22,7 @@ SsdShape check_scan(const detail::OpCheck& c, const SsdScanArgs& a) {
   s.N = a.B.cols() / s.G;
   c.rows("C", a.C, rows, s.G * s.N).rows("dt", a.dt, rows, s.H);
   c.dense("A", a.A, {s.H}).optional("D", a.D, {s.H});
-  c.optional("state", a.state, {s.B, s.H, s.P, s.N});
+  c.state("state", a.state, {s.B, s.H, s.P, s.N});
   c.expect(a.chunk > 0, "chunk must be positive");
   return s;
 }
@@ -51,12 +52,20 @@ void ssd_scan(Context& ctx, const SsdScanArgs& a) {
   const detail::OpCheck c(ctx, "ssd_scan");
   const SsdShape s = check_scan(c, a);
   c.rows("y", a.y, s.B * s.L, s.H * s.P);
-  detail::run(ctx, c.kernel(&OpTable::ssd_scan), a);
+  const auto kernel = c.kernel(&OpTable::ssd_scan);
+  Arena::Scope scope(ctx.arena());
+  const detail::F32State state(ctx, a.state, s.L == 1 && detail::bf16_state_steps(ctx));
+  SsdScanArgs f32 = a;
+  f32.state = state.tensor();
+  detail::run(ctx, kernel, f32);
+  state.store();
 }
 
 void ssd_scan_backward(Context& ctx, const SsdScanBackwardArgs& a) {
   const detail::OpCheck c(ctx, "ssd_scan_backward");
   const SsdShape s = check_scan(c, a.fwd);
+  c.expect(!a.fwd.state.defined() || a.fwd.state.dtype() == DType::kF32,
+           "the backward takes an F32 state (training starts fresh sequences)");
   const int64_t rows = s.B * s.L;
   c.rows("dy", a.dy, rows, s.H * s.P).rows("dx", a.dx, rows, s.H * s.P);
   c.rows("dB", a.dB, rows, s.G * s.N).rows("dC", a.dC, rows, s.G * s.N);

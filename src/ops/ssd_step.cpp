@@ -2,6 +2,7 @@
 // its definition through the four ops it stands for.
 #include "ops/op_check.h"
 #include "ops/ssd_step_composed.h"
+#include "ops/state_dtype.h"
 #include "ssm/ops/conv1d.h"
 #include "ssm/ops/rms_norm.h"
 
@@ -26,8 +27,15 @@ void ssd_step(Context& ctx, const SsdStepArgs& a) {
   c.optional("D", a.D, {H}).optional("norm_weight", a.norm_weight, {HP});
   c.expect(a.norm_group >= 0 && (a.norm_group == 0 || HP % a.norm_group == 0),
            "norm_group must divide H*P");
-  c.dense("state", a.state, {B, H, P, N}).rows("out", a.out, B, HP);
-  detail::run(ctx, c.kernel(&OpTable::ssd_step), a);
+  c.expect(a.state.defined(), "state is missing").state("state", a.state, {B, H, P, N});
+  c.rows("out", a.out, B, HP);
+  const auto kernel = c.kernel(&OpTable::ssd_step);
+  Arena::Scope scope(ctx.arena());
+  const detail::F32State state(ctx, a.state, detail::bf16_state_steps(ctx));
+  SsdStepArgs f32 = a;
+  f32.state = state.tensor();
+  detail::run(ctx, kernel, f32);
+  state.store();
 }
 
 bool has_ssd_step(const Context& ctx) { return ctx.backend().ops().ssd_step != nullptr; }

@@ -64,10 +64,14 @@ TEST_P(DecodeAlloc, ModelStepAllocatesNothingAfterWarmUp) {
   SSM_LOAD_GOLDEN_OR_SKIP(model, GetParam());
   // F32, then the projections converted to BF16 (--dtype). Not yet int8: a
   // step slices the Q8 head's rows, and slicing allocates the scales' view.
-  for (DType weights : {DType::kF32, DType::kBF16}) {
+  // And with the SSM state stored in BF16 (set_state_dtype), F32 weights.
+  for (const auto& [weights, state_dtype] : {std::pair{DType::kF32, DType::kF32},
+                                            std::pair{DType::kF32, DType::kBF16},
+                                            std::pair{DType::kBF16, DType::kF32}}) {
   model.convert_projections(weights);
+  model.set_state_dtype(state_dtype);
   for (int threads : {1, 2}) {
-    SCOPED_TRACE(dtype_name(weights));
+    SCOPED_TRACE(cat(dtype_name(weights), " weights, state ", dtype_name(state_dtype)));
     Context ctx(threads);
     ModelState state = model.make_state(3);
     reserve_state(state, 64, ctx);

@@ -91,6 +91,12 @@ class SequenceLayer {
   virtual std::vector<TrainableSlice> trainable_parameters();
   void set_wsla(bool on) { wsla_ = on; }
   bool wsla() const { return wsla_; }
+  // The dtype of the recurrent SSM state that make_state gives (F32, or BF16:
+  // stored rounded, computed with in F32; ops/state_dtype.h). Only the big
+  // (B, H, P, N) states of Mamba-2 and Mamba-3 take it; every other state
+  // tensor stays F32, and layers without such a state ignore it.
+  void set_state_dtype(DType dtype) { state_dtype_ = dtype; }
+  DType state_dtype() const { return state_dtype_; }
 
  protected:
   // The block's RMSNorm, which forward_add_normed's overrides apply to h
@@ -107,6 +113,7 @@ class SequenceLayer {
   Tensor grad(std::vector<Tensor>& grads, const Param* p) const;
   std::vector<Param> params_;
   bool wsla_ = false;
+  DType state_dtype_ = DType::kF32;
 };
 
 // Where a forward's intermediates come from: the context's arena while

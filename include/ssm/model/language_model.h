@@ -134,6 +134,15 @@ class LanguageModel {
   void to_device(Device device);
 
   ModelState make_state(int64_t batch) const;
+  // The dtype of the Mamba-2 and Mamba-3 SSM states that make_state gives
+  // from now on: F32 (the default, exact) or BF16 (half the state's memory
+  // and traffic: each op widens it exactly, computes in F32 and rounds the
+  // new state to nearest even as it stores it, as the reference's inference
+  // cache in a BF16 model's dtype does). Conv rows, Mamba-3's k/v of the
+  // last step and its angles, KV caches and Mamba-1's state stay F32.
+  // ssm::Error for another dtype. A GPU backend refuses BF16 states.
+  void set_state_dtype(DType dtype);
+  DType state_dtype() const { return state_dtype_; }
 
   // ids: (B, L) I64 or I32. Returns logits (B, L, vocab_size), or only the
   // last position's (B, 1, vocab_size) when last_only. With a state, the
@@ -183,6 +192,7 @@ class LanguageModel {
   Param norm_f_;
   Param lm_head_;  // used only when embeddings are untied
   std::vector<std::unique_ptr<Block>> blocks_;
+  DType state_dtype_ = DType::kF32;
   Tensor step_logits_;  // (B, V) of the last step
   Tensor step_ids_;     // (B) the step's ids, on a device backend's device
   // (caches, B) I64 on the device: the attention caches' lengths a recorded

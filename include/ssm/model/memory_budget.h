@@ -31,6 +31,8 @@ struct LoadOptions {
   // stays F32, what training and gradients need; the commands that only
   // compute default to auto.
   std::optional<DType> weights = DType::kF32;
+  // The dtype of the SSM states the model makes (LanguageModel::set_state_dtype).
+  DType state_dtype = DType::kF32;
 };
 
 // "2G", "512M", "1.5GiB", "300000": bytes, with an optional binary suffix

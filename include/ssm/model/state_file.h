@@ -16,6 +16,12 @@
 // file, comes from a newer format version, is truncated or corrupted, or was
 // saved by a different model (config or weights); nothing is ever written
 // on load, so a refused file stays as it was.
+//
+// Each tensor records its dtype: a model with a BF16 state (its state
+// dtype) saves the SSM state in BF16 and reloads it bit for bit. A state
+// saved in F32 loads into a model with a BF16 state, and the other way
+// round: widening is exact, narrowing rounds to nearest even as a step
+// stores the state.
 #pragma once
 
 #include <cstdint>

@@ -41,6 +41,10 @@ struct OpTable {
   Kernel<ops::SsdScanArgs> ssd_scan = nullptr;
   Kernel<ops::SsdScanBackwardArgs> ssd_scan_backward = nullptr;
   Kernel<ops::SsdStepArgs> ssd_step = nullptr;
+  // The ssd_scan, ssd_step, mamba3_scan and mamba3_prepare_scan kernels take
+  // a BF16 state at L = 1 themselves (read and rounded in place); elsewhere
+  // the ops widen it into F32 workspace around the kernel (ops/state_dtype.h).
+  bool bf16_state_steps = false;
   // Optional: false (or null) where the backend does not take the stack's
   // shapes; ops::mamba2_decode_stack then runs its layers' ops.
   bool (*mamba2_decode_stack)(Context& ctx, const ops::Mamba2DecodeStackArgs& args) = nullptr;

@@ -61,6 +61,7 @@ void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& args) {
   }
   prepare_rows(ctx, p, d);
   const ScanView a(ctx, args.scan);
+  SSM_CHECK(!a.ssm16, "a BF16 state reaches the chunked scan widened (ops::mamba3_prepare_scan)");
   const int64_t L = d.L, R = d.R, N = d.N, P = d.P;
   const int64_t Q = scan_chunk_steps(a, args.scan.chunk);
   const Parts parts = split(ctx, d.B * d.H);

@@ -150,7 +150,8 @@ int64_t scan_chunk_steps(const ScanView& a, int64_t chunk) {
 void step_head(const ScanView& a, int64_t i) {
   const int64_t L = a.L, P = a.P, N = a.N, R = a.R;
   const float D = a.D ? a.D[i % a.H] : 0.f;
-  float* S = a.ssm + i * P * N;
+  float* S = a.ssm ? a.ssm + i * P * N : nullptr;
+  uint16_t* S16 = a.ssm16 ? a.ssm16 + i * P * N : nullptr;
   float* k_prev = a.k_prev + i * R * N;
   float* v_prev = a.v_prev + i * R * P;
   for (int64_t t = 0; t < L; ++t) {
@@ -173,7 +174,8 @@ void step_head(const ScanView& a, int64_t i) {
                       .k_prev = k_prev,
                       .v_prev = v_prev,
                       .o = a.o + step * R * P,
-                      .S = S});
+                      .S = S,
+                      .S16 = S16});
     std::copy(k, k + R * N, k_prev);
     std::copy(v, v + R * P, v_prev);
   }
@@ -196,6 +198,7 @@ void scan_head(const ScanView& a, int64_t i, const ScanWorkspace& ws) {
 }
 
 void scan_chunked(Context& ctx, const ScanView& a, int64_t chunk) {
+  SSM_CHECK(!a.ssm16, "a BF16 state reaches the chunked scan widened (ops::mamba3_scan)");
   const int64_t Q = scan_chunk_steps(a, chunk);
   const Parts parts = split(ctx, a.B * a.H);
   const Slots<ScanWorkspace> slots(

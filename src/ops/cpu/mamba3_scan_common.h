@@ -19,6 +19,10 @@ struct ScanView {
   // The starting state: null for a fresh sequence (backward), or updated in
   // place (forward, which points a fresh sequence at zeros from the arena).
   float *ssm, *k_prev, *v_prev;
+  // A BF16 state instead of ssm (ssm null): only the step (L = 1) takes one,
+  // reading and rounding it in place; ops::mamba3_scan widens it into F32
+  // workspace around a chunked scan.
+  uint16_t* ssm16 = nullptr;
   // The chunked forward's state products with BF16 inputs (only where the
   // arguments allow it and the CPU has AVX-512 BF16; never in the backward).
   bool bf16_products = false;
@@ -38,14 +42,17 @@ struct ScanView {
         lam(a.lam.data<float>()),
         D(in_or_null(a.D)),
         o(out_or_null(a.o)),
-        ssm(out_or_null(a.ssm)),
+        ssm(a.ssm.defined() && a.ssm.dtype() == DType::kBF16 ? nullptr : out_or_null(a.ssm)),
         k_prev(out_or_null(a.k_prev)),
-        v_prev(out_or_null(a.v_prev)) {}
+        v_prev(out_or_null(a.v_prev)),
+        ssm16(a.ssm.defined() && a.ssm.dtype() == DType::kBF16
+                  ? static_cast<uint16_t*>(const_cast<void*>(a.ssm.raw()))
+                  : nullptr) {}
 
   // The forward's view: a fresh sequence's state is zeros, dropped afterwards.
   ScanView(Context& ctx, const ops::Mamba3ScanArgs& a) : ScanView(a) {
     bf16_products = a.bf16_state_products && cpu_has_avx512() && cpu_has_avx512_bf16();
-    if (ssm) return;
+    if (ssm || ssm16) return;
     ssm = out(ctx.arena().zeros(DType::kF32, {B, H, P, N}));
     k_prev = out(ctx.arena().zeros(DType::kF32, {B, H, R, N}));
     v_prev = out(ctx.arena().zeros(DType::kF32, {B, H, R, P}));

@@ -24,6 +24,7 @@ void add_ssd_kernels(OpTable& t) {
   t.ssd_scan = &ssd_scan;
   t.ssd_scan_backward = &ssd_scan_backward;
   t.ssd_step = &ssd_decode_step;
+  t.bf16_state_steps = true;  // ssd_step.cpp and mamba3_scan.cpp's step_head
 }
 
 }  // namespace ssm::cpu

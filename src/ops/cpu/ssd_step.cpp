@@ -4,7 +4,9 @@
 // The state is read and written once per step (step_kernels.h: one pass
 // over each row of S fuses the decay, the rank-1 update and the dot product
 // with C). Work is split over (batch row, head), handed out dynamically
-// (each head's result is the same whichever thread runs it).
+// (each head's result is the same whichever thread runs it). A BF16 state
+// is read and written in place, row by row, widened and rounded in
+// registers (step_kernels.h).
 //
 // Also the fused decode step between the projections (ops::ssd_step): the
 // convolution and the scan's step in one pool loop, each head's x channels
@@ -26,7 +28,8 @@ struct StepView {
   int64_t H, P, N, G;
   const float *x, *B, *C, *dt, *A, *D;
   int64_t ldx, ldb, ldc, ldt, ldy;
-  float *y, *state;
+  float *y, *state = nullptr;
+  uint16_t* state16 = nullptr;
 
   StepView(const ops::SsdScanArgs& a, const Tensor& st) {
     H = a.A.dim(0), G = a.groups, P = a.x.cols() / H, N = a.B.cols() / G;
@@ -34,7 +37,11 @@ struct StepView {
     A = a.A.data<float>(), D = ops::elements_or_null<float>(a.D);
     ldx = a.x.row_stride(), ldb = a.B.row_stride(), ldc = a.C.row_stride();
     ldt = a.dt.row_stride(), ldy = a.y.row_stride();
-    y = ops::elements<float>(a.y), state = ops::elements<float>(st);
+    y = ops::elements<float>(a.y);
+    if (st.dtype() == DType::kBF16)
+      state16 = static_cast<uint16_t*>(const_cast<void*>(st.raw()));
+    else
+      state = ops::elements<float>(st);
   }
 };
 
@@ -50,7 +57,8 @@ void step_head(const StepView& v, int64_t b, int64_t h) {
                  .B = v.B + b * v.ldb + g * N,
                  .C = v.C + b * v.ldc + g * N,
                  .y = v.y + b * v.ldy + h * P,
-                 .S = v.state + (b * v.H + h) * P * N});
+                 .S = v.state ? v.state + (b * v.H + h) * P * N : nullptr,
+                 .S16 = v.state16 ? v.state16 + (b * v.H + h) * P * N : nullptr});
 }
 
 // The step of every (batch row, head), before_head(b, h) run right before

@@ -14,6 +14,8 @@
 #include "ops/cpu/step_kernels.h"
 
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 HWY_BEFORE_NAMESPACE();
 namespace ssm::cpu::HWY_NAMESPACE {
@@ -37,12 +39,52 @@ HWY_INLINE void store_part(DF d, VF x, float* v, int64_t i, int64_t count) {
   std::memcpy(v + i, buf, static_cast<size_t>(count) * sizeof(float));
 }
 
-void SsdStepHeadImpl(const SsdStepHead& h) {
+// A row of the state, F32 or BF16: loads widen BF16 exactly, stores round
+// it to nearest even (the state's dtype is the only difference between the
+// two instantiations of each kernel below).
+using DU = hn::RebindToUnsigned<DF>;
+using DI = hn::RebindToSigned<DF>;
+using DH = hn::Rebind<uint16_t, DF>;
+using DB = hn::Rebind<hwy::bfloat16_t, DF>;
+
+HWY_INLINE VF load_part(DF d, const uint16_t* v, int64_t i, int64_t count) {
+  const DB db;
+  if (count == static_cast<int64_t>(hn::Lanes(d)))
+    return hn::PromoteTo(d, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(v + i)));
+  HWY_ALIGN uint16_t buf[HWY_MAX_BYTES / sizeof(float)] = {};
+  std::memcpy(buf, v + i, static_cast<size_t>(count) * sizeof(uint16_t));
+  return hn::PromoteTo(d, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(buf)));
+}
+
+// tensor/convert.cpp's bf16_nearest lane-wise (Highway 1.0's DemoteTo to
+// BF16 truncates): add 0x7fff plus the kept bit's parity, keep the high
+// half; a NaN keeps its high half with the quiet bit set.
+HWY_INLINE void store_part(DF d, VF x, uint16_t* v, int64_t i, int64_t count) {
+  const DU du;
+  const DI di;
+  const DH dh;
+  const auto u = hn::BitCast(du, x);
+  const auto high = hn::ShiftRight<16>(u);
+  auto r = hn::ShiftRight<16>(
+      hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), hn::And(high, hn::Set(du, 1u)))));
+  const auto nan = hn::Gt(hn::BitCast(di, hn::And(u, hn::Set(du, 0x7fffffffu))),
+                          hn::Set(di, 0x7f800000));
+  r = hn::IfThenElse(hn::RebindMask(du, nan), hn::Or(high, hn::Set(du, 0x40u)), r);
+  // Every lane is below 2^16 now: the saturating demotion keeps it whole.
+  const auto packed = hn::DemoteTo(dh, hn::BitCast(di, r));
+  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::StoreU(packed, dh, v + i);
+  HWY_ALIGN uint16_t buf[HWY_MAX_BYTES / sizeof(float)];
+  hn::StoreU(packed, dh, buf);
+  std::memcpy(v + i, buf, static_cast<size_t>(count) * sizeof(uint16_t));
+}
+
+template <typename State>
+HWY_INLINE void ssd_step_rows(const SsdStepHead& h, State* S) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d)), N = h.N;
   const VF decay = hn::Set(d, h.decay);
   for (int64_t p = 0; p < h.P; ++p) {
-    float* s = h.S + p * N;
+    State* s = S + p * N;
     const VF xdt = hn::Set(d, h.x[p] * h.dt);
     VF acc = hn::Zero(d);
     for (int64_t n = 0; n < N; n += L) {
@@ -50,20 +92,27 @@ void SsdStepHeadImpl(const SsdStepHead& h) {
       const VF sv =
           hn::MulAdd(xdt, load_part(d, h.B, n, count), hn::Mul(decay, load_part(d, s, n, count)));
       store_part(d, sv, s, n, count);
+      // The output reads the new state in F32, before it is rounded (as the
+      // reference's step kernel does with a state in the model's dtype).
       acc = hn::MulAdd(sv, load_part(d, h.C, n, count), acc);
     }
     h.y[p] = hn::GetLane(hn::SumOfLanes(d, acc)) + h.d * h.x[p];
   }
 }
 
+void SsdStepHeadImpl(const SsdStepHead& h) {
+  if (h.S16) return ssd_step_rows(h, h.S16);
+  ssd_step_rows(h, h.S);
+}
+
 // Rank kR known at compile time: the R sums of a row stay in registers.
-template <int kR>
-HWY_INLINE void mamba3_step_fixed(const Mamba3StepHead& h) {
+template <int kR, typename State>
+HWY_INLINE void mamba3_step_fixed(const Mamba3StepHead& h, State* S) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d)), N = h.N, P = h.P;
   const VF alpha = hn::Set(d, h.alpha);
   for (int64_t p = 0; p < P; ++p) {
-    float* s = h.S + p * N;
+    State* s = S + p * N;
     VF bv[kR], gv[kR], acc[kR];
     for (int r = 0; r < kR; ++r) {
       bv[r] = hn::Set(d, h.beta * h.v_prev[r * P + p]);
@@ -89,12 +138,17 @@ HWY_INLINE void mamba3_step_fixed(const Mamba3StepHead& h) {
 // Any rank: the state's update in one pass, then one pass per output (the
 // same lane-wise sums as mamba3_step_fixed, so a rank's results do not depend
 // on which path ran).
-HWY_INLINE void mamba3_step_any(const Mamba3StepHead& h) {
+// A BF16 state's row is kept in F32 in row (N floats) between the two
+// passes, so that the outputs read the unrounded state as the fixed ranks do.
+template <typename State>
+HWY_INLINE void mamba3_step_any(const Mamba3StepHead& h, State* S, float* row) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d)), N = h.N, P = h.P, R = h.R;
   const VF alpha = hn::Set(d, h.alpha);
   for (int64_t p = 0; p < P; ++p) {
-    float* s = h.S + p * N;
+    State* s = S + p * N;
+    float* f = row;
+    if constexpr (std::is_same_v<State, float>) f = s;
     for (int64_t n = 0; n < N; n += L) {
       const int64_t count = N - n < L ? N - n : L;
       VF sv = hn::Mul(alpha, load_part(d, s, n, count));
@@ -104,13 +158,14 @@ HWY_INLINE void mamba3_step_any(const Mamba3StepHead& h) {
         sv = hn::MulAdd(hn::Set(d, h.gamma * h.v[r * P + p]), load_part(d, h.k + r * N, n, count),
                         sv);
       }
+      if constexpr (!std::is_same_v<State, float>) store_part(d, sv, f, n, count);
       store_part(d, sv, s, n, count);
     }
     for (int64_t r = 0; r < R; ++r) {
       VF acc = hn::Zero(d);
       for (int64_t n = 0; n < N; n += L) {
         const int64_t count = N - n < L ? N - n : L;
-        acc = hn::MulAdd(load_part(d, s, n, count), load_part(d, h.q + r * N, n, count), acc);
+        acc = hn::MulAdd(load_part(d, f, n, count), load_part(d, h.q + r * N, n, count), acc);
       }
       h.o[r * P + p] = hn::GetLane(hn::SumOfLanes(d, acc)) + h.D * h.v[r * P + p];
     }
@@ -172,20 +227,32 @@ HWY_INLINE bool mamba3_step_rank1_wasm(const Mamba3StepHead& h) {
 }
 #endif
 
-void Mamba3StepHeadImpl(const Mamba3StepHead& h) {
+template <typename State>
+HWY_INLINE void mamba3_step_rows(const Mamba3StepHead& h, State* S) {
   switch (h.R) {
     case 1:
 #if HWY_TARGET == HWY_WASM
-      if (mamba3_step_rank1_wasm(h)) return;
+      if constexpr (std::is_same_v<State, float>)
+        if (mamba3_step_rank1_wasm(h)) return;
 #endif
-      return mamba3_step_fixed<1>(h);
+      return mamba3_step_fixed<1>(h, S);
     case 2:
-      return mamba3_step_fixed<2>(h);
+      return mamba3_step_fixed<2>(h, S);
     case 4:
-      return mamba3_step_fixed<4>(h);
-    default:
-      return mamba3_step_any(h);
+      return mamba3_step_fixed<4>(h, S);
+    default: {
+      // A BF16 row's F32 values between the passes: grown once per thread,
+      // so that a warm decode step allocates nothing.
+      thread_local std::vector<float> row;
+      if (!std::is_same_v<State, float> && row.size() < static_cast<size_t>(h.N)) row.resize(h.N);
+      return mamba3_step_any(h, S, row.data());
+    }
   }
+}
+
+void Mamba3StepHeadImpl(const Mamba3StepHead& h) {
+  if (h.S16) return mamba3_step_rows(h, h.S16);
+  mamba3_step_rows(h, h.S);
 }
 
 }  // namespace ssm::cpu::HWY_NAMESPACE

@@ -6,6 +6,11 @@
 // output. The sums are formed in the same lane-wise order wherever the head
 // sits and whatever the thread, so results depend neither on the batch nor on
 // the thread count.
+//
+// A state stored in BF16 (S16 set, S unused): each vector of a row is
+// widened exactly to F32 as it is loaded, computed with as an F32 state is,
+// and rounded to nearest even (NaN kept quiet) as it is stored, so that the
+// state is read and written in BF16 with no F32 copy of it.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +24,7 @@ struct SsdStepHead {
   float dt, decay, d;
   const float *x, *B, *C;
   float *y, *S;
+  uint16_t *S16 = nullptr;  // a BF16 state instead of S
 };
 void ssd_step_head(const SsdStepHead &h);
 
@@ -31,6 +37,7 @@ struct Mamba3StepHead {
   float alpha, beta, gamma, D;
   const float *q, *k, *v, *k_prev, *v_prev;
   float *o, *S;
+  uint16_t *S16 = nullptr;  // a BF16 state instead of S
 };
 void mamba3_step_head(const Mamba3StepHead &h);
 

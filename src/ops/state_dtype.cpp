@@ -1,0 +1,20 @@
+#include "ops/state_dtype.h"
+
+#include "ssm/tensor/convert.h"
+
+namespace ssm::ops::detail {
+
+F32State::F32State(Context& ctx, const Tensor& state, bool native) : state_(state), f32_(state) {
+  if (!state.defined() || state.dtype() != DType::kBF16 || native) return;
+  f32_ = ctx.arena().alloc(DType::kF32, state.shape());
+  bf16_to_f32(state.raw(), f32_.data<float>(), state.numel());
+  copied_ = true;
+}
+
+void F32State::store() const {
+  if (copied_) f32_to_bf16(f32_.data<float>(), const_cast<void*>(state_.raw()), state_.numel());
+}
+
+bool bf16_state_steps(const Context& ctx) { return ctx.backend().ops().bf16_state_steps; }
+
+}  // namespace ssm::ops::detail

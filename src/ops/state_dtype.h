@@ -1,0 +1,30 @@
+// A recurrent state stored in BF16 (ModelState's state dtype, `--state-dtype
+// bf16`): every op that reads it widens it exactly to F32, computes as with
+// an F32 state, and rounds the new state to BF16 (nearest even) when it
+// stores it. A backend's step kernel may do that row by row in place
+// (OpTable::bf16_state_steps); everywhere else the op front end does it
+// around the F32 kernel with this workspace copy.
+#pragma once
+
+#include "ops/op_check.h"
+
+namespace ssm::ops::detail {
+
+// The tensor an F32 kernel works on: `state` itself when it is F32,
+// undefined or taken natively; else an F32 copy in the context's arena (the
+// caller holds a scope on it), widened here and rounded back by store().
+class F32State {
+ public:
+  F32State(Context& ctx, const Tensor& state, bool native);
+  const Tensor& tensor() const { return f32_; }
+  void store() const;
+
+ private:
+  Tensor state_, f32_;
+  bool copied_ = false;
+};
+
+// True when ctx's backend steps a BF16 state itself (L = 1 only).
+bool bf16_state_steps(const Context& ctx);
+
+}  // namespace ssm::ops::detail
