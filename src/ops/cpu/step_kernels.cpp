@@ -9,6 +9,7 @@
 // clang-format off
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include "ops/cpu/partial_vectors-inl.h"
 // clang-format on
 
 #include "ops/cpu/step_kernels.h"
@@ -24,21 +25,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-// v[i, i + count) in a vector, zeros past count (count <= lanes).
-HWY_INLINE VF load_part(DF d, const float* v, int64_t i, int64_t count) {
-  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::LoadU(d, v + i);
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
-  std::memcpy(buf, v + i, static_cast<size_t>(count) * sizeof(float));
-  return hn::Load(d, buf);
-}
-
-HWY_INLINE void store_part(DF d, VF x, float* v, int64_t i, int64_t count) {
-  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::StoreU(x, d, v + i);
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
-  hn::Store(x, d, buf);
-  std::memcpy(v + i, buf, static_cast<size_t>(count) * sizeof(float));
-}
-
 // A row of the state, F32 or BF16: loads widen BF16 exactly, stores round
 // it to nearest even (the state's dtype is the only difference between the
 // two instantiations of each kernel below).
@@ -47,19 +33,19 @@ using DI = hn::RebindToSigned<DF>;
 using DH = hn::Rebind<uint16_t, DF>;
 using DB = hn::Rebind<hwy::bfloat16_t, DF>;
 
-HWY_INLINE VF load_part(DF d, const uint16_t* v, int64_t i, int64_t count) {
+HWY_INLINE VF load_part(DF d, const uint16_t* v, int64_t count) {
   const DB db;
   if (count == static_cast<int64_t>(hn::Lanes(d)))
-    return hn::PromoteTo(d, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(v + i)));
+    return hn::PromoteTo(d, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(v)));
   HWY_ALIGN uint16_t buf[HWY_MAX_BYTES / sizeof(float)] = {};
-  std::memcpy(buf, v + i, static_cast<size_t>(count) * sizeof(uint16_t));
+  std::memcpy(buf, v, static_cast<size_t>(count) * sizeof(uint16_t));
   return hn::PromoteTo(d, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(buf)));
 }
 
 // tensor/convert.cpp's bf16_nearest lane-wise (Highway 1.0's DemoteTo to
 // BF16 truncates): add 0x7fff plus the kept bit's parity, keep the high
 // half; a NaN keeps its high half with the quiet bit set.
-HWY_INLINE void store_part(DF d, VF x, uint16_t* v, int64_t i, int64_t count) {
+HWY_INLINE void store_part(DF d, VF x, uint16_t* v, int64_t count) {
   const DU du;
   const DI di;
   const DH dh;
@@ -72,10 +58,10 @@ HWY_INLINE void store_part(DF d, VF x, uint16_t* v, int64_t i, int64_t count) {
   r = hn::IfThenElse(hn::RebindMask(du, nan), hn::Or(high, hn::Set(du, 0x40u)), r);
   // Every lane is below 2^16 now: the saturating demotion keeps it whole.
   const auto packed = hn::DemoteTo(dh, hn::BitCast(di, r));
-  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::StoreU(packed, dh, v + i);
+  if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::StoreU(packed, dh, v);
   HWY_ALIGN uint16_t buf[HWY_MAX_BYTES / sizeof(float)];
   hn::StoreU(packed, dh, buf);
-  std::memcpy(v + i, buf, static_cast<size_t>(count) * sizeof(uint16_t));
+  std::memcpy(v, buf, static_cast<size_t>(count) * sizeof(uint16_t));
 }
 
 template <typename State>
@@ -90,11 +76,11 @@ HWY_INLINE void ssd_step_rows(const SsdStepHead& h, State* S) {
     for (int64_t n = 0; n < N; n += L) {
       const int64_t count = N - n < L ? N - n : L;
       const VF sv =
-          hn::MulAdd(xdt, load_part(d, h.B, n, count), hn::Mul(decay, load_part(d, s, n, count)));
-      store_part(d, sv, s, n, count);
+          hn::MulAdd(xdt, load_part(d, h.B + n, count), hn::Mul(decay, load_part(d, s + n, count)));
+      store_part(d, sv, s + n, count);
       // The output reads the new state in F32, before it is rounded (as the
       // reference's step kernel does with a state in the model's dtype).
-      acc = hn::MulAdd(sv, load_part(d, h.C, n, count), acc);
+      acc = hn::MulAdd(sv, load_part(d, h.C + n, count), acc);
     }
     h.y[p] = hn::GetLane(hn::SumOfLanes(d, acc)) + h.d * h.x[p];
   }
@@ -121,14 +107,14 @@ HWY_INLINE void mamba3_step_fixed(const Mamba3StepHead& h, State* S) {
     }
     for (int64_t n = 0; n < N; n += L) {
       const int64_t count = N - n < L ? N - n : L;
-      VF sv = hn::Mul(alpha, load_part(d, s, n, count));
+      VF sv = hn::Mul(alpha, load_part(d, s + n, count));
       for (int r = 0; r < kR; ++r) {
-        sv = hn::MulAdd(bv[r], load_part(d, h.k_prev + r * N, n, count), sv);
-        sv = hn::MulAdd(gv[r], load_part(d, h.k + r * N, n, count), sv);
+        sv = hn::MulAdd(bv[r], load_part(d, h.k_prev + r * N + n, count), sv);
+        sv = hn::MulAdd(gv[r], load_part(d, h.k + r * N + n, count), sv);
       }
-      store_part(d, sv, s, n, count);
+      store_part(d, sv, s + n, count);
       for (int r = 0; r < kR; ++r)
-        acc[r] = hn::MulAdd(sv, load_part(d, h.q + r * N, n, count), acc[r]);
+        acc[r] = hn::MulAdd(sv, load_part(d, h.q + r * N + n, count), acc[r]);
     }
     for (int r = 0; r < kR; ++r)
       h.o[r * P + p] = hn::GetLane(hn::SumOfLanes(d, acc[r])) + h.D * h.v[r * P + p];
@@ -151,21 +137,21 @@ HWY_INLINE void mamba3_step_any(const Mamba3StepHead& h, State* S, float* row) {
     if constexpr (std::is_same_v<State, float>) f = s;
     for (int64_t n = 0; n < N; n += L) {
       const int64_t count = N - n < L ? N - n : L;
-      VF sv = hn::Mul(alpha, load_part(d, s, n, count));
+      VF sv = hn::Mul(alpha, load_part(d, s + n, count));
       for (int64_t r = 0; r < R; ++r) {
         sv = hn::MulAdd(hn::Set(d, h.beta * h.v_prev[r * P + p]),
-                        load_part(d, h.k_prev + r * N, n, count), sv);
-        sv = hn::MulAdd(hn::Set(d, h.gamma * h.v[r * P + p]), load_part(d, h.k + r * N, n, count),
+                        load_part(d, h.k_prev + r * N + n, count), sv);
+        sv = hn::MulAdd(hn::Set(d, h.gamma * h.v[r * P + p]), load_part(d, h.k + r * N + n, count),
                         sv);
       }
-      if constexpr (!std::is_same_v<State, float>) store_part(d, sv, f, n, count);
-      store_part(d, sv, s, n, count);
+      if constexpr (!std::is_same_v<State, float>) store_part(d, sv, f + n, count);
+      store_part(d, sv, s + n, count);
     }
     for (int64_t r = 0; r < R; ++r) {
       VF acc = hn::Zero(d);
       for (int64_t n = 0; n < N; n += L) {
         const int64_t count = N - n < L ? N - n : L;
-        acc = hn::MulAdd(load_part(d, f, n, count), load_part(d, h.q + r * N, n, count), acc);
+        acc = hn::MulAdd(load_part(d, f + n, count), load_part(d, h.q + r * N + n, count), acc);
       }
       h.o[r * P + p] = hn::GetLane(hn::SumOfLanes(d, acc)) + h.D * h.v[r * P + p];
     }
