@@ -5,8 +5,10 @@
 // exact resumption. Nothing is written before every input has been read.
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -40,7 +42,12 @@ struct TrainArgs {
 // Training writes its weights into the output directory: never into MODEL
 // unless asked to.
 fs::path output_dir(const TrainArgs& a) {
-  if (a.in_place) return a.model;
+  if (a.in_place) {
+    // Found out before the run, not when its weights are saved at the end.
+    if (::access(a.model.c_str(), W_OK | X_OK) != 0)
+      throw UsageError(cat("--in-place: cannot write in ", a.model, ": ", std::strerror(errno)));
+    return a.model;
+  }
   if (a.out.empty())
     throw UsageError("--out DIR is required: the directory for the trained weights (or --in-place to "
                      "overwrite MODEL's own)");
