@@ -124,6 +124,14 @@ int run_train(TrainArgs& a) {
   const fs::path checkpoint = out / "checkpoint.safetensors";
   if (a.resume && !fs::exists(checkpoint))
     throw UsageError(cat("--resume: ", checkpoint.string(), ": no checkpoint to resume from"));
+  // Starting over would replace an earlier run's checkpoint (at the end, or
+  // on Ctrl-C) that a forgotten --resume meant to continue. MODEL's own
+  // checkpoint (--in-place) is where its weights came from: training again is
+  // the point.
+  if (!a.resume && !a.in_place && fs::exists(checkpoint))
+    throw UsageError(cat("--out ", a.out, ": holds ", checkpoint.string(),
+                         " of an earlier run; --resume continues it, or remove it (or give another --out) "
+                         "to start over"));
   // --gpus N: this process only starts and watches the ranks.
   if (const auto code = launch_ranks_if_asked(a.parallel, a.compute.backend)) return *code;
   // A rank of a data-parallel run (torchrun's variables) joins the others
