@@ -151,6 +151,19 @@ TEST(CliAudit, StandardOutputThatCannotBeWrittenFailsTheRun) {
     EXPECT_EQ(r.code, 1) << line << "\n" << r.err;
     EXPECT_TRUE(contains(r.err, "ssm: error: cannot write to standard output")) << line << "\n" << r.err;
   }
+  // generate stops at the first text it cannot write, and keeps the state
+  // reached as on Ctrl-C.
+  testing::TempDir tmp;
+  const std::string session = (tmp / "s.state").string();
+  const std::string line = "exec '" SSM_CLI_PATH "' generate '" + m +
+                           "' --prompt-ids 72,105 -n 3000 --ignore-eos --temperature 0 --session '" + session +
+                           "' > /dev/full";
+  const testing::CliRun r = testing::CliProcess({"-c", line}, "", "/bin/sh").wait();
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "ssm: error: cannot write to standard output: No space left on device; the state "
+                              "reached is saved in " + session)) << r.err;
+  EXPECT_FALSE(contains(r.err, "generated: 3000 tokens")) << r.err;
+  EXPECT_TRUE(std::filesystem::is_regular_file(session));
 }
 
 // A 1 x 2 input_ids file of the given ids (I64), as `ssm logits` reads it.
