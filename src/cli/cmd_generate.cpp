@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -188,6 +189,8 @@ int run_generate(GenerateArgs& a) {
     cfg.interrupt = &interrupt.flag();
     out = gen.generate(session, {report.prompt}, cfg, [&](int64_t, int64_t id) {
       if (text && !is_stop_id(id)) text->push(id);
+      // Text nobody can receive (a full disk) is not worth generating.
+      if (text && text->write_error() != 0) interrupt.request();
     })[0];
   }
   if (text) text->finish(out.finish == FinishReason::kStopString);
@@ -211,6 +214,9 @@ int run_generate(GenerateArgs& a) {
     std::fprintf(stderr, "%s\n", stats_line(report).c_str());
   }
   if (!a.session.empty()) save_state(a.session, session, fingerprint);
+  if (text && text->write_error() != 0)
+    throw Error(cat("cannot write to standard output: ", std::strerror(text->write_error()),
+                    a.session.empty() ? "" : cat("; the state reached is saved in ", a.session)));
   if (out.finish != FinishReason::kInterrupted) return 0;
   std::fprintf(stderr, "ssm: interrupted after %zu tokens%s\n", out.tokens.size(),
                a.session.empty() ? "" : cat("; the state reached is saved in ", a.session).c_str());

@@ -12,7 +12,7 @@ namespace {
 int run_grad(const IdsToFileArgs& a) {
   require_f32_weights(a.compute, "ssm grad");
   LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
-  const Tensor ids = read_input_ids(a.input);
+  const Tensor ids = read_input_ids(a.input, model.config().vocab_size);
   Context ctx = make_context(a.compute);
   Gradients grads(model, true);
   const LossSum loss = model_loss_and_grad(model, ids, &grads, 1.0, ctx);

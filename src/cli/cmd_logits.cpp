@@ -9,7 +9,7 @@ namespace {
 
 int run_logits(const IdsToFileArgs& a) {
   LanguageModel model = LanguageModel::load(a.model, load_options(a.compute));
-  const Tensor ids = read_input_ids(a.input);
+  const Tensor ids = read_input_ids(a.input, model.config().vocab_size);
   Context ctx = make_context(a.compute);
   model.to_device(ctx.device());  // weights uploaded once (a no-op on the host)
   Tensor logits = model.forward(ids, nullptr, ctx);

@@ -50,7 +50,7 @@ OrderedJson score_text(LanguageModel& model, const ScoreArgs& a, Context& ctx) {
 }
 
 OrderedJson score_input(LanguageModel& model, const ScoreArgs& a, Context& ctx) {
-  const Tensor ids = read_input_ids(a.input);
+  const Tensor ids = read_input_ids(a.input, model.config().vocab_size);
   std::vector<double> pos;
   const LossSum total = model_loss(model, ids, ctx, &pos);
   const int64_t L = ids.dim(1);

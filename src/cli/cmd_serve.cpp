@@ -199,7 +199,8 @@ void setup_serve(CLI::App& app, Action& action) {
       ->type_name("KEY")->default_str("none")
       ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("the key is empty") : ""; }, ""));
   cmd->add_option("--model-name", a.model_name, "the model's id in the API")
-      ->type_name("NAME")->default_str("the model directory's name");
+      ->type_name("NAME")->default_str("the model directory's name")
+      ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("the name is empty") : ""; }, ""));
   cmd->add_option("--gpus", a.gpus_text,
                   "one replica of the model on each of these GPUs (e.g. 0,1); a session runs on one "
                   "of them")

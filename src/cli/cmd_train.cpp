@@ -5,8 +5,10 @@
 // exact resumption. Nothing is written before every input has been read.
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -40,7 +42,12 @@ struct TrainArgs {
 // Training writes its weights into the output directory: never into MODEL
 // unless asked to.
 fs::path output_dir(const TrainArgs& a) {
-  if (a.in_place) return a.model;
+  if (a.in_place) {
+    // Found out before the run, not when its weights are saved at the end.
+    if (::access(a.model.c_str(), W_OK | X_OK) != 0)
+      throw UsageError(cat("--in-place: cannot write in ", a.model, ": ", std::strerror(errno)));
+    return a.model;
+  }
   if (a.out.empty())
     throw UsageError("--out DIR is required: the directory for the trained weights (or --in-place to "
                      "overwrite MODEL's own)");
@@ -117,6 +124,14 @@ int run_train(TrainArgs& a) {
   const fs::path checkpoint = out / "checkpoint.safetensors";
   if (a.resume && !fs::exists(checkpoint))
     throw UsageError(cat("--resume: ", checkpoint.string(), ": no checkpoint to resume from"));
+  // Starting over would replace an earlier run's checkpoint (at the end, or
+  // on Ctrl-C) that a forgotten --resume meant to continue. MODEL's own
+  // checkpoint (--in-place) is where its weights came from: training again is
+  // the point.
+  if (!a.resume && !a.in_place && fs::exists(checkpoint))
+    throw UsageError(cat("--out ", a.out, ": holds ", checkpoint.string(),
+                         " of an earlier run; --resume continues it, or remove it (or give another --out) "
+                         "to start over"));
   // --gpus N: this process only starts and watches the ranks.
   if (const auto code = launch_ranks_if_asked(a.parallel, a.compute.backend)) return *code;
   // A rank of a data-parallel run (torchrun's variables) joins the others

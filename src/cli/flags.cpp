@@ -142,6 +142,8 @@ CLI::Validator model_directory() {
         const fs::file_status st = fs::status(text, ec);
         if (!fs::exists(st)) return cat(text, ": no such directory");
         if (!fs::is_directory(st)) return cat(text, ": is a file; a model is a directory holding config.json");
+        // A directory that cannot be searched is not one without config.json.
+        if (::access(text.c_str(), R_OK | X_OK) != 0) return cat(text, ": cannot read: ", errno_message());
         if (!fs::exists(fs::path(text) / "config.json", ec))
           return cat(text, ": holds no config.json (not a model directory)");
         return "";

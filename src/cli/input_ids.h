@@ -12,8 +12,9 @@
 namespace ssm::cli {
 
 // The I64 or I32 (batch, length) tensor named input_ids, copied out of the
-// mapping (aligned); ssm::Error naming path otherwise.
-Tensor read_input_ids(const std::string& path);
+// mapping (aligned), with at least one token and every id in [0, vocab_size);
+// ssm::Error naming path (and the bad id's place) otherwise.
+Tensor read_input_ids(const std::string& path, int64_t vocab_size);
 
 struct IdsToFileArgs {
   std::string model, input, output;

@@ -24,4 +24,6 @@ InterruptCatcher::~InterruptCatcher() { std::signal(SIGINT, SIG_DFL); }
 
 const std::atomic<bool>& InterruptCatcher::flag() const { return g_interrupted; }
 
+void InterruptCatcher::request() const { g_interrupted.store(true); }
+
 }  // namespace ssm::cli

@@ -15,6 +15,9 @@ class InterruptCatcher {
   InterruptCatcher& operator=(const InterruptCatcher&) = delete;
 
   bool requested() const { return flag().load(); }
+  // Stops the work as Ctrl-C would, for a reason of the program's own (its
+  // output cannot be written).
+  void request() const;
   const std::atomic<bool>& flag() const;
 };
 

@@ -1,7 +1,9 @@
 // The ssm program: parses the command line and runs one sub-command. Every
 // failure reaches the user as one line "ssm: error: ..." on stderr, with exit
 // code 2 when the command line is wrong and 1 when the run failed.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <new>
 
 #include "cli/commands.h"
@@ -17,6 +19,17 @@ void print_error(const std::string& message) { std::fprintf(stderr, "ssm: error:
 void print_log(ssm::LogLevel level, const std::string& message) {
   static const char* const kNames[] = {"debug", "info", "warning", "error"};
   std::fprintf(stderr, "ssm: %s: %s\n", kNames[static_cast<int>(level)], message.c_str());
+}
+
+// What a command printed must have reached standard output: a full disk or
+// a closed descriptor is a failed run, not a silent success.
+int check_stdout(int code) {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return code;
+  const int err = errno;
+  print_error(std::string("cannot write to standard output") + (err != 0 ? ": " : "") +
+              (err != 0 ? std::strerror(err) : ""));
+  return code == 0 ? ssm::cli::kExitFailure : code;
 }
 
 // Every app keeps what it does not know as extras, so that an unknown option
@@ -65,7 +78,7 @@ int main(int argc, char** argv) {
       std::fputs(app.help().c_str(), stderr);
       throw ssm::cli::UsageError("no command given");
     }
-    return action();
+    return check_stdout(action());
   } catch (const ssm::cli::UsageError& e) {
     print_error(e.what());
     return ssm::cli::kExitUsage;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 
 namespace ssm::cli {
 
@@ -55,9 +56,9 @@ void TextOut::emit(size_t n) {
 }
 
 void TextOut::write(const char* data, size_t n) {
-  if (out_ == nullptr || n == 0) return;
-  std::fwrite(data, 1, n, out_);
-  std::fflush(out_);
+  if (out_ == nullptr || n == 0 || write_error_ != 0) return;
+  errno = 0;
+  if (std::fwrite(data, 1, n, out_) != n || std::fflush(out_) != 0) write_error_ = errno != 0 ? errno : EIO;
   printed_ = true;
   last_ = data[n - 1];
 }

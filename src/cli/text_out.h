@@ -30,6 +30,9 @@ class TextOut {
   const std::string& text() const { return text_; }
   // Whether what was printed (if anything) ends with a newline.
   bool ends_line() const { return !printed_ || last_ == '\n'; }
+  // The errno of the first write to out that failed (a full disk), 0 while
+  // none has; nothing more is written after one.
+  int write_error() const { return write_error_; }
 
  private:
   void emit(size_t n);
@@ -44,6 +47,7 @@ class TextOut {
   bool stopped_ = false;
   bool printed_ = false;
   char last_ = 0;
+  int write_error_ = 0;
 };
 
 }  // namespace ssm::cli

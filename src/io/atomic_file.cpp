@@ -100,9 +100,35 @@ size_t remove_stale_temp_files(const std::filesystem::path& path) {
   return removed;
 }
 
-void check_writable_file_path(const std::filesystem::path& path) {
+namespace {
+
+// Where a write of path lands: a symbolic link is followed, so that the link
+// stays and its target gets the contents (as the shell's `>` does) rather
+// than the link being replaced by a file. What exists there must be a
+// regular file: renaming a temp file over a device or a pipe (/dev/null,
+// /dev/stdout, a FIFO) would replace it, not write into it.
+std::filesystem::path write_target(const std::filesystem::path& path) {
+  std::filesystem::path p = path;
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(cat(path.string(), ": is a directory, not a file"));
+  for (int hops = 0; std::filesystem::is_symlink(p, ec); ++hops) {
+    if (hops == 40) throw Error(cat(path.string(), ": too many levels of symbolic links"));
+    const std::filesystem::path link = std::filesystem::read_symlink(p, ec);
+    if (ec) throw Error(cat(path.string(), ": cannot read the symbolic link: ", ec.message()));
+    p = link.is_absolute() ? link : parent_dir(p) / link;
+  }
+  const std::filesystem::file_status st = std::filesystem::status(p, ec);
+  if (std::filesystem::is_directory(st)) throw Error(cat(path.string(), ": is a directory, not a file"));
+  if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+    throw Error(cat(path.string(), ": is not a regular file (a device, pipe or socket); files are written "
+                    "whole and renamed into place, so give the path of a file"));
+  return p;
+}
+
+}  // namespace
+
+void check_writable_file_path(const std::filesystem::path& given) {
+  std::error_code ec;
+  const std::filesystem::path path = write_target(given);
   const std::filesystem::path dir = parent_dir(path);
   if (!std::filesystem::exists(dir, ec))
     throw Error(cat(path.string(), ": directory ", dir.string(), " does not exist"));
@@ -111,7 +137,7 @@ void check_writable_file_path(const std::filesystem::path& path) {
     throw Error(cat(path.string(), ": cannot write in ", dir.string(), ": ", errno_text()));
 }
 
-StagedFile::StagedFile(std::filesystem::path path) : path_(std::move(path)) {
+StagedFile::StagedFile(std::filesystem::path path) : path_(write_target(path)) {
   const std::filesystem::path dir = parent_dir(path_);
   remove_stale_temp_files(path_);
   std::string tmpl = (dir / cat(temp_prefix(path_), ::getpid(), ".XXXXXX")).string();

@@ -1,7 +1,7 @@
 // `ssm train` never destroys or litters what it was given: MODEL's weights
 // are overwritten only with --in-place, a run refused for its inputs
-// creates nothing, and a schedule that cannot do what it says is refused or
-// warned about.
+// creates nothing, an earlier run's checkpoint is continued or kept, and a
+// schedule that cannot do what it says is refused or warned about.
 #include <gtest/gtest.h>
 
 #include "support/cli.h"
@@ -65,6 +65,21 @@ TEST_F(TrainSafety, OutAndInPlaceTrainWhereTheySay) {
   ASSERT_EQ(in_place.code, 0) << in_place.err;
   EXPECT_EQ(slurp_file(dir_ / "base/model.safetensors"), slurp_file(dir_ / "tuned/model.safetensors"));
   EXPECT_EQ(run_ssm(train({"--in-place", "--out", path("x")})).code, 2);
+}
+
+// A second run into the same --out without --resume (a forgotten flag)
+// would start over and replace the first run's checkpoint.
+TEST_F(TrainSafety, AnEarlierRunsCheckpointIsNotReplacedWithoutResume) {
+  auto first = train({"--out", path("run"), "--stop-at", "1"});
+  *(std::find(first.begin(), first.end(), "--steps") + 1) = "3";
+  ASSERT_EQ(run_ssm(first).code, 0);
+  const std::string checkpoint = slurp_file(dir_ / "run/checkpoint.safetensors");
+  const testing::CliRun again = run_ssm(train({"--out", path("run")}));
+  EXPECT_EQ(again.code, 2);
+  EXPECT_TRUE(contains(again.err, "ssm: error: --out " + path("run") + ": holds " + path("run") +
+                                      "/checkpoint.safetensors of an earlier run; --resume continues it"))
+      << again.err;
+  EXPECT_EQ(slurp_file(dir_ / "run/checkpoint.safetensors"), checkpoint);
 }
 
 TEST_F(TrainSafety, RefusedRunLeavesNoOutputDirectory) {

@@ -143,6 +143,13 @@ TEST(ServeCli, BadFlagsAreUsageErrors) {
     EXPECT_EQ(r.code, 2) << args[1] << " " << (args.size() > 2 ? args[2] : "") << ": " << r.err;
     EXPECT_TRUE(contains(r.err, "ssm: error:")) << r.err;
   }
+  // An empty model name used to be taken (and the server started): killed
+  // by the test if it starts.
+  TempDir names;
+  const CliRun unnamed = run_ssm_expecting_exit(
+      {"serve", "--model-name", "", "--port", "0", "--sessions", (names / "s").string()});
+  EXPECT_EQ(unnamed.code, 2) << unnamed.err;
+  EXPECT_TRUE(contains(unnamed.err, "ssm: error: --model-name: the name is empty")) << unnamed.err;
   // A sessions directory that cannot be made: a run failure naming it.
   const CliRun bad_dir = run_ssm({"serve", "--sessions", "/proc/nope/x"});
   EXPECT_EQ(bad_dir.code, 1) << bad_dir.err;
