@@ -9,7 +9,6 @@
 // the cpu kernel, gathers each expert's tokens into contiguous rows on the
 // GPU, runs its projections through this backend's linear (cuBLAS) and sums
 // each token's k results in slot order.
-#include <algorithm>
 #include <vector>
 
 #include "ops/cuda/expert_order.h"
