@@ -164,7 +164,8 @@ void attention(Context& ctx, const ops::AttentionArgs& a) {
   const AttentionLaunch l = attention_launch(ctx, a, keep);
   if (!attention_tiled(l) && l.hd > attention_decode_max_head_dim())
     throw Error(cat("op 'attention': backend 'cuda' takes head dims up to ",
-                    attention_decode_max_head_dim(), " for one query, not ", l.hd));
+                    attention_decode_max_head_dim(), ", not ", l.hd));
+  Arena::Scope scope(ctx.arena());  // the partials, free again once both launches are queued
   const int64_t floats = attention_decode_scratch(l);
   float* scratch =
       floats ? ops::elements<float>(ctx.arena().alloc(DType::kF32, {floats})) : nullptr;
