@@ -8,8 +8,10 @@
 // with their kernels
 // emulated, and stand-ins for the runtime's stream and checks.
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string_view>
 
 #include "ops/backend_registry.h"
 #include "ops/cuda/gemm_f32.h"
@@ -66,6 +68,10 @@ CudaResources& resources(Context& ctx) {
   r.overlap_launches = false;
   r.persistent_decode = 2;  // the decode stack's kernel, a launch a phase (tests ask for the other)
   r.grid_barrier = nullptr;
+  // Read at every call, as the GPU's resources read it when a context is made.
+  const char* heads = std::getenv("SSM_CUDA_SCAN_HEADS");
+  const std::string_view v(heads ? heads : "");
+  r.scan_heads = v == "1" || v == "2" || v == "4" || v == "8" ? v[0] - '0' : 0;
   const auto* own = dynamic_cast<const EmuResources*>(ctx.resources());
   r.bf16_compute = own && own->bf16_compute;
   return r;

@@ -19,11 +19,9 @@ int64_t id_at(const Tensor& ids, int64_t i) {
 
 // The KV caches of a decode step's attention layers, in the state's order,
 // or false where a step with caches cannot be recorded: Zamba2's shared
-// block reads its positions on the host, and a cache wider than
-// kRecordedCacheRows would not fit the cuda decode kernel's scores (one per
-// cache row when the positions come from the device).
-constexpr int64_t kRecordedCacheRows = 32768;
-
+// block reads its positions on the host. No cache is too long to record:
+// the cuda decode kernels split the keys over blocks sized by the shapes
+// (their scratch grows with the batch and heads, not the cache).
 bool recordable_caches(const std::vector<std::unique_ptr<LanguageModel::Block>>& blocks, ModelState& state,
                        std::vector<AttentionState*>& caches) {
   size_t i = 0;
@@ -268,10 +266,8 @@ bool LanguageModel::stage_step_positions(ModelState& state, Context& ctx, Backen
   if (!recordable_caches(blocks_, state, caches)) return false;
   if (caches.empty()) return true;
   const int64_t B = state.batch, n = static_cast<int64_t>(caches.size());
-  for (AttentionState* cache : caches) {
+  for (AttentionState* cache : caches)
     cache->ensure_room(ctx, 1);  // before the key: a grown cache is a new recording
-    if (cache->capacity() > kRecordedCacheRows) return false;
-  }
   if (!step_positions_.defined() || step_positions_.numel() != n * B || step_positions_.device() != ctx.device())
     step_positions_ = Tensor::empty(DType::kI64, {n, B}, ctx.device());
   step_positions_host_.resize(static_cast<size_t>(n * B));

@@ -1,12 +1,13 @@
 // attention_append_kv and attention on every backend against ref: MHA, GQA
 // and MQA; rotary off, over the whole head and over part of it; sequences
-// with different numbers of cached tokens; decode (L = 1); several query
-// blocks (L > 64); the 64-channel heads of the hybrids; qkv and out as
+// with different numbers of cached tokens; decode (L = 1), over caches of
+// several key tiles too; several query blocks (L > 64); the 64- and
+// 128-channel heads of the hybrids, heads wider than the flash tiles; qkv and out as
 // column blocks of wider tensors; products rounded to TF32 where a context
 // asks for it. Then the
 // cache's promises: a prefill split into parts and decode steps equals one
 // prefill, a batch of different lengths equals its sequences one by one, and
-// the thread count does not change a bit.
+// neither the thread count nor positions given on the device change a bit.
 #include "ssm/ops/attention.h"
 
 #include <gtest/gtest.h>
@@ -39,6 +40,15 @@ const Case kCases[] = {
     // prefill whose diagonal crosses two key tiles.
     {"head_dim_64_past", 2, 70, 4, 2, 64, 64, {0, 37}},
     {"head_dim_96", 1, 20, 2, 1, 96, 32, {3}},  // 32-column groups past the head's end
+    // Decode over caches of several 64-key tiles, split over blocks (cuda):
+    // lengths not a multiple of the tile, one of exactly three tiles, one
+    // key alone; GQA and MQA; the 128-channel heads.
+    {"decode_long_gqa", 2, 1, 4, 2, 64, 64, {300, 137}},
+    {"decode_head_dim_128_mqa", 3, 1, 4, 1, 128, 32, {0, 64, 191}},
+    // More than 32 splits' worth of tiles (2,101 keys: two tiles a split).
+    {"decode_longer_than_the_splits", 1, 1, 2, 1, 16, 16, {2100}},
+    // Heads wider than the flash tiles: every query by the decode kernels.
+    {"head_dim_160_prefill", 1, 3, 2, 1, 160, 16, {70}},
 };
 
 struct Inputs {
@@ -67,7 +77,9 @@ struct Outputs {
   Tensor qkv, k_cache, v_cache, out;  // whole wide tensors, on the host
 };
 
-Outputs run(Context& ctx, const Inputs& in) {
+// on_device: the positions given on the device too (past_on_device), as a
+// recorded decode step gives them.
+Outputs run(Context& ctx, const Inputs& in, bool on_device = false) {
   const Block qkv = on(ctx, in.qkv), out = on(ctx, in.out);
   const Tensor k_cache = testing::on(ctx, in.k_cache), v_cache = testing::on(ctx, in.v_cache);
   const int64_t hd = in.k_cache.dim(3);
@@ -78,6 +90,7 @@ Outputs run(Context& ctx, const Inputs& in) {
                              .k_cache = k_cache,
                              .v_cache = v_cache,
                              .past = in.past,
+                             .past_on_device = on_device ? testing::on(ctx, in.past) : Tensor(),
                              .scale = 1.f / std::sqrt(static_cast<float>(hd)),
                              .out = out.view()};
   ops::attention_append_kv(ctx, a);
@@ -116,6 +129,19 @@ TEST_P(AttentionForward, ThreadCountChangesNoBit) {
   EXPECT_TRUE(testing::identical(a.out, b.out));
 }
 
+// The positions read from the device give the bits of those read from the
+// host: the decode kernels' work is laid out by the shapes, not the lengths.
+TEST_P(AttentionForward, PositionsOnTheDeviceChangeNoBit) {
+  for (const Case& c : {kCases[3], kCases[8], kCases[9], kCases[10]}) {
+    SCOPED_TRACE(c.name);
+    const Inputs in = make_inputs(c, true, 250);
+    Context ctx(GetParam(), 2);
+    const Outputs host = run(ctx, in), device = run(ctx, in, true);
+    EXPECT_TRUE(testing::identical(device.out, host.out));
+    EXPECT_TRUE(testing::identical(device.k_cache, host.k_cache));
+  }
+}
+
 // Tokens [t0, t1) of every sequence of a (B, L, width) tensor, dense.
 Tensor time_slice(const Tensor& t, int64_t t0, int64_t t1) { return t.slice(1, t0, t1).clone(); }
 
@@ -145,21 +171,26 @@ TEST_P(AttentionForward, PrefillInPartsAndDecodeStepsEqualOnePrefill) {
 }
 
 TEST_P(AttentionForward, BatchOfDifferentLengthsEqualsItsSequencesAlone) {
-  const Case batch{"batch", 3, 3, 4, 2, 8, 4, {0, 4, 9}};
-  const Inputs all = make_inputs(batch, true, 400);
-  Context ctx(GetParam(), 2);
-  const Outputs want = run(ctx, all);
-  for (int64_t b = 0; b < batch.B; ++b) {
-    Inputs one = all;
-    one.qkv.wide = all.qkv.wide.slice(0, b, b + 1).clone();
-    one.out.wide = all.out.wide.slice(0, b, b + 1).clone();
-    one.k_cache = all.k_cache.slice(0, b, b + 1).clone();
-    one.v_cache = all.v_cache.slice(0, b, b + 1).clone();
-    one.past = testing::i64_tensor({batch.past[b]});
-    const Outputs got = run(ctx, one);
-    SCOPED_TRACE(::testing::Message() << "sequence " << b);
-    EXPECT_TRUE(testing::close(got.out, want.out.slice(0, b, b + 1).clone(), {1e-6, 1e-7}));
-    EXPECT_TRUE(testing::close(got.k_cache, want.k_cache.slice(0, b, b + 1).clone(), {1e-6, 1e-7}));
+  const Case prefill{"batch", 3, 3, 4, 2, 8, 4, {0, 4, 9}};
+  const Case decode{"decode", 3, 1, 4, 2, 16, 8, {5, 130, 70}};  // 1, 3 and 2 key tiles
+  for (const Case& batch : {prefill, decode}) {
+    SCOPED_TRACE(batch.name);
+    const Inputs all = make_inputs(batch, true, 400);
+    Context ctx(GetParam(), 2);
+    const Outputs want = run(ctx, all);
+    for (int64_t b = 0; b < batch.B; ++b) {
+      Inputs one = all;
+      one.qkv.wide = all.qkv.wide.slice(0, b, b + 1).clone();
+      one.out.wide = all.out.wide.slice(0, b, b + 1).clone();
+      one.k_cache = all.k_cache.slice(0, b, b + 1).clone();
+      one.v_cache = all.v_cache.slice(0, b, b + 1).clone();
+      one.past = testing::i64_tensor({batch.past[static_cast<size_t>(b)]});
+      const Outputs got = run(ctx, one);
+      SCOPED_TRACE(::testing::Message() << "sequence " << b);
+      EXPECT_TRUE(testing::close(got.out, want.out.slice(0, b, b + 1).clone(), {1e-6, 1e-7}));
+      EXPECT_TRUE(
+          testing::close(got.k_cache, want.k_cache.slice(0, b, b + 1).clone(), {1e-6, 1e-7}));
+    }
   }
 }
 

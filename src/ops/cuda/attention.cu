@@ -7,9 +7,12 @@
 //                 tensor cores (attention_tiles.h), the online softmax in
 //                 F32 by the 4 lanes that hold a row, key tiles past the
 //                 tile's last query skipped and the diagonal ones masked;
-//   attention_kernel (decode, L = 1, or wider heads) a block per (sequence,
-//                 head, query), its keys' scores in shared memory, F32: one
-//                 query would leave 63 of a tile's 64 rows idle.
+//   decode_split_kernel (decode, L = 1, or wider heads) flash decoding: a
+//                 block per (sequence, head, query, split of the keys), its
+//                 tiles of 64 keys under the online softmax in F32, then
+//                 decode_combine_kernel sums the splits' partials in a fixed
+//                 order; no limit on the keys (one query would leave 63 of a
+//                 flash tile's 64 rows idle).
 #include <algorithm>
 #include <cstdint>
 
@@ -24,6 +27,7 @@ namespace ssm::cuda {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int64_t kMaxShared = 200 * 1024;  // dynamic shared memory a kernel may ask for
 
 __global__ void append_kv_kernel(AttentionLaunch a) {
   const int64_t row = blockIdx.x, b = row / a.L, t = row % a.L, pos = a.past[b] + t;
@@ -50,46 +54,150 @@ __global__ void append_kv_kernel(AttentionLaunch a) {
   }
 }
 
-__device__ float block_reduce(float v, bool is_max, float* scratch) {
-  for (int o = 16; o > 0; o /= 2) {
-    const float w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = is_max ? fmaxf(v, w) : v + w;
+// A decode step (L = 1) splits each query's keys over kSplits blocks (flash
+// decoding): at batch 1 a block per head would leave most of the SMs idle
+// while it walks a long cache. kSplits is fixed, not fitted to the batch or
+// the card, so that a sequence's result depends on its own length only (the
+// same bits alone or in a batch, recorded or not), and each query's
+// partials are combined in split order: deterministic. Several queries (the
+// prefill of heads too wide for the flash kernel) fill the card by
+// themselves and take one split each (no scratch of kSplits per query).
+constexpr int kSplits = 32;
+constexpr int kTile = 64;  // keys a block scores per pass (two per lane)
+constexpr int kKeysPerWarp = kTile / (kThreads / 32);
+
+int splits_of(const AttentionLaunch& a) { return a.L == 1 ? kSplits : 1; }
+
+// The key tiles [first, end) of split g of `splits` for a query that sees n
+// keys, and how many splits have any (the others exit at once).
+struct SplitRange {
+  int64_t first, end, used;
+  __device__ static SplitRange of(int64_t n, int64_t g, int64_t splits) {
+    const int64_t tiles = (n + kTile - 1) / kTile, per = (tiles + splits - 1) / splits;
+    return {g * per, std::min(tiles, (g + 1) * per), (tiles + per - 1) / per};
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float r = scratch[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
-    r = is_max ? fmaxf(r, scratch[w]) : r + scratch[w];
-  __syncthreads();
-  return r;
+};
+
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
 }
 
-__global__ void attention_kernel(AttentionLaunch a) {
-  extern __shared__ float p[];  // max_keys scores
-  __shared__ float scratch[kThreads / 32];
-  const int64_t row = blockIdx.x / a.H, h = blockIdx.x % a.H, b = row / a.L, t = row % a.L;
-  const int64_t j = h / (a.H / a.Hkv), n = a.past[b] + t + 1;
-  const float* q = a.qkv.p + row * a.qkv.stride + h * a.hd;
-  const float* K = a.k_cache + (b * a.Hkv + j) * a.capacity * a.hd;
-  const float* V = a.v_cache + (b * a.Hkv + j) * a.capacity * a.hd;
-  float mx = -INFINITY;
-  for (int64_t s = threadIdx.x; s < n; s += blockDim.x) {
-    float d = 0.f;
-    for (int64_t e = 0; e < a.hd; ++e) d += q[e] * K[s * a.hd + e];
-    p[s] = a.scale * d;
-    mx = fmaxf(mx, p[s]);
+__device__ float warp_max(float v) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Column slots of the P V sums: for head dims under the block's width,
+// `groups` threads share a column, each summing every groups-th key.
+__host__ __device__ int64_t value_groups(int64_t hd) { return hd >= kThreads ? 1 : kThreads / hd; }
+
+// Shared floats of decode_split_kernel: q, the tile's scores and their
+// exponentials, the column slots.
+int64_t decode_floats(int64_t hd) { return hd + 2 * kTile + value_groups(hd) * hd; }
+
+// Where the partial of (query row, head, split) starts in the scratch: its
+// running max m, its sum of exponentials l, then sum_s exp(score_s - m) V[s]
+// (hd floats).
+__device__ int64_t partial_at(const AttentionLaunch& a, int64_t rh, int64_t g, int64_t splits) {
+  return (rh * splits + g) * (a.hd + 2);
+}
+
+// A block per (query row, head, split) of kThreads: its tiles of keys with
+// the online softmax, in F32 (scores by a warp per key, lanes across the
+// head; P V by threads across the head, groups of them over the keys).
+// 8 blocks a multiprocessor: 64 registers, no spills (128 unbounded), for
+// more loads in flight on a memory-bound walk.
+__global__ void __launch_bounds__(kThreads, 8) decode_split_kernel(AttentionLaunch a, float* part) {
+  const int64_t splits = gridDim.y;
+  extern __shared__ float sm[];
+  const int64_t rh = blockIdx.x, row = rh / a.H, h = rh % a.H, b = row / a.L, t = row % a.L;
+  const int64_t n = a.past[b] + t + 1;
+  const SplitRange r = SplitRange::of(n, blockIdx.y, splits);
+  if (r.first >= r.end) return;
+  const int64_t hd = a.hd, j = h / (a.H / a.Hkv), groups = value_groups(hd), slots = groups * hd;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  float* qs = sm;
+  float* scores = qs + hd;
+  float* probs = scores + kTile;
+  float* acc = probs + kTile;
+  const float* q = a.qkv.p + row * a.qkv.stride + h * hd;
+  for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) qs[e] = q[e];
+  for (int64_t i = threadIdx.x; i < slots; i += blockDim.x) acc[i] = 0.f;
+  const float* K = a.k_cache + (b * a.Hkv + j) * a.capacity * hd;
+  const float* V = a.v_cache + (b * a.Hkv + j) * a.capacity * hd;
+  float m = -INFINITY, l = 0.f;  // l: thread 0's
+  __syncthreads();
+  for (int64_t kt = r.first; kt < r.end; ++kt) {
+    const int64_t s0 = kt * kTile;
+    const int cnt = static_cast<int>(std::min<int64_t>(kTile, n - s0));
+    // A warp's kKeysPerWarp rows, their loads issued together (each key's
+    // sum in the order of e, then the butterfly).
+    const float* Kt = K + (s0 + warp * kKeysPerWarp) * hd;
+    float d[kKeysPerWarp] = {};
+    for (int64_t e = lane; e < hd; e += 32) {
+      const float qe = qs[e];
+#pragma unroll
+      for (int u = 0; u < kKeysPerWarp; ++u)
+        if (warp * kKeysPerWarp + u < cnt) d[u] += qe * Kt[u * hd + e];
+    }
+#pragma unroll
+    for (int u = 0; u < kKeysPerWarp; ++u) {
+      const int k = warp * kKeysPerWarp + u;
+      const float x = warp_sum(d[u]);
+      if (lane == 0) scores[k] = k < cnt ? a.scale * x : -INFINITY;
+    }
+    __syncthreads();
+    // Every warp finds the same maximum (fmaxf's order does not matter).
+    const float mx = fmaxf(m, warp_max(fmaxf(scores[lane], scores[lane + 32])));
+    const float alpha = expf(m - mx);  // 0 on the first tile
+    m = mx;
+    if (threadIdx.x < kTile) probs[threadIdx.x] = expf(scores[threadIdx.x] - mx);  // 0 past cnt
+    __syncthreads();
+    if (warp == 0) {
+      const float sum = warp_sum(probs[lane] + probs[lane + 32]);
+      l = l * alpha + sum;
+    }
+    for (int64_t i = threadIdx.x; i < slots; i += blockDim.x) {
+      const int64_t e = i % hd;
+      float x = 0.f;
+      for (int64_t k = i / hd; k < cnt; k += groups) x += probs[k] * V[(s0 + k) * hd + e];
+      acc[i] = acc[i] * alpha + x;
+    }
   }
-  mx = block_reduce(mx, true, scratch);
-  float sum = 0.f;
-  for (int64_t s = threadIdx.x; s < n; s += blockDim.x) sum += p[s] = expf(p[s] - mx);
-  sum = block_reduce(sum, false, scratch);  // its barrier also publishes p
-  const float inv = 1.f / sum;
+  __syncthreads();
+  float* out = part + partial_at(a, rh, blockIdx.y, splits);
+  if (threadIdx.x == 0) {
+    out[0] = m;
+    out[1] = l;
+  }
+  for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
+    float x = acc[e];
+    for (int64_t g = 1; g < groups; ++g) x += acc[g * hd + e];
+    out[2 + e] = x;
+  }
+}
+
+// A block per (query row, head): the used splits' partials rescaled to
+// their common maximum and summed in split order.
+__global__ void decode_combine_kernel(AttentionLaunch a, const float* part, int splits) {
+  __shared__ float w[kSplits];
+  const int64_t rh = blockIdx.x, row = rh / a.H, h = rh % a.H, b = row / a.L, t = row % a.L;
+  const int64_t used = SplitRange::of(a.past[b] + t + 1, 0, splits).used;
+  const float* p0 = part + partial_at(a, rh, 0, splits);
+  const int64_t pitch = a.hd + 2;
+  float mx = -INFINITY;
+  for (int64_t g = 0; g < used; ++g) mx = fmaxf(mx, p0[g * pitch]);
+  if (static_cast<int64_t>(threadIdx.x) < used) w[threadIdx.x] = expf(p0[threadIdx.x * pitch] - mx);
+  __syncthreads();
+  float den = 0.f;
+  for (int64_t g = 0; g < used; ++g) den += w[g] * p0[g * pitch + 1];
+  const float inv = 1.f / den;
   float* o = a.out.p + row * a.out.stride + h * a.hd;
   for (int64_t e = threadIdx.x; e < a.hd; e += blockDim.x) {
-    float acc = 0.f;
-    for (int64_t s = 0; s < n; ++s) acc += p[s] * V[s * a.hd + e];
-    o[e] = acc * inv;
+    float x = 0.f;
+    for (int64_t g = 0; g < used; ++g) x += w[g] * p0[g * pitch + 2 + e];
+    o[e] = x * inv;
   }
 }
 
@@ -181,7 +289,7 @@ void launch_flash(const AttentionLaunch& a, cudaStream_t s) {
   // Above 48 KiB a kernel's dynamic shared memory must be allowed first.
   static const bool allowed = [] {
     cudaFuncSetAttribute(flash_kernel<kSplit, kOT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         int{200 * 1024});
+                         static_cast<int>(kMaxShared));
     return true;
   }();
   (void)allowed;
@@ -213,7 +321,16 @@ void launch_attention_append_kv(const AttentionLaunch& a, cudaStream_t s) {
   append_kv_kernel<<<static_cast<unsigned>(a.B * a.L), kThreads, 0, s>>>(a);
 }
 
-void launch_attention(const AttentionLaunch& a, cudaStream_t s) {
+int64_t attention_decode_scratch(const AttentionLaunch& a) {
+  return attention_tiled(a) ? 0 : a.B * a.L * a.H * splits_of(a) * (a.hd + 2);
+}
+
+int64_t attention_decode_max_head_dim() {
+  // decode_floats(hd) <= kMaxShared / 4, with value_groups(hd) = 1 there.
+  return (kMaxShared / int64_t{sizeof(float)} - 2 * kTile) / 2;
+}
+
+void launch_attention(const AttentionLaunch& a, float* scratch, cudaStream_t s) {
   if (a.B * a.L * a.H == 0) return;
   if (attention_tiled(a)) {
     if (a.split)
@@ -222,11 +339,16 @@ void launch_attention(const AttentionLaunch& a, cudaStream_t s) {
       launch_flash_split<false>(a, s);
     return;
   }
-  const size_t smem = static_cast<size_t>(std::max<int64_t>(1, a.max_keys)) * sizeof(float);
+  // Sized for the longest query a batch could hold; splits past a query's
+  // keys exit at once (the lengths may be on the device only).
+  const auto smem = static_cast<size_t>(decode_floats(a.hd)) * sizeof(float);
   if (smem > 48 * 1024)
-    cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaFuncSetAttribute(decode_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(smem));
-  attention_kernel<<<static_cast<unsigned>(a.B * a.L * a.H), kThreads, smem, s>>>(a);
+  const auto rows = static_cast<unsigned>(a.B * a.L * a.H);
+  const int splits = splits_of(a);
+  decode_split_kernel<<<dim3(rows, static_cast<unsigned>(splits)), kThreads, smem, s>>>(a, scratch);
+  decode_combine_kernel<<<rows, kThreads, 0, s>>>(a, scratch, splits);
 }
 
 }  // namespace ssm::cuda

@@ -178,6 +178,17 @@ struct FlashTile {
   }
 };
 
+// Head h of Q and dO over the query rows [row0, row0 + rows) into their
+// shared tiles (both kernels' query tiles).
+__device__ void load_q_dout(const AttentionBackwardLaunch& a, float* Qs, float* dOs,
+                            const attn::Pitches& pt, int64_t row0, int64_t h, int rows, bool vec) {
+  const int hd = static_cast<int>(a.hd);
+  tiles::load_rows(Qs, pt.ld, a.q.p + row0 * a.q.stride + h * a.hd, a.q.stride, rows, attn::kRows,
+                   hd, pt.hdp, vec);
+  tiles::load_rows(dOs, pt.ld, a.dout.p + row0 * a.dout.stride + h * a.hd, a.dout.stride, rows,
+                   attn::kRows, hd, pt.hdp, vec);
+}
+
 template <bool kSplit, int kOT>
 __global__ void __launch_bounds__(attn::kThreads, 2)
     flash_dq_kernel(AttentionBackwardLaunch a, bool vec) {
@@ -194,10 +205,7 @@ __global__ void __launch_bounds__(attn::kThreads, 2)
   float* Ps = Vs + kRows * ld;
   float* deltas = Ps + kRows * kScoreLd;
   const int64_t row0 = b * a.L + f.t0;
-  tiles::load_rows(Qs, ld, a.q.p + row0 * a.q.stride + h * a.hd, a.q.stride, f.rows, kRows, hd,
-                   pt.hdp, vec);
-  tiles::load_rows(dOs, ld, a.dout.p + row0 * a.dout.stride + h * a.hd, a.dout.stride, f.rows,
-                   kRows, hd, pt.hdp, vec);
+  load_q_dout(a, Qs, dOs, pt, row0, h, f.rows, vec);
   // delta a row a warp, in a fixed order (lanes' strided sums, then the butterfly).
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   for (int r = warp; r < kRows; r += kThreads / 32) {
@@ -311,10 +319,7 @@ __global__ void __launch_bounds__(attn::kThreads, 2)
     for (int64_t qt = f.tile; qt < f.tiles; ++qt) {
       const int64_t q0 = qt * kRows, row0 = b * a.L + q0;
       const int rows = static_cast<int>(std::min<int64_t>(kRows, a.L - q0));
-      tiles::load_rows(Qs, ld, a.q.p + row0 * a.q.stride + h * a.hd, a.q.stride, rows, kRows, hd,
-                       pt.hdp, vec);
-      tiles::load_rows(dOs, ld, a.dout.p + row0 * a.dout.stride + h * a.hd, a.dout.stride, rows,
-                       kRows, hd, pt.hdp, vec);
+      load_q_dout(a, Qs, dOs, pt, row0, h, rows, vec);
       if (threadIdx.x < kRows) {
         const int64_t at0 = (b * a.H + h) * a.L + q0 + threadIdx.x;
         const bool in = static_cast<int>(threadIdx.x) < rows;

@@ -23,9 +23,7 @@
 // tf32_mma.h's.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <numeric>
-#include <string_view>
 
 #include "ops/cuda/launch_chunk_scan.h"
 #include "ops/cuda/tf32_mma.h"
@@ -418,18 +416,14 @@ constexpr int kMaxSmem = 200 * 1024;
 constexpr int64_t kFullWave = 132;
 
 // Heads an output block takes: the largest power of two up to 8 (or up to
-// SSM_CUDA_SCAN_HEADS = 1, 2, 4 or 8, for measuring; other values are
-// ignored) that divides the heads sharing q and k rows (a group's; 1 for
+// ChunkScanLaunch::forced_heads, from SSM_CUDA_SCAN_HEADS = 1, 2, 4 or 8,
+// for measuring) that divides the heads sharing q and k rows (a group's; 1 for
 // Mamba-3, whose q and k are per head), fits shared memory and, unless
 // forced, leaves at least kFullWave blocks.
 int heads_per_block(const ChunkScanLaunch& a, const Geometry& geo) {
   const int64_t share = std::gcd(a.q.hdiv, a.k.hdiv);
-  int most = 8;
-  bool forced = false;
-  if (const char* env = std::getenv("SSM_CUDA_SCAN_HEADS")) {
-    const std::string_view v(env);
-    if (v == "1" || v == "2" || v == "4" || v == "8") most = v[0] - '0', forced = true;
-  }
+  const bool forced = a.forced_heads > 0;
+  const int most = forced ? a.forced_heads : 8;
   for (int heads = most; heads > 1; heads /= 2)
     if (share % heads == 0 && a.H % heads == 0 &&
         OutSmem::of(geo.Np, geo.Pp).bytes(geo.Pp, heads) <= size_t{kMaxSmem} &&

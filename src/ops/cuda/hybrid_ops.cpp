@@ -9,7 +9,6 @@
 // the cpu kernel, gathers each expert's tokens into contiguous rows on the
 // GPU, runs its projections through this backend's linear (cuBLAS) and sums
 // each token's k results in slot order.
-#include <algorithm>
 #include <vector>
 
 #include "ops/cuda/expert_order.h"
@@ -135,16 +134,13 @@ AttentionLaunch attention_launch(Context& ctx, const ops::AttentionArgs& a, Tens
   l.scale = a.scale;
   l.split = !resources(ctx).rounds_products();
   if (a.past_on_device.defined()) {
-    // A recorded step's positions: nothing copied, and the one-query
-    // kernel's scores sized by the capacity, so that the recording serves
-    // every step until the cache grows (new buffers: a new recording).
+    // A recorded step's positions: nothing copied, and no launch sized by
+    // them (the decode kernels' grid depends on the shapes only), so that
+    // the recording serves every step until the cache grows (new buffers: a
+    // new recording).
     l.past = a.past_on_device.data<int64_t>();
-    l.max_keys = l.capacity;
   } else {
-    const Tensor past = a.past.to(Device::host());
-    for (int64_t b = 0; b < l.B; ++b)
-      l.max_keys = std::max(l.max_keys, past.data<int64_t>()[b] + l.L);
-    keep[0] = past.to(ctx.device());
+    keep[0] = a.past.to(ctx.device());
     l.past = keep[0].data<int64_t>();
   }
   if (a.inv_freq.defined()) {
@@ -166,11 +162,14 @@ void attention_append_kv(Context& ctx, const ops::AttentionArgs& a) {
 void attention(Context& ctx, const ops::AttentionArgs& a) {
   Tensor keep[2];
   const AttentionLaunch l = attention_launch(ctx, a, keep);
-  // The plain kernel keeps one query's scores in shared memory.
-  if (!attention_tiled(l) && l.max_keys > 48 * 1024)
-    throw Error(
-        cat("op 'attention': backend 'cuda' attends to at most 49152 keys, not ", l.max_keys));
-  launch_attention(l, stream(ctx));
+  if (!attention_tiled(l) && l.hd > attention_decode_max_head_dim())
+    throw Error(cat("op 'attention': backend 'cuda' takes head dims up to ",
+                    attention_decode_max_head_dim(), ", not ", l.hd));
+  Arena::Scope scope(ctx.arena());  // the partials, free again once both launches are queued
+  const int64_t floats = attention_decode_scratch(l);
+  float* scratch =
+      floats ? ops::elements<float>(ctx.arena().alloc(DType::kF32, {floats})) : nullptr;
+  launch_attention(l, scratch, stream(ctx));
   check_launch("attention");
 }
 

@@ -41,6 +41,9 @@ struct ChunkScanLaunch {
   // product each, for a context that rounds its products
   // (CudaResources::rounds_products).
   bool split = true;
+  // Heads an output block takes, forced (CudaResources::scan_heads); 0: the
+  // launch chooses.
+  int forced_heads = 0;
 };
 
 // Time steps per chunk (64 rows of (time, rank)) and the number of chunks.

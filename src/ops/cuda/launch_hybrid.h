@@ -50,19 +50,22 @@ struct AttentionLaunch {
   float *k_cache = nullptr, *v_cache = nullptr;  // (B, Hkv, capacity, hd)
   const int64_t* past = nullptr;
   float scale = 1.f;
-  Rows out;              // B*L rows of H hd
-  int64_t max_keys = 0;  // max over b of past[b] + L
+  Rows out;  // B*L rows of H hd
   // Products F32-exact (the 3xTF32 split); false when the context rounds
   // its products (CudaResources::rounds_products): one TF32 product each.
   bool split = true;
 };
 // Whether launch_attention takes the tiled kernel (prefill of head dims up to
-// 128), which has no limit on the keys; else one query's scores sit in
-// shared memory.
+// 128); else the split decode kernels, which need attention_decode_scratch
+// floats of scratch and take head dims up to attention_decode_max_head_dim.
+// Neither limits the keys.
 bool attention_tiled(const AttentionLaunch& a);
+int64_t attention_decode_scratch(const AttentionLaunch& a);
+int64_t attention_decode_max_head_dim();
 // Rotates q and k of the new tokens in place and writes k, v into the caches.
 void launch_attention_append_kv(const AttentionLaunch& a, cudaStream_t s);
-// out = softmax(scale q K^T) V over the keys s <= past[b] + t.
-void launch_attention(const AttentionLaunch& a, cudaStream_t s);
+// out = softmax(scale q K^T) V over the keys s <= past[b] + t; scratch:
+// attention_decode_scratch(a) floats (null when that is 0).
+void launch_attention(const AttentionLaunch& a, float* scratch, cudaStream_t s);
 
 }  // namespace ssm::cuda

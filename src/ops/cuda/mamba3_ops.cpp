@@ -66,6 +66,7 @@ void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& a) {
   c.chunk_decay = scratch({l.B, l.H, chunks});
   launch_chunk_prepare_mamba3(l.dt, l.A, l.lam, l.B, l.H, l.L, la, w, wd, pend, stream(ctx));
   c.split = !resources(ctx).rounds_products();
+  c.forced_heads = resources(ctx).scan_heads;
   launch_chunk_scan(c, stream(ctx));
   launch_mamba3_last_step(l, stream(ctx));
   check_launch("mamba3_scan");

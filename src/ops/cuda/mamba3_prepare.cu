@@ -54,6 +54,21 @@ __global__ void rows_kernel(Mamba3PrepareLaunch a) {
     for (int64_t j = lane; j < a.S; j += 32) a.ang_rate[row * a.S + j] = kPi * tanhf(a.ang.p[row * a.ang.stride + j]);
 }
 
+// use(t, advance(t)) for the steps [t0, t1) in order, kAhead steps' loads
+// issued before the first of them is used.
+template <class Advance, class Use>
+__device__ void walk_ahead(int64_t t0, int64_t t1, const Advance& advance, const Use& use) {
+  constexpr int kAhead = 4;
+  for (int64_t t = t0; t < t1; t += kAhead) {
+    float adv[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) adv[u] = t + u < t1 ? advance(t + u) : 0.f;
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u)
+      if (t + u < t1) use(t + u, adv[u]);
+  }
+}
+
 // Block per (b, h, group of up to kPhaseAngles angles), a prefix sum over
 // time in two passes: thread (g, jj) takes angle j = j0 + jj over run g < K
 // of the steps (K = blockDim.x / the group's width, runs of ceil(L / K)
@@ -65,7 +80,7 @@ __global__ void rows_kernel(Mamba3PrepareLaunch a) {
 // 1 x 2048 (S 32: 32 runs of 64 steps, about 48 us a launch on an H100,
 // each step a memory latency); groups of 8 angles give 4 times the blocks
 // and runs of 16 steps, and each thread issues kAhead steps' loads before
-// using them (a load after a store cannot be moved above it).
+// using them (walk_ahead: a load after a store cannot be moved above it).
 constexpr int kPhaseAngles = 8;
 __global__ void __launch_bounds__(1024) phase_kernel(Mamba3PrepareLaunch a) {
   let_next_kernel_start();
@@ -84,16 +99,8 @@ __global__ void __launch_bounds__(1024) phase_kernel(Mamba3PrepareLaunch a) {
   auto advance = [&](int64_t t) {
     return a.ang_rate[(row0 + t) * S + j] * step_dt(a, row0 + t, h);
   };
-  constexpr int kAhead = 4;
   float sum = 0.f;
-  for (int64_t t = t0; t < t1; t += kAhead) {
-    float adv[kAhead];
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) adv[u] = t + u < t1 ? advance(t + u) : 0.f;
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u)
-      if (t + u < t1) sum += adv[u];
-  }
+  walk_ahead(t0, t1, advance, [&](int64_t, float adv) { sum += adv; });
   // Inclusive scan of the run sums over g (Hillis-Steele, ping-pong buffers).
   const int cells = K * static_cast<int>(width), me = g * static_cast<int>(width) + jj;
   int cur = 0;
@@ -107,17 +114,10 @@ __global__ void __launch_bounds__(1024) phase_kernel(Mamba3PrepareLaunch a) {
     __syncthreads();
   }
   float phase = g > 0 ? entering + run_sums[cur * cells + me - static_cast<int>(width)] : entering;
-  for (int64_t t = t0; t < t1; t += kAhead) {
-    float adv[kAhead];
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) adv[u] = t + u < t1 ? advance(t + u) : 0.f;
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u)
-      if (t + u < t1) {
-        phase += adv[u];
-        a.phases[(bh * L + t + u) * S + j] = phase;
-      }
-  }
+  walk_ahead(t0, t1, advance, [&](int64_t t, float adv) {
+    phase += adv;
+    a.phases[(bh * L + t) * S + j] = phase;
+  });
   // The last run ends at L - 1 (or holds no steps and starts there).
   if (live && g == K - 1) a.phase[bh * S + j] = phase;
 }

@@ -66,6 +66,10 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
     const std::string_view v(persistent);
     persistent_decode = v == "1" ? 1 : v == "2" ? 2 : 0;
   }
+  if (const char* heads = std::getenv("SSM_CUDA_SCAN_HEADS")) {
+    const std::string_view v(heads);
+    scan_heads = v == "1" || v == "2" || v == "4" || v == "8" ? v[0] - '0' : 0;
+  }
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, stream), "cublasSetStream");

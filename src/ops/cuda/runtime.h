@@ -95,6 +95,9 @@ class CudaResources : public BackendResources {
   // cooperative launch a step, 2 a launch per phase (a check of the first):
   // SSM_CUDA_PERSISTENT_DECODE=1 or 2. Off by default until measured.
   int persistent_decode = 0;
+  // The chunked scan's heads an output block (chunk_scan.cu), forced for
+  // measuring: SSM_CUDA_SCAN_HEADS=1, 2, 4 or 8 (0: chosen by the launch).
+  int scan_heads = 0;
   // Its grid barrier's two counters (zero when made), after the step counters.
   unsigned* grid_barrier = nullptr;
 
