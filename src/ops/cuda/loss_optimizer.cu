@@ -191,7 +191,8 @@ __device__ __forceinline__ float clipped(float g, const Clip& c) {
 // A whole quad whose four arrays are 16-byte aligned moves in 16-byte loads
 // and stores; the rest element by element, through the same update.
 __global__ void adamw_slices_kernel(const AdamWSliceLaunch* table, int64_t slices,
-                                    int64_t elements, AdamWStep s) {
+                                    int64_t elements, const AdamWStep* step) {
+  const AdamWStep s = *step;
   const Clip clip = clip_of(s.clip_sum_squares, s.max_norm);
   const int64_t stride = int64_t{gridDim.x} * blockDim.x * 4;
   int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 4;
@@ -278,7 +279,7 @@ void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, const
 }
 
 void launch_adamw_slices(const AdamWSliceLaunch* table, int64_t slices, int64_t elements,
-                         const AdamWStep& step, cudaStream_t s) {
+                         const AdamWStep* step, cudaStream_t s) {
   if (elements == 0 || slices == 0) return;
   adamw_slices_kernel<<<blocks_for((elements + 3) / 4), kThreads, 0, s>>>(table, slices, elements,
                                                                           step);
