@@ -60,7 +60,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t r = blockIdx.x, cols = logits.cols;
   float* row = logits.p + r * logits.stride;
   __nv_bfloat16* grow = g ? g + r * g_stride : nullptr;
-  const int64_t target = targets[r];
+  // Targets on the device were not checked on the host: one outside the
+  // vocabulary counts as none rather than reading past the row.
+  const int64_t target = targets[r] < V ? targets[r] : -1;
   const bool vec = logits.stride % 4 == 0 && reinterpret_cast<uintptr_t>(logits.p) % 16 == 0 &&
                    (!g || (g_stride % 4 == 0 && reinterpret_cast<uintptr_t>(g) % 8 == 0));
   const int64_t V4 = vec ? V / 4 : 0;  // float4 pieces wholly inside the vocabulary
