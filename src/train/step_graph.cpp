@@ -14,6 +14,13 @@ StepGraph::~StepGraph() {
   if (BackendResources* r = ctx_.resources()) r->drop_step_record(reinterpret_cast<uintptr_t>(this));
 }
 
+void StepGraph::restart() {
+  if (!on_) return;
+  ctx_.resources()->drop_step_record(reinterpret_cast<uintptr_t>(this));
+  recorded_ = false;
+  eager_ = 0;
+}
+
 bool StepGraph::run(const BackendResources::StepInputs& inputs, const std::function<bool()>& work,
                     const std::function<void()>& undo) {
   if (!on_) return false;

@@ -51,6 +51,13 @@ class BackendResources {
   virtual void keep_weight_copies(const void* /*begin*/, size_t /*bytes*/) {}
   virtual void weights_changed() {}
   virtual void forget_weights() {}
+  // Where a fused update (ops::AdamWSlice::bf16) is to write the bf16 copy
+  // of the n F32 weights at `weights` along with their new values, each
+  // rounded to nearest even as the backend's own conversion rounds it: the
+  // backend then takes that copy as fresh at the next weights_changed()
+  // instead of converting the weights again. nullptr: no copy wanted (the
+  // backend keeps none of these weights, or computes in F32).
+  virtual void* bf16_copy_for_update(const float* /*weights*/, int64_t /*n*/) { return nullptr; }
 
   // Copies `bytes` of host memory to device memory `dst` in order with the
   // work queued on the context, without waiting for that work: the source

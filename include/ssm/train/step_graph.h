@@ -33,6 +33,11 @@ class StepGraph {
   // changed on the host.
   bool run(const BackendResources::StepInputs& inputs, const std::function<bool()>& work,
            const std::function<void()>& undo);
+  // Drops the recording (the weights were written from outside the step,
+  // e.g. by a checkpoint: a recorded step reads the bf16 weight copies its
+  // update wrote and would not convert them again); the next steps warm up
+  // and record anew.
+  void restart();
   bool on() const { return on_; }
   bool recorded() const { return recorded_; }
 

@@ -135,6 +135,7 @@ struct AdamWSliceLaunch {
   float* v;
   int64_t begin, n;
   int64_t decays;
+  unsigned short* bf16;  // null, or where each new value goes rounded to bf16
 };
 // AdamW over every element of the slices of table (on the device), the
 // gradients clipped first when step->clip_sum_squares. The scalars too are

@@ -30,7 +30,8 @@ void adamw(Context& ctx, const ops::AdamWArgs& a) {
 
 static_assert(sizeof(AdamWSliceLaunch) == sizeof(ops::AdamWSlice) &&
                   offsetof(AdamWSliceLaunch, begin) == offsetof(ops::AdamWSlice, begin) &&
-                  offsetof(AdamWSliceLaunch, decays) == offsetof(ops::AdamWSlice, decays),
+                  offsetof(AdamWSliceLaunch, decays) == offsetof(ops::AdamWSlice, decays) &&
+                  offsetof(AdamWSliceLaunch, bf16) == offsetof(ops::AdamWSlice, bf16),
               "the fused AdamW's table is ops::AdamWSlice's");
 
 // The step's scalars as adamw_slices' args give them (rate and step from

@@ -55,6 +55,9 @@ class CudaResources : public BackendResources {
   }
   void weights_changed() override { weight_copies.changed(); }
   void forget_weights() override { weight_copies.forget(); }
+  void* bf16_copy_for_update(const float* weights, int64_t n) override {
+    return bf16_compute ? weight_copies.for_update(weights, n, device) : nullptr;
+  }
   // Through pinned staging slots, each reused once its last copy ran.
   bool copy_from_host_queued(void* dst, const void* src, size_t bytes) override;
   // A recorded training step (step_record.cpp): a CUDA graph whose host
