@@ -10,7 +10,9 @@
 # BENCH_S (30 each), PROF_S (70; 0: no profile). TESTS: the ctest -R regex;
 # BATCHES: the benched batches ("8"); CONFIGS: the benched configs (the
 # 130m Mamba-2 of bench/train_configs, Mamba-3 SISO of bench/configs);
-# PROF_BATCH: the profiled batch (8).
+# PROF_BATCH: the profiled batch (8); GRAPH: the SSM_CUDA_TRAIN_GRAPH values
+# each bench runs with ("0": the step op by op; "0 1" also as one recorded
+# CUDA graph); STEPS: the timed steps of each bench (3).
 # DEPS_DIR: as scripts/cuda-check.sh.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,8 +44,11 @@ for cfg in ${CONFIGS:-bench/train_configs/mamba2_130m.json bench/configs/mamba3_
   dir=/tmp/prof-$(basename "$cfg" .json)
   "$ssm" init --config "$cfg" --out "$dir" --force >> "$logs/bench.log" 2>&1 || { echo "init $cfg failed"; status=1; continue; }
   for b in ${BATCHES:-8}; do
-    timeout -k 5 "${BENCH_S:-30}" "$ssm" bench "$dir" --train --bf16 --backend cuda --batch "$b" \
-      -p 2048 --train-steps 3 2>&1 | tee -a "$logs/bench.log"
+    for g in ${GRAPH:-0}; do
+      echo "SSM_CUDA_TRAIN_GRAPH=$g" | tee -a "$logs/bench.log"
+      SSM_CUDA_TRAIN_GRAPH=$g timeout -k 5 "${BENCH_S:-30}" "$ssm" bench "$dir" --train --bf16 \
+        --backend cuda --batch "$b" -p 2048 --train-steps "${STEPS:-3}" 2>&1 | tee -a "$logs/bench.log"
+    done
   done
 done
 [ "${PROF_S:-70}" = 0 ] && { stage finished; exit $status; }

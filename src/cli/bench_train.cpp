@@ -39,6 +39,7 @@ int run_train_bench(const TrainBenchArgs& a) {
   std::vector<TrainRow> rows;
   int64_t params = 0;
   std::string family;
+  bool graph = false;  // the timed steps replayed a recorded step
   for (int64_t batch : a.batches) {
     LanguageModel model = LanguageModel::load(a.model);
     model.to_device(ctx.device());
@@ -53,6 +54,9 @@ int run_train_bench(const TrainBenchArgs& a) {
         .steps = a.steps + 1, .batch = batch, .seq_len = a.seq_len, .lr = 1e-4, .warmup = 1};
     Trainer trainer(model, tokens, o, ctx);
     trainer.step();  // warm-up: workspaces grow, cuBLAS picks its kernels
+    // SSM_CUDA_TRAIN_GRAPH=1: the steps until one is recorded are warm-up too.
+    for (int i = 0; i < 4 && trainer.step_graph_on() && !trainer.step_graph_recorded(); ++i) trainer.step();
+    graph = trainer.step_graph_recorded();
     const auto t0 = Clock::now();
     TrainRow row{.batch = batch};
     // Only the last step reads its loss back (waiting for the device): the
@@ -70,6 +74,7 @@ int run_train_bench(const TrainBenchArgs& a) {
     j["model"] = a.model;
     j["backend"] = a.backend;
     j["bf16"] = a.bf16;
+    j["step_graph"] = graph;
     j["parameters"] = params;
     j["bound_flops"] = rate;
     for (const TrainRow& r : rows)
@@ -85,9 +90,10 @@ int run_train_bench(const TrainBenchArgs& a) {
     return 0;
   }
   std::printf(
-      "train bench: %s (%s, %lld parameters), backend %s%s, %d timed steps after a warm-up\n",
+      "train bench: %s (%s, %lld parameters), backend %s%s%s, %d timed steps after a warm-up\n",
       a.model.c_str(), family.c_str(), static_cast<long long>(params), a.backend.c_str(),
-      a.bf16 ? ", bf16 compute" : ", F32", a.steps);
+      a.bf16 ? ", bf16 compute" : ", F32", graph ? ", each step one recorded CUDA graph" : "",
+      a.steps);
   std::printf(
       "bound: %.1f TFLOP/s (%s products through the backend's linear op, measured now); "
       "6 FLOPs per parameter per token\n\n",

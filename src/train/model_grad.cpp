@@ -1,5 +1,6 @@
 #include "ssm/train/model_grad.h"
 
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -180,17 +181,20 @@ void shared_block_backward(const ModelConfig& c, LanguageModel::Block& b, const 
   ops::add(ctx, demb, djoined.cols(D, 2 * D));
 }
 
-// The ids on the context's device: host ids through the backend's queued
-// copy where it has one, so that the host does not wait for the device to
-// finish the work queued before (the last step's update) at every step.
-Tensor ids_on_device(const Tensor& ids, const Workspace& step_tensors, Context& ctx) {
-  if (ids.device() == ctx.device()) return ids;
+// A host tensor of the step on the context's device: through the backend's
+// queued copy where it has one, so that the host does not wait for the
+// device to finish the work queued before (the last step's update) at
+// every step. `refill` makes its bytes from a later step's inputs, for a
+// backend that replays a recorded step.
+Tensor step_input_on_device(const Tensor& t, const Workspace& step_tensors, Context& ctx,
+                            const BackendResources::StepInputFill& refill) {
+  if (t.device() == ctx.device()) return t;
   BackendResources* r = ctx.resources();
-  if (ids.device().is_host() && ids.is_dense() && r) {
-    Tensor on = step_tensors(ids.shape(), ids.dtype());
-    if (r->copy_from_host_queued(on.raw(), ids.raw(), ids.nbytes())) return on;
+  if (t.device().is_host() && t.is_dense() && r) {
+    Tensor on = step_tensors(t.shape(), t.dtype());
+    if (r->copy_step_input_queued(on.raw(), t.raw(), t.nbytes(), refill)) return on;
   }
-  return ids.to(ctx.device());
+  return t.to(ctx.device());
 }
 
 }  // namespace
@@ -288,7 +292,13 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
   if (device.is_host()) kept_scope.emplace(ctx.kept_arena());
   const Workspace step_tensors(ctx, true);
 
-  const Tensor ids_on = ids_on_device(ids, step_tensors, ctx);
+  const Tensor ids_on = step_input_on_device(
+      ids, step_tensors, ctx,
+      [bytes = ids.nbytes(), dtype = ids.dtype()](const BackendResources::StepInputs& in, void* out) {
+        SSM_CHECK(in.ids.nbytes() == bytes && in.ids.dtype() == dtype && in.ids.is_dense(),
+                  "a recorded step's ids are ", shape_str(in.ids.shape()), " ", dtype_name(in.ids.dtype()));
+        std::memcpy(out, in.ids.raw(), bytes);
+      });
   const Tensor h = step_tensors({B, L, D});
   model.embed(ids_on, h, ctx);
   BlockTape tape;
@@ -309,8 +319,13 @@ LossSum model_loss_and_grad(LanguageModel& model, const Tensor& ids, Gradients* 
   Tensor row_loss;
   if (position_loss) row_loss = Tensor::zeros(DType::kF64, {rows});
   const Tensor df = grads ? step_tensors({B, L, D}) : Tensor();
-  const Tensor target_ids = Tensor::borrow(nullptr, const_cast<int64_t*>(targets.data()),
-                                           DType::kI64, {rows});
+  // On a device, queued there now: the next step's are the next ids' targets.
+  const Tensor target_ids = step_input_on_device(
+      Tensor::borrow(nullptr, const_cast<int64_t*>(targets.data()), DType::kI64, {rows}), step_tensors,
+      ctx, [vocab = c.vocab_size](const BackendResources::StepInputs& in, void* out) {
+        const std::vector<int64_t> next = next_token_targets(in.ids, vocab);
+        std::memcpy(out, next.data(), next.size() * sizeof(int64_t));
+      });
   // A head converted for inference (--dtype) is scored at its stored values,
   // widened once per call: the fused loss kernels read F32.
   const Tensor& stored_head = model.head().value;

@@ -108,6 +108,7 @@ bool AdamW::fused(Gradients& grads, Context& ctx) const {
 void AdamW::step_fused(Gradients& grads, double lr, Context& ctx, const Tensor& clip_sum_squares,
                        double max_norm) {
   if (slices_.empty()) return;
+  BackendResources* r = ctx.resources();
   std::vector<ops::AdamWSlice> table;
   int64_t begin = 0;
   for (size_t k = 0; k < slices_.size(); ++k) {
@@ -117,7 +118,10 @@ void AdamW::step_fused(Gradients& grads, double lr, Context& ctx, const Tensor& 
     table.push_back({.param = static_cast<float*>(p.raw()), .grad = g.data<float>(),
                      .m = static_cast<float*>(m.raw()), .v = static_cast<float*>(v.raw()),
                      .begin = begin, .n = p.numel(),
-                     .decays = s.param->role == ParamRole::kWeight ? 1 : 0});
+                     .decays = s.param->role == ParamRole::kWeight ? 1 : 0,
+                     // Asked at every step: the backend may drop its copies
+                     // (another trainer's end), and the table changes then.
+                     .bf16 = r ? r->bf16_copy_for_update(p.data<float>(), p.numel()) : nullptr});
     begin += (p.numel() + 3) / 4 * 4;  // whole quads (ops::AdamWSlice::begin)
   }
   if (table != table_ || !device_table_.defined()) {

@@ -158,6 +158,7 @@ void Trainer::load_checkpoint(const std::filesystem::path& file) {
       device_memory(dst.device()).copy_from_host(dst.device(), dst.raw(), src.raw(), src.nbytes());
   }
   if (BackendResources* r = ctx_.resources()) r->weights_changed();  // kept bf16 copies are stale
+  graph_->restart();  // a recorded step would read them unconverted
   sampler_ = probe;
   optimizer_.set_steps(step);
 }

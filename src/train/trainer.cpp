@@ -83,6 +83,10 @@ Trainer::Trainer(LanguageModel& model, const std::vector<int32_t>& train_tokens,
     throw Error(cat("dropout must be at least 0 and below 1, got ", options.dropout));
   if (options.world < 1 || options.rank < 0 || options.rank >= options.world)
     throw Error(cat("rank ", options.rank, " of ", options.world, " is not a rank of the run"));
+  // A recorded step reads only the ids, rate and step count from the host:
+  // not the micro-batches' several ids, nor dropout's seeds.
+  graph_ = std::make_unique<StepGraph>(
+      ctx, options.accumulation == 1 && options.dropout == 0 && options.world == 1 && !options.wsla);
   // Only the optimiser (and load_checkpoint) write the weights from here on:
   // a bf16-compute backend may keep their bf16 copies between those writes.
   if (BackendResources* r = ctx_.resources())
@@ -93,6 +97,7 @@ Trainer::Trainer(LanguageModel& model, const std::vector<int32_t>& train_tokens,
 }
 
 Trainer::~Trainer() {
+  graph_.reset();  // before the weights it reads
   if (BackendResources* r = ctx_.resources()) r->forget_weights();
 }
 
@@ -103,49 +108,71 @@ StepReport Trainer::step(bool read_back) {
   const int64_t micro = options_.accumulation;
   if (on_device && !device_sums_.defined())
     device_sums_ = Tensor::zeros(DType::kF64, {micro + 1}, ctx_.device());
+  std::vector<Tensor> batches;
+  for (int64_t k = 0; k < micro; ++k) batches.push_back(sampler_.next());
+  const int64_t steps_before = optimizer_.steps();
+  r.lr = schedule_.at(steps_before);
   std::vector<LossSum> losses;
-  grads_.zero(ctx_);
+  bool clip_on_device = false;
   const double scale = 1.0 / static_cast<double>(options_.accumulation);
-  const GradientsFinal on_final = [this](const std::vector<const Param*>& params) {
-    reducer_->mark_final(params);
-  };
-  for (int64_t k = 0; k < options_.accumulation; ++k) {
-    const Tensor ids = sampler_.next();
-    // Keeping each block's internals saves the backward a second forward
-    // (on the host about a fifth of a step) for their memory.
-    const bool keep = !options_.recompute;
-    // Only the last micro-batch's backward finishes gradients.
-    const bool last = k + 1 == options_.accumulation;
-    if (reducer_ && last) reducer_->begin();
-    // Every forward pass of the run (step, micro-batch, rank) its own masks,
-    // numbered from what a checkpoint restores: a resumed run draws the same.
-    const auto draw = (static_cast<uint64_t>(optimizer_.steps()) * static_cast<uint64_t>(options_.accumulation) +
-                       static_cast<uint64_t>(k)) * static_cast<uint64_t>(options_.world) +
-                      static_cast<uint64_t>(options_.rank);
-    const ResidualDropout dropout{.p = options_.dropout, .seed = options_.seed, .step = draw};
-    losses.push_back(model_loss_and_grad(model_, ids, &grads_, scale, ctx_, nullptr, keep,
-                                         reducer_ && last ? &on_final : nullptr, dropout,
-                                         on_device ? device_sums_.slice(0, k, k + 1) : Tensor()));
-    r.tokens += ids.numel() * options_.world;
-  }
-  if (reducer_) reducer_->finish();
   const auto mean_loss = [&] {
     for (const LossSum& l : losses) r.loss += l.mean() * scale;
   };
-  if (!on_device) mean_loss();
-  if (group_) {  // every rank's rows count alike: the mean of the ranks' means
-    group_->all_reduce_sum(&r.loss, 1);
-    r.loss /= static_cast<double>(group_->size());
+  // The step's device work: gradients, their norm, the update. False where
+  // the norm came back to the host (a recording cannot replay that).
+  const auto work = [&] {
+    losses.clear();
+    grads_.zero(ctx_);
+    const GradientsFinal on_final = [this](const std::vector<const Param*>& params) {
+      reducer_->mark_final(params);
+    };
+    for (int64_t k = 0; k < micro; ++k) {
+      // Keeping each block's internals saves the backward a second forward
+      // (on the host about a fifth of a step) for their memory.
+      const bool keep = !options_.recompute;
+      // Only the last micro-batch's backward finishes gradients.
+      const bool last = k + 1 == micro;
+      if (reducer_ && last) reducer_->begin();
+      // Every forward pass of the run (step, micro-batch, rank) its own masks,
+      // numbered from what a checkpoint restores: a resumed run draws the same.
+      const auto draw = (static_cast<uint64_t>(optimizer_.steps()) * static_cast<uint64_t>(micro) +
+                         static_cast<uint64_t>(k)) * static_cast<uint64_t>(options_.world) +
+                        static_cast<uint64_t>(options_.rank);
+      const ResidualDropout dropout{.p = options_.dropout, .seed = options_.seed, .step = draw};
+      losses.push_back(model_loss_and_grad(model_, batches[static_cast<size_t>(k)], &grads_, scale, ctx_,
+                                           nullptr, keep, reducer_ && last ? &on_final : nullptr, dropout,
+                                           on_device ? device_sums_.slice(0, k, k + 1) : Tensor()));
+    }
+    if (reducer_) reducer_->finish();
+    if (!on_device) mean_loss();
+    if (group_) {  // every rank's rows count alike: the mean of the ranks' means
+      group_->all_reduce_sum(&r.loss, 1);
+      r.loss /= static_cast<double>(group_->size());
+    }
+    if (hook_) hook_(grads_);
+    // On a device the norm stays there, and the clip is applied by the update.
+    const Tensor sum_squares = on_device ? device_sums_.slice(0, micro, micro + 1) : Tensor();
+    clip_on_device = on_device && grad_sum_squares_on_device(optimizer_.slices(), grads_, sum_squares, ctx_);
+    if (!clip_on_device) r.grad_norm = clip_grad_norm(optimizer_.slices(), grads_, options_.clip, ctx_);
+    optimizer_.step(grads_, r.lr, ctx_, clip_on_device ? sum_squares : Tensor(), options_.clip);
+    return clip_on_device;
+  };
+  // Recorded (step_graph.h) only where nothing of the step is the host's:
+  // no ranks, no hook (the options rule out the rest when graph_ is made).
+  const bool replayed =
+      on_device && !reducer_ && !hook_ &&
+      graph_->run({.ids = batches.front(), .lr = r.lr, .step = steps_before + 1}, work, [&] {
+        optimizer_.set_steps(steps_before);
+        if (BackendResources* res = ctx_.resources()) res->weights_changed();
+      });
+  if (replayed) {
+    losses.assign(1, LossSum{.count = batches.front().dim(0) * (batches.front().dim(1) - 1)});
+    clip_on_device = true;
+    optimizer_.set_steps(steps_before + 1);
+  } else {
+    work();
   }
-  if (hook_) hook_(grads_);
-  // On a device the norm stays there, and the clip is applied by the update.
-  const Tensor sum_squares = on_device ? device_sums_.slice(0, micro, micro + 1) : Tensor();
-  const bool clip_on_device =
-      on_device && grad_sum_squares_on_device(optimizer_.slices(), grads_, sum_squares, ctx_);
-  if (!clip_on_device)
-    r.grad_norm = clip_grad_norm(optimizer_.slices(), grads_, options_.clip, ctx_);
-  r.lr = schedule_.at(optimizer_.steps());
-  optimizer_.step(grads_, r.lr, ctx_, clip_on_device ? sum_squares : Tensor(), options_.clip);
+  for (const Tensor& ids : batches) r.tokens += ids.numel() * options_.world;
   if (BackendResources* res = ctx_.resources()) res->weights_changed();
   r.step = optimizer_.steps();
   if (on_device && read_back) {

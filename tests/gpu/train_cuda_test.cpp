@@ -174,7 +174,8 @@ std::unique_ptr<Context> bf16_context(bool keep_copies) {
 
 // The kept copies hold the bf16 values a copy at each use would: 12
 // --bf16 steps give the same losses to the bit with and without them (and
-// the copies were made once a step and used again within it).
+// the copies were made, or written by the fused AdamW along with the
+// weights, and used again within a step).
 class GpuBf16WeightCopies : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuBf16WeightCopies, SameLossesAsRoundingAtEveryUse) {
@@ -193,6 +194,7 @@ TEST_P(GpuBf16WeightCopies, SameLossesAsRoundingAtEveryUse) {
     if (keep) {
       EXPECT_GT(copies.made(), 0);
       EXPECT_GT(copies.reused(), 0);  // the backward's dx, the head's blocks
+      EXPECT_GT(copies.updated(), 0);  // written by the fused AdamW
     } else {
       EXPECT_EQ(copies.made() + copies.reused(), 0);
     }
@@ -221,9 +223,11 @@ TEST(GpuBf16WeightCopies, LoadingACheckpointDropsTheCopies) {
   for (int i = 0; i < 3; ++i) first.push_back(t.step().loss);
   Tensor ids = Tensor::empty(DType::kI64, {o.batch, o.seq_len});
   for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = tokens[static_cast<size_t>(i)];
-  const int64_t made = cuda::resources(*ctx).weight_copies.made();
+  // The forward uses kept copies (the update wrote them: none is made).
+  const cuda::WeightCopies& copies = cuda::resources(*ctx).weight_copies;
+  const int64_t used = copies.made() + copies.reused();
   model_loss(m, ids, *ctx);
-  EXPECT_GT(cuda::resources(*ctx).weight_copies.made(), made);
+  EXPECT_GT(copies.made() + copies.reused(), used);
   t.load_checkpoint(dir / "checkpoint.safetensors");
   for (int i = 0; i < 3; ++i) again.push_back(t.step().loss);
   EXPECT_EQ(again, first);

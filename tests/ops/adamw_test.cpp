@@ -124,6 +124,10 @@ TEST_P(AdamW, ThreadCountChangesNoBit) {
 // clip against clip_grad_norm's way (the norm read back, then scale()):
 // equal to the bit, over three steps, with slices of every size (one
 // empty, one the middle of a tensor), decaying and not, clipped and not.
+// All but the second slice also write their bf16 copies (the weight copies
+// of bf16 compute), one at an address of 2 mod 8 bytes (no 8-byte stores):
+// each the new weights rounded to nearest even, as the conversion makes
+// them, and the F32 results as without.
 TEST_P(AdamW, FusedSlicesEqualPerSliceUpdatesToTheBit) {
   Context ctx(GetParam(), 2);
   if (!ops::has_adamw_slices(ctx)) GTEST_SKIP() << "no fused update on " << GetParam();
@@ -150,12 +154,18 @@ TEST_P(AdamW, FusedSlicesEqualPerSliceUpdatesToTheBit) {
       return t.slice(0, begin, begin + sizes[k]);
     };
     std::vector<ops::AdamWSlice> table;
+    std::vector<Tensor> bf16;  // undefined: none
     int64_t begin = 0;
     for (size_t k = 0; k < sizes.size(); ++k) {
       Tensor p = piece(copies[1].p, k), m = piece(copies[1].m, k), v = piece(copies[1].v, k);
+      const int64_t skew = k == 3 ? 1 : 0;
+      bf16.push_back(k == 1 ? Tensor()
+                            : testing::on(ctx, Tensor::zeros(DType::kBF16, {sizes[k] + skew}))
+                                  .slice(0, skew, sizes[k] + skew));
       table.push_back({.param = static_cast<float*>(p.raw()), .grad = nullptr,
                        .m = static_cast<float*>(m.raw()), .v = static_cast<float*>(v.raw()),
-                       .begin = begin, .n = sizes[k], .decays = static_cast<int64_t>(k % 2)});
+                       .begin = begin, .n = sizes[k], .decays = static_cast<int64_t>(k % 2),
+                       .bf16 = bf16.back().defined() ? bf16.back().raw() : nullptr});
       begin += (sizes[k] + 3) / 4 * 4;  // whole quads
     }
     const Hyper h = kHypers[0];
@@ -203,6 +213,11 @@ TEST_P(AdamW, FusedSlicesEqualPerSliceUpdatesToTheBit) {
     EXPECT_TRUE(testing::identical(testing::host(copies[1].p), testing::host(copies[0].p)));
     EXPECT_TRUE(testing::identical(testing::host(copies[1].m), testing::host(copies[0].m)));
     EXPECT_TRUE(testing::identical(testing::host(copies[1].v), testing::host(copies[0].v)));
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      if (!bf16[k].defined() || sizes[k] == 0) continue;
+      EXPECT_TRUE(testing::identical(testing::host(bf16[k]), piece(copies[0].p, k).to_dtype(DType::kBF16)))
+          << "the bf16 copy of slice " << k;
+    }
   }
 }
 

@@ -162,6 +162,52 @@ TEST_P(HeadCrossEntropy, RowsWithoutTargetsLoseNothingAndGetNoGradient) {
   EXPECT_TRUE(testing::identical(got.dhead, in.dhead));
 }
 
+// Targets already on the backend's device (a training step queues them
+// there, so that a recorded step reads them from one buffer) give the
+// results of targets on the host to the bit. On a GPU the op's checks
+// refused them ("targets must be on the host") before they took the
+// device's; on the host backends they are the host targets.
+TEST_P(HeadCrossEntropy, TargetsOnTheDeviceGiveTheSameResults) {
+  for (const Case& c : {kCases[0], kCases[1], kSeveralBlocks[2]}) {
+    SCOPED_TRACE(c.name);
+    const Inputs in = make_inputs(c);
+    Context ctx(GetParam(), 1);
+    const Outputs want = run(ctx, in, 0.5);
+    Inputs on_device = in;
+    on_device.targets = testing::on(ctx, in.targets);
+    ASSERT_EQ(on_device.targets.device(), ctx.device());
+    const Outputs got = run(ctx, on_device, 0.5);
+    EXPECT_EQ(got.loss, want.loss);
+    EXPECT_TRUE(testing::identical(got.row_loss, want.row_loss));
+    EXPECT_TRUE(testing::identical(got.df, want.df));
+    EXPECT_TRUE(testing::identical(got.dhead, want.dhead));
+  }
+}
+
+// A target outside the vocabulary: refused on the host; on a device, where
+// the targets are not read back to be checked, the row counts as one
+// without a target instead of reading past its logits.
+TEST_P(HeadCrossEntropy, ATargetOutsideTheVocabularyIsRefusedOrNoTarget) {
+  const Case& c = kCases[0];
+  const Inputs in = make_inputs(c);
+  Context ctx(GetParam(), 1);
+  Inputs bad = in, none = in;
+  bad.targets = in.targets.clone();
+  none.targets = in.targets.clone();
+  bad.targets.data<int64_t>()[2] = c.V + 1000;
+  none.targets.data<int64_t>()[2] = -1;
+  if (ctx.device().is_host()) {
+    EXPECT_THROW(run(ctx, bad, 0.5), Error);
+    return;
+  }
+  bad.targets = testing::on(ctx, bad.targets);
+  const Outputs want = run(ctx, none, 0.5), got = run(ctx, bad, 0.5);
+  EXPECT_EQ(got.loss, want.loss);
+  EXPECT_TRUE(testing::identical(got.row_loss, want.row_loss));
+  EXPECT_TRUE(testing::identical(got.df, want.df));
+  EXPECT_TRUE(testing::identical(got.dhead, want.dhead));
+}
+
 // The 130m bench model's head at one sequence of 2048 (V = 50277 in 50288
 // rows; D cut to 64 so that the check stays quick), where the cuda kernel
 // pads its products to 50280 columns: in F32 and under bf16 compute (its

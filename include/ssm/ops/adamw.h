@@ -29,10 +29,14 @@ struct AdamWSlice {
   int64_t begin = 0;
   int64_t n = 0;
   int64_t decays = 0;  // 1: weight_decay applies, 0: none
+  // n BF16 on the device, or null: each updated value rounded to nearest
+  // even is also written here (the bf16 weight copy of a backend computing
+  // in bf16: BackendResources::bf16_copy_for_update).
+  void* bf16 = nullptr;
   bool operator==(const AdamWSlice&) const = default;
 };
 // A table of slices is stored as I64 words, this many a slice.
-inline constexpr int64_t kAdamWSliceWords = 7;
+inline constexpr int64_t kAdamWSliceWords = 8;
 static_assert(sizeof(AdamWSlice) == kAdamWSliceWords * 8, "a slice is whole words");
 
 // The update of adamw() over every slice of a table in one launch, each

@@ -5,11 +5,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 
 #include "ssm/core/thread_pool.h"
 #include "ssm/tensor/arena.h"
+#include "ssm/tensor/tensor.h"
 
 namespace ssm {
 
@@ -49,6 +51,13 @@ class BackendResources {
   virtual void keep_weight_copies(const void* /*begin*/, size_t /*bytes*/) {}
   virtual void weights_changed() {}
   virtual void forget_weights() {}
+  // Where a fused update (ops::AdamWSlice::bf16) is to write the bf16 copy
+  // of the n F32 weights at `weights` along with their new values, each
+  // rounded to nearest even as the backend's own conversion rounds it: the
+  // backend then takes that copy as fresh at the next weights_changed()
+  // instead of converting the weights again. nullptr: no copy wanted (the
+  // backend keeps none of these weights, or computes in F32).
+  virtual void* bf16_copy_for_update(const float* /*weights*/, int64_t /*n*/) { return nullptr; }
 
   // Copies `bytes` of host memory to device memory `dst` in order with the
   // work queued on the context, without waiting for that work: the source
@@ -58,6 +67,35 @@ class BackendResources {
   virtual bool copy_from_host_queued(void* /*dst*/, const void* /*src*/, size_t /*bytes*/) {
     return false;
   }
+
+  // A training step recorded whole (a CUDA graph of forward, backward, clip
+  // and update) and replayed at later steps of the same shape. Every host
+  // value such a step reads comes in through copy_step_input_queued, which says how
+  // to make its bytes from the next step's StepInputs (`refill`); a plain
+  // queued copy while recording makes the recording fail, as does
+  // anything that cannot be recorded (a host wait): end_step_record() then
+  // returns false, having run nothing, and the caller runs the step itself.
+  // Host backends record nothing (begin_step_record() returns false).
+  struct StepInputs {
+    Tensor ids;       // (batch, length) on the host: the step's tokens
+    double lr = 0;    // the schedule's rate for this step
+    int64_t step = 0;  // AdamW's 1-based step count (bias corrections)
+  };
+  using StepInputFill = std::function<void(const StepInputs&, void* out)>;
+  virtual bool copy_step_input_queued(void* dst, const void* src, size_t bytes,
+                                      const StepInputFill& /*refill*/) {
+    return copy_from_host_queued(dst, src, bytes);
+  }
+  // `key` names the recording (its trainer); one records at a time.
+  virtual bool begin_step_record(uint64_t /*key*/) { return false; }
+  // Ends the recording and, when it holds a whole step, runs it with
+  // `inputs` (those of the step just recorded) and returns true.
+  virtual bool end_step_record(uint64_t /*key*/, const StepInputs& /*inputs*/) { return false; }
+  // Runs the recorded step with the next step's inputs; false when none.
+  virtual bool replay_step(uint64_t /*key*/, const StepInputs& /*inputs*/) { return false; }
+  // Drops the recorded step, or the recording in progress (its memory goes
+  // back to the allocator).
+  virtual void drop_step_record(uint64_t /*key*/) {}
 };
 
 class Context {

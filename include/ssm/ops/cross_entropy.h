@@ -14,7 +14,9 @@ struct HeadLossArgs {
   int64_t vocab = 0;  // V: the real vocabulary (head may have padded rows)
   Tensor f;           // (rows, D) F32 rows: final-norm outputs
   Tensor head;        // (>= V, D) F32 dense: embedding or lm_head
-  Tensor targets;     // (rows) I64 on the host, -1 where no loss is taken
+  // (rows) I64, -1 where no loss is taken: on the host, or on a device
+  // backend's device (read in place; not checked against the vocabulary).
+  Tensor targets;
   double grad_scale = 0;  // 0: loss only
   Tensor df;        // (rows, D) overwritten when grad_scale != 0
   Tensor dhead;     // (V or more, D) accumulated; undefined: not wanted

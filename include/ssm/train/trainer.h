@@ -16,6 +16,7 @@
 #include "ssm/train/data.h"
 #include "ssm/train/grad_reducer.h"
 #include "ssm/train/optimizer.h"
+#include "ssm/train/step_graph.h"
 
 namespace ssm {
 
@@ -77,6 +78,10 @@ class Trainer {
   StepReport step(bool read_back = true);
   int64_t steps_done() const { return optimizer_.steps(); }
   bool finished() const { return steps_done() >= options_.steps; }
+  // SSM_CUDA_TRAIN_GRAPH=1 (step_graph.h): whether steps may still be
+  // recorded, and whether they are now replayed.
+  bool step_graph_on() const { return graph_->on(); }
+  bool step_graph_recorded() const { return graph_->recorded(); }
   const TrainOptions& options() const { return options_; }
 
   // Called with the summed gradients before clipping (after the reducer's
@@ -114,6 +119,7 @@ class Trainer {
   // On a device: each micro-batch's loss sum, then the squared gradient
   // norm (F64), until read back.
   Tensor device_sums_;
+  std::unique_ptr<StepGraph> graph_;
 };
 
 // Reads the options stored in a checkpoint (for a resume that must reuse them).

@@ -85,10 +85,14 @@ void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s)
 void launch_ssd_chunk_backward_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s);
 
 // dtable[ids[order[i]]] += scale dout[order[i]] for the runs [seg[j],
-// seg[j+1]) of one id each (order sorted by id, rows in order within a run).
-void launch_embedding_backward(const int64_t* order, const int64_t* seg, const int64_t* seg_id,
-                               int64_t runs, ConstRows dout, float scale, float* dtable, int64_t D,
-                               cudaStream_t s);
+// seg[j+1]) of one id each (order sorted by id, rows in order within a run),
+// from `meta` on the device: order (rows), seg (rows + 1), seg_id (rows),
+// then the number of runs, a fixed layout for any ids of `rows` rows, so
+// that a recorded training step reads the next step's runs from the same
+// bytes (the grid does not depend on them).
+inline constexpr int64_t embedding_meta_words(int64_t rows) { return 3 * rows + 2; }
+void launch_embedding_backward(const int64_t* meta, int64_t rows, ConstRows dout, float scale,
+                               float* dtable, int64_t D, cudaStream_t s);
 
 // Softmax cross-entropy of a block of logits rows over their first V
 // columns: loss[r] written in double (0 without a target), and the rows'
@@ -131,10 +135,13 @@ struct AdamWSliceLaunch {
   float* v;
   int64_t begin, n;
   int64_t decays;
+  unsigned short* bf16;  // null, or where each new value goes rounded to bf16
 };
 // AdamW over every element of the slices of table (on the device), the
-// gradients clipped first when step.clip_sum_squares.
+// gradients clipped first when step->clip_sum_squares. The scalars too are
+// read on the device, so that a recorded training step takes each step's
+// rate and bias corrections from the same bytes.
 void launch_adamw_slices(const AdamWSliceLaunch* table, int64_t slices, int64_t elements,
-                         const AdamWStep& step, cudaStream_t s);
+                         const AdamWStep* step, cudaStream_t s);
 
 }  // namespace ssm::cuda

@@ -60,7 +60,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t r = blockIdx.x, cols = logits.cols;
   float* row = logits.p + r * logits.stride;
   __nv_bfloat16* grow = g ? g + r * g_stride : nullptr;
-  const int64_t target = targets[r];
+  // Targets on the device were not checked on the host: one outside the
+  // vocabulary counts as none rather than reading past the row.
+  const int64_t target = targets[r] < V ? targets[r] : -1;
   const bool vec = logits.stride % 4 == 0 && reinterpret_cast<uintptr_t>(logits.p) % 16 == 0 &&
                    (!g || (g_stride % 4 == 0 && reinterpret_cast<uintptr_t>(g) % 8 == 0));
   const int64_t V4 = vec ? V / 4 : 0;  // float4 pieces wholly inside the vocabulary
@@ -185,13 +187,22 @@ __device__ __forceinline__ float clipped(float g, const Clip& c) {
   return c.on ? __fmul_rn(g, c.scale) : g;
 }
 
+// An updated weight's bf16 copy: round to nearest even, as the weight
+// copies' conversion (to_16bit_x4_kernel and to_bf16_kernel, elementwise.cu)
+// rounds it, so that the copy is the one a conversion would make.
+__device__ __forceinline__ unsigned short bf16_bits(float x) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+
 // Grid-stride over the quads (4 elements) of every slice together (each
 // slice starts at a multiple of 4: AdamWSliceLaunch::begin); a thread finds
 // its first quad's slice by bisection, then walks forward with its stride.
 // A whole quad whose four arrays are 16-byte aligned moves in 16-byte loads
-// and stores; the rest element by element, through the same update.
+// and stores; the rest element by element, through the same update. A
+// slice with a bf16 copy gets each new value rounded there too.
 __global__ void adamw_slices_kernel(const AdamWSliceLaunch* table, int64_t slices,
-                                    int64_t elements, AdamWStep s) {
+                                    int64_t elements, const AdamWStep* step) {
+  const AdamWStep s = *step;
   const Clip clip = clip_of(s.clip_sum_squares, s.max_norm);
   const int64_t stride = int64_t{gridDim.x} * blockDim.x * 4;
   int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 4;
@@ -210,6 +221,7 @@ __global__ void adamw_slices_kernel(const AdamWSliceLaunch* table, int64_t slice
     const double decay = t.decays ? s.decay : s.no_decay;
     float *p = t.p + j, *m = t.m + j, *v = t.v + j;
     const float* g = t.g + j;
+    unsigned short* b = t.bf16 ? t.bf16 + j : nullptr;
     const auto bits = reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(g) |
                       reinterpret_cast<uintptr_t>(m) | reinterpret_cast<uintptr_t>(v);
     if (j + 4 <= t.n && bits % 16 == 0) {
@@ -223,9 +235,21 @@ __global__ void adamw_slices_kernel(const AdamWSliceLaunch* table, int64_t slice
       *reinterpret_cast<float4*>(p) = p4;
       *reinterpret_cast<float4*>(m) = m4;
       *reinterpret_cast<float4*>(v) = v4;
+      if (b && reinterpret_cast<uintptr_t>(b) % 8 == 0) {
+        *reinterpret_cast<ushort4*>(b) = ushort4{bf16_bits(p4.x), bf16_bits(p4.y), bf16_bits(p4.z),
+                                                 bf16_bits(p4.w)};
+      } else if (b) {
+        b[0] = bf16_bits(p4.x);
+        b[1] = bf16_bits(p4.y);
+        b[2] = bf16_bits(p4.z);
+        b[3] = bf16_bits(p4.w);
+      }
     } else {
       const int64_t n = t.n - j < 4 ? t.n - j : 4;
-      for (int64_t e = 0; e < n; ++e) adamw_update(p[e], clipped(g[e], clip), m[e], v[e], s, decay);
+      for (int64_t e = 0; e < n; ++e) {
+        adamw_update(p[e], clipped(g[e], clip), m[e], v[e], s, decay);
+        if (b) b[e] = bf16_bits(p[e]);
+      }
     }
   }
 }
@@ -278,7 +302,7 @@ void launch_adamw(float* p, const float* g, float* m, float* v, int64_t n, const
 }
 
 void launch_adamw_slices(const AdamWSliceLaunch* table, int64_t slices, int64_t elements,
-                         const AdamWStep& step, cudaStream_t s) {
+                         const AdamWStep* step, cudaStream_t s) {
   if (elements == 0 || slices == 0) return;
   adamw_slices_kernel<<<blocks_for((elements + 3) / 4), kThreads, 0, s>>>(table, slices, elements,
                                                                           step);

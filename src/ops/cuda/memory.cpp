@@ -13,13 +13,16 @@
 // computation. Each device has its own cache (a block belongs to the
 // device it was allocated on), and every function makes the tensor's device
 // current for its call, so that tensors of several GPUs can be made, copied
-// and freed from any thread (ssm serve keeps a model on each).
+// and freed from any thread (ssm serve keeps a model on each). A recorded
+// training step's blocks stay in its private pool (graph_pool.h).
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "ops/cuda/graph_pool.h"
 #include "ops/cuda/runtime.h"
 #include "ssm/core/error.h"
 #include "ssm/tensor/device.h"
@@ -35,11 +38,43 @@ size_t size_class(size_t bytes) {
   return (bytes + kLarge - 1) / kLarge * kLarge;
 }
 
+}  // namespace
+
+struct GraphPool {
+  int device = 0;
+  cudaStream_t stream = nullptr;  // being captured
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by class
+};
+
+namespace {
+
 struct Cache {
   std::mutex mutex;
   std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by class
   std::unordered_map<void*, size_t> live;                      // block -> class
   uint64_t live_bytes = 0, peak_bytes = 0;                     // of live blocks (size classes)
+  // graph_pool.h: the pool capturing now, and the blocks each pool owns.
+  GraphPool* capturing = nullptr;
+  std::unordered_map<void*, GraphPool*> pooled;
+
+  // A free block of class cls: the capturing pool's own first, then the
+  // cache's (which the pool then owns); nullptr when neither has one.
+  void* take(size_t cls) {
+    if (capturing) {
+      auto& own = capturing->free_blocks[cls];
+      if (!own.empty()) {
+        void* p = own.back();
+        own.pop_back();
+        return p;
+      }
+    }
+    auto it = free_blocks.find(cls);
+    if (it == free_blocks.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    if (capturing) pooled[p] = capturing;
+    return p;
+  }
 
   void release_cached() {
     for (auto& [cls, blocks] : free_blocks)
@@ -63,10 +98,7 @@ void* allocate(Device device, size_t bytes) {
   Cache& c = cache(device);
   const DeviceGuard on(device.index);
   std::lock_guard lock(c.mutex);
-  auto it = c.free_blocks.find(cls);
-  if (it != c.free_blocks.end() && !it->second.empty()) {
-    void* p = it->second.back();
-    it->second.pop_back();
+  if (void* p = c.take(cls)) {
     c.live[p] = cls;
     c.peak_bytes = std::max(c.peak_bytes, c.live_bytes += cls);
     return p;
@@ -80,6 +112,7 @@ void* allocate(Device device, size_t bytes) {
       return nullptr;
     }
   }
+  if (c.capturing) c.pooled[p] = c.capturing;
   c.live[p] = cls;
   c.peak_bytes = std::max(c.peak_bytes, c.live_bytes += cls);
   return p;
@@ -91,7 +124,10 @@ void release(Device device, void* p) {
   std::lock_guard lock(c.mutex);
   auto it = c.live.find(p);
   if (it == c.live.end()) return;
-  c.free_blocks[it->second].push_back(p);
+  auto owner = c.pooled.find(p);
+  if (owner == c.pooled.end() && c.capturing) owner = c.pooled.emplace(p, c.capturing).first;
+  if (owner != c.pooled.end()) owner->second->free_blocks[it->second].push_back(p);
+  else c.free_blocks[it->second].push_back(p);
   c.live_bytes -= it->second;
   c.live.erase(it);
 }
@@ -108,16 +144,28 @@ void copy_from_host(Device device, void* dst, const void* host_src, size_t bytes
   const DeviceGuard on(device.index);
   check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "copy from the host");
 }
+// The stream a recorded step is being captured from on `device`, or null
+// (graph_pool.h: fills and copies on the device go there meanwhile).
+cudaStream_t capturing_stream(Device device) {
+  Cache& c = cache(device);
+  std::lock_guard lock(c.mutex);
+  return c.capturing ? c.capturing->stream : nullptr;
+}
+
 // Both sides on `device` (tensors on two GPUs go through the host).
 void copy_on_device(Device device, void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   const DeviceGuard on(device.index);
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "copy on the device");
+  if (cudaStream_t s = capturing_stream(device))
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s), "copy on the device (recorded)");
+  else
+    check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "copy on the device");
 }
 void fill_zero(Device device, void* dst, size_t bytes) {
   if (!bytes) return;
   const DeviceGuard on(device.index);
-  check(cudaMemset(dst, 0, bytes), "memset");
+  if (cudaStream_t s = capturing_stream(device)) check(cudaMemsetAsync(dst, 0, bytes, s), "memset (recorded)");
+  else check(cudaMemset(dst, 0, bytes), "memset");
 }
 void usage(Device device, uint64_t* peak_bytes, uint64_t* total_bytes) {
   const DeviceGuard on(device.index);
@@ -138,6 +186,33 @@ void reset_peak(Device device) {
 }
 
 }  // namespace
+
+GraphPool* begin_graph_pool(int device, cudaStream_t stream) {
+  Cache& c = cache(Device::cuda(device));
+  std::lock_guard lock(c.mutex);
+  SSM_CHECK(!c.capturing, "cuda device ", device, " is already capturing a recorded step");
+  c.capturing = new GraphPool{.device = device, .stream = stream};
+  return c.capturing;
+}
+
+void end_graph_pool_capture(GraphPool* pool) {
+  Cache& c = cache(Device::cuda(pool->device));
+  std::lock_guard lock(c.mutex);
+  for (const auto& [p, cls] : c.live) c.pooled.emplace(p, pool);
+  if (c.capturing == pool) c.capturing = nullptr;
+}
+
+void release_graph_pool(GraphPool* pool) {
+  if (!pool) return;
+  Cache& c = cache(Device::cuda(pool->device));
+  std::lock_guard lock(c.mutex);
+  if (c.capturing == pool) c.capturing = nullptr;
+  for (auto it = c.pooled.begin(); it != c.pooled.end();)
+    it = it->second == pool ? c.pooled.erase(it) : std::next(it);
+  for (auto& [cls, blocks] : pool->free_blocks)
+    c.free_blocks[cls].insert(c.free_blocks[cls].end(), blocks.begin(), blocks.end());
+  delete pool;
+}
 
 void register_memory() {
   register_device_memory(DeviceType::kCuda, DeviceMemory{&allocate, &release, &copy_to_host, &copy_from_host,

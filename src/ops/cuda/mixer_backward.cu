@@ -179,15 +179,20 @@ __global__ void ssd_prepare_params_kernel(ConstRows ddt_raw, const float* A_log,
 }
 
 // Block per run of equal ids, threads over columns; rows added in order.
+// A block a run, striding over the runs (their number is on the device):
+// each run's rows are added in order by one block, as when the grid had a
+// block a run.
 __global__ void embedding_backward_kernel(const int64_t* order, const int64_t* seg,
-                                          const int64_t* seg_id, ConstRows dout, float scale,
-                                          float* dtable, int64_t D) {
-  const int64_t j = blockIdx.x;
-  float* to = dtable + seg_id[j] * D;
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-    float acc = to[d];
-    for (int64_t i = seg[j]; i < seg[j + 1]; ++i) acc += scale * dout.p[order[i] * dout.stride + d];
-    to[d] = acc;
+                                          const int64_t* seg_id, const int64_t* runs,
+                                          ConstRows dout, float scale, float* dtable, int64_t D) {
+  const int64_t n = *runs;
+  for (int64_t j = blockIdx.x; j < n; j += gridDim.x) {
+    float* to = dtable + seg_id[j] * D;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      float acc = to[d];
+      for (int64_t i = seg[j]; i < seg[j + 1]; ++i) acc += scale * dout.p[order[i] * dout.stride + d];
+      to[d] = acc;
+    }
   }
 }
 
@@ -227,12 +232,12 @@ void launch_ssd_prepare_backward(ConstRows dt_raw, const float* dt_bias, const f
         dA_log);
 }
 
-void launch_embedding_backward(const int64_t* order, const int64_t* seg, const int64_t* seg_id,
-                               int64_t runs, ConstRows dout, float scale, float* dtable, int64_t D,
-                               cudaStream_t s) {
-  if (runs == 0 || D == 0) return;
-  embedding_backward_kernel<<<static_cast<unsigned>(runs), 128, 0, s>>>(order, seg, seg_id, dout,
-                                                                        scale, dtable, D);
+void launch_embedding_backward(const int64_t* meta, int64_t rows, ConstRows dout, float scale,
+                               float* dtable, int64_t D, cudaStream_t s) {
+  if (rows == 0 || D == 0) return;
+  const int64_t blocks = rows < 65535 ? rows : 65535;
+  embedding_backward_kernel<<<static_cast<unsigned>(blocks), 128, 0, s>>>(
+      meta, meta + rows, meta + 2 * rows + 1, meta + 3 * rows + 1, dout, scale, dtable, D);
 }
 
 }  // namespace ssm::cuda

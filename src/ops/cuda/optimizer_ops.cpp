@@ -4,6 +4,7 @@
 // here needs a GPU: the CPU emulator (scripts/cuda-emulate) runs it.
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch_train.h"
@@ -29,17 +30,42 @@ void adamw(Context& ctx, const ops::AdamWArgs& a) {
 
 static_assert(sizeof(AdamWSliceLaunch) == sizeof(ops::AdamWSlice) &&
                   offsetof(AdamWSliceLaunch, begin) == offsetof(ops::AdamWSlice, begin) &&
-                  offsetof(AdamWSliceLaunch, decays) == offsetof(ops::AdamWSlice, decays),
+                  offsetof(AdamWSliceLaunch, decays) == offsetof(ops::AdamWSlice, decays) &&
+                  offsetof(AdamWSliceLaunch, bf16) == offsetof(ops::AdamWSlice, bf16),
               "the fused AdamW's table is ops::AdamWSlice's");
 
-void adamw_slices(Context& ctx, const ops::AdamWSlicesArgs& a) {
-  AdamWStep step = step_of(a);
+// The step's scalars as adamw_slices' args give them (rate and step from
+// the step's inputs when a recorded step replays).
+AdamWStep slices_step_of(const ops::AdamWSlicesArgs& a, double lr, int64_t step) {
+  ops::AdamWSlicesArgs at = a;
+  at.lr = lr;
+  at.step = step;
+  AdamWStep s = step_of(at);
   if (a.clip_sum_squares.defined()) {
-    step.clip_sum_squares = a.clip_sum_squares.data<double>();
-    step.max_norm = a.max_norm;
+    s.clip_sum_squares = a.clip_sum_squares.data<double>();
+    s.max_norm = a.max_norm;
   }
+  return s;
+}
+
+void adamw_slices(Context& ctx, const ops::AdamWSlicesArgs& a) {
+  const AdamWStep step = slices_step_of(a, a.lr, a.step);
+  Arena::Scope scope(ctx.arena());
+  constexpr int64_t kWords = (sizeof(AdamWStep) + 7) / 8;
+  Tensor on = ctx.arena().alloc(DType::kI64, {kWords});
+  // Through the queued copy (a recorded step refills it from the next
+  // step's rate and count; a context without the queued copy, the CPU
+  // emulator's, copies synchronously).
+  const BackendResources::StepInputFill refill = [a](const BackendResources::StepInputs& in,
+                                                     void* out) {
+    const AdamWStep s = slices_step_of(a, in.lr, in.step);
+    std::memcpy(out, &s, sizeof s);
+  };
+  BackendResources* r = ctx.resources();
+  if (!(r && r->copy_step_input_queued(on.raw(), &step, sizeof step, refill)))
+    check(cudaMemcpy(on.raw(), &step, sizeof step, cudaMemcpyHostToDevice), "adamw_slices (scalars)");
   launch_adamw_slices(reinterpret_cast<const AdamWSliceLaunch*>(a.table.data<int64_t>()), a.slices,
-                      a.elements, step, stream(ctx));
+                      a.elements, static_cast<const AdamWStep*>(on.raw()), stream(ctx));
   check_launch("adamw_slices");
 }
 

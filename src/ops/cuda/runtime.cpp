@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "ops/cuda/launch_ssd_step.h"
+#include "ops/cuda/step_record.h"
 #include "ssm/core/error.h"
 #include "ssm/ops/backend.h"
 
@@ -89,6 +90,8 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
 }
 
 bool CudaResources::copy_from_host_queued(void* dst, const void* src, size_t bytes) {
+  // Recording a training step: a copy no replay can redo fails the recording.
+  if (recording_) return copy_step_input_queued(dst, src, bytes, {});
   const DeviceGuard on(device);
   if (bytes > staging_bytes_) {
     // Grown once (the ids of the largest batch so far): the slots' last
@@ -154,6 +157,8 @@ void CudaResources::abandon_record() {
 CudaResources::~CudaResources() {
   const DeviceGuard on(device);
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  if (recording_) drop_step_record(recording_key_);
+  steps_.clear();
   if (blas_lt) cublasLtDestroy(blas_lt);
   if (blas) cublasDestroy(blas);
   if (stream) {

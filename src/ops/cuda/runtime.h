@@ -10,12 +10,15 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <unordered_map>
 
 #include "ops/cuda/weight_copies.h"
 #include "ssm/ops/context.h"
 
 namespace ssm::cuda {
+
+struct StepRecording;  // step_record.h
 
 // ssm::Error naming what failed and CUDA's message, unless status is success.
 void check(cudaError_t status, const char* what);
@@ -52,8 +55,19 @@ class CudaResources : public BackendResources {
   }
   void weights_changed() override { weight_copies.changed(); }
   void forget_weights() override { weight_copies.forget(); }
+  void* bf16_copy_for_update(const float* weights, int64_t n) override {
+    return bf16_compute ? weight_copies.for_update(weights, n, device) : nullptr;
+  }
   // Through pinned staging slots, each reused once its last copy ran.
   bool copy_from_host_queued(void* dst, const void* src, size_t bytes) override;
+  // A recorded training step (step_record.cpp): a CUDA graph whose host
+  // inputs are copied from device buffers that each replay refills first.
+  bool copy_step_input_queued(void* dst, const void* src, size_t bytes,
+                              const StepInputFill& refill) override;
+  bool begin_step_record(uint64_t key) override;
+  bool end_step_record(uint64_t key, const StepInputs& inputs) override;
+  bool replay_step(uint64_t key, const StepInputs& inputs) override;
+  void drop_step_record(uint64_t key) override;
 
   int device = 0;
   cudaStream_t stream = nullptr;
@@ -111,8 +125,8 @@ class CudaResources : public BackendResources {
   bool keep_weight_copies_ = true;  // SSM_CUDA_WEIGHT_COPIES=0: off
   // copy_from_host_queued's pinned slots and the events of their last copies.
   // A training step queues three copies a micro-batch (ids, the head loss's
-  // targets, the embedding backward's rows by id): 8 slots let the host
-  // queue the next step while the device runs the last.
+  // targets, the embedding backward's rows by id) and AdamW's scalars: 8
+  // slots let the host queue the next step while the device runs the last.
   static constexpr int kStagingSlots = 8;
   void* staging_[kStagingSlots] = {};
   cudaEvent_t staged_[kStagingSlots] = {};
@@ -120,6 +134,10 @@ class CudaResources : public BackendResources {
   int next_slot_ = 0;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
   std::unordered_map<uint64_t, int> seen_;
+  // The recorded training steps by key, and the one being recorded.
+  std::unordered_map<uint64_t, std::unique_ptr<StepRecording>> steps_;
+  std::unique_ptr<StepRecording> recording_;
+  uint64_t recording_key_ = 0;
 };
 
 CudaResources& resources(Context& ctx);

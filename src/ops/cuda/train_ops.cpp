@@ -70,48 +70,61 @@ void linear_backward(Context& ctx, const ops::LinearBackwardArgs& a) {
 // bytes of host memory to dst in order with the context's work, through the
 // pinned staging of copy_from_host_queued: src may go when this returns, and
 // the host does not wait for the device. A context without the staging (the
-// CPU emulator's) copies synchronously.
-void copy_from_host(Context& ctx, void* dst, const void* src, size_t bytes, const char* what) {
+// CPU emulator's) copies synchronously. `refill` makes the bytes from a
+// later step's inputs when a recorded training step replays.
+void copy_from_host(Context& ctx, void* dst, const void* src, size_t bytes, const char* what,
+                    const BackendResources::StepInputFill& refill = {}) {
   BackendResources* r = ctx.resources();
-  if (r && r->copy_from_host_queued(dst, src, bytes)) return;
+  if (r && (refill ? r->copy_step_input_queued(dst, src, bytes, refill)
+                   : r->copy_from_host_queued(dst, src, bytes)))
+    return;
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), what);
 }
 
-// The rows grouped by id on the host (ids sorted stably, so rows keep their
-// order within an id), then a block per id adds its rows in that order. The
-// caller's host copy of the ids, when given, spares reading them back (a
-// wait for the device's work).
+// embedding_meta_words(R) words for launch_embedding_backward: the rows
+// grouped by id (sorted stably, so rows keep their order within an id).
+void rows_by_id(const Tensor& ids, int64_t* meta) {
+  const int64_t R = ids.numel();
+  auto id_at = [&](int64_t r) {
+    return ids.dtype() == DType::kI64 ? ids.data<int64_t>()[r] : int64_t{ids.data<int32_t>()[r]};
+  };
+  int64_t *order = meta, *seg = meta + R, *seg_id = meta + 2 * R + 1;
+  std::fill(meta, meta + embedding_meta_words(R), int64_t{0});
+  std::iota(order, order + R, int64_t{0});
+  std::stable_sort(order, order + R, [&](int64_t x, int64_t y) { return id_at(x) < id_at(y); });
+  int64_t runs = 0;
+  for (int64_t i = 0; i < R; ++i)
+    if (i == 0 || id_at(order[i]) != id_at(order[i - 1])) {
+      seg[runs] = i;
+      seg_id[runs++] = id_at(order[i]);
+    }
+  seg[runs] = R;
+  meta[3 * R + 1] = runs;
+}
+
+// The rows grouped by id on the host, then a block per id adds its rows in
+// that order. The caller's host copy of the ids, when given, spares reading
+// them back (a wait for the device's work). In a recorded training step
+// the ids are the step's: a replay groups the next step's.
 void embedding_backward(Context& ctx, const ops::EmbeddingBackwardArgs& a) {
   const int64_t R = a.ids.numel(), D = a.dtable.dim(1);
   if (R == 0) return;
   const Tensor ids = a.host_ids.defined()                ? a.host_ids
                      : a.ids.device() == Device::host() ? a.ids
                                                          : a.ids.to(Device::host());
-  auto id_at = [&](int64_t r) {
-    return ids.dtype() == DType::kI64 ? ids.data<int64_t>()[r] : int64_t{ids.data<int32_t>()[r]};
-  };
-  std::vector<int64_t> order(static_cast<size_t>(R));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t x, int64_t y) { return id_at(x) < id_at(y); });
-  std::vector<int64_t> seg, seg_id;
-  for (int64_t i = 0; i < R; ++i)
-    if (i == 0 || id_at(order[i]) != id_at(order[i - 1])) {
-      seg.push_back(i);
-      seg_id.push_back(id_at(order[i]));
-    }
-  const int64_t runs = static_cast<int64_t>(seg_id.size());
-  seg.push_back(R);
-  // order, seg, seg_id in one buffer: one copy.
-  order.insert(order.end(), seg.begin(), seg.end());
-  order.insert(order.end(), seg_id.begin(), seg_id.end());
+  std::vector<int64_t> meta(static_cast<size_t>(embedding_meta_words(R)));
+  rows_by_id(ids, meta.data());
   Arena::Scope scope(ctx.arena());
-  Tensor meta = ctx.arena().alloc(DType::kI64, {R + 2 * runs + 1});
-  int64_t* m = ops::elements<int64_t>(meta);
-  copy_from_host(ctx, m, order.data(), sizeof(int64_t) * order.size(),
-                 "embedding_backward (rows by id)");
-  launch_embedding_backward(m, m + R, m + R + runs + 1, runs, const_rows_of(a.dout), a.scale,
-                            ops::elements<float>(a.dtable), D, stream(ctx));
+  Tensor on = ctx.arena().alloc(DType::kI64, {embedding_meta_words(R)});
+  int64_t* m = ops::elements<int64_t>(on);
+  const BackendResources::StepInputFill refill = [R](const BackendResources::StepInputs& in, void* out) {
+    SSM_CHECK(in.ids.numel() == R, "a recorded step's ids have ", R, " rows, not ", in.ids.numel());
+    rows_by_id(in.ids, static_cast<int64_t*>(out));
+  };
+  copy_from_host(ctx, m, meta.data(), sizeof(int64_t) * meta.size(), "embedding_backward (rows by id)",
+                 refill);
+  launch_embedding_backward(m, R, const_rows_of(a.dout), a.scale, ops::elements<float>(a.dtable), D,
+                            stream(ctx));
   check_launch("embedding_backward");
 }
 
@@ -141,10 +154,14 @@ double head_cross_entropy(Context& ctx, const ops::HeadLossArgs& a) {
   const bool bf16 = resources(ctx).bf16_compute;
   Tensor logits = ctx.arena().alloc(DType::kF32, {block, ld});
   Tensor g16 = bf16 ? ctx.arena().alloc(DType::kBF16, {block, ld}) : Tensor();
-  Tensor targets = ctx.arena().alloc(DType::kI64, {R});
   Tensor loss = ctx.arena().alloc(DType::kF64, {R + 1});
-  copy_from_host(ctx, targets.raw(), a.targets.data<int64_t>(), sizeof(int64_t) * R,
-                 "head_cross_entropy (targets)");
+  // Targets already on the device (a training step queues them there) are read in place.
+  Tensor targets = a.targets;
+  if (a.targets.device() != ctx.device()) {
+    targets = ctx.arena().alloc(DType::kI64, {R});
+    copy_from_host(ctx, targets.raw(), a.targets.data<int64_t>(), sizeof(int64_t) * R,
+                   "head_cross_entropy (targets)");
+  }
   const ConstRows f = const_rows_of(a.f);
   const float* head = a.head.data<float>();
   const bool grad = a.grad_scale != 0;
