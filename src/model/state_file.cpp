@@ -16,12 +16,12 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'S', 'M', 'S', 'T', 'A', 'T', 'E'};
 constexpr size_t kPreamble = 24;  // magic, version, header length, file length
+constexpr size_t kTrailer = 4;    // crc32
 
 // The dtypes a state tensor converts between on load (the SSM state's).
 bool is_state_float(std::string_view dtype) {
   return dtype == dtype_name(DType::kF32) || dtype == dtype_name(DType::kBF16);
 }
-constexpr size_t kTrailer = 4;    // crc32
 
 uint32_t crc_update(uint32_t crc, const void* data, size_t n) {
   return static_cast<uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), n));
@@ -49,10 +49,9 @@ std::vector<std::pair<std::string, Tensor*>> state_tensors(ModelState& state) {
   return out;
 }
 
-// Bytes of one fresh sequence's state (empty KV caches): the least a file
-// must hold per sequence.
-// The fewest bytes a sequence's state can take in a file: F32 and BF16
-// tensors counted at 2 bytes an element (either loads as the other).
+// The fewest bytes one fresh sequence's state (empty KV caches) can take in
+// a file: F32 and BF16 tensors counted at 2 bytes an element (either loads
+// as the other).
 double fresh_state_bytes(const LanguageModel& model) {
   ModelState one = model.make_state(1);
   double bytes = 0;
