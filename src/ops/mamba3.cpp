@@ -93,12 +93,7 @@ void mamba3_scan(Context& ctx, const Mamba3ScanArgs& a) {
   const M3Shape s = check_scan(c, a);
   c.dense("o", a.o, {s.B, s.H, s.L, s.R, s.P});
   const auto kernel = c.kernel(&OpTable::mamba3_scan);
-  Arena::Scope scope(ctx.arena());
-  const detail::F32State state(ctx, a.ssm, s.L == 1 && detail::bf16_state_steps(ctx));
-  Mamba3ScanArgs f32 = a;
-  f32.ssm = state.tensor();
-  detail::run(ctx, kernel, f32);
-  state.store();
+  detail::run_with_f32_state(ctx, kernel, a, &Mamba3ScanArgs::ssm, s.L == 1 && detail::bf16_state_steps(ctx));
 }
 
 void mamba3_prepare_scan(Context& ctx, const Mamba3PrepareScanArgs& a) {

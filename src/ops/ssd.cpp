@@ -53,12 +53,7 @@ void ssd_scan(Context& ctx, const SsdScanArgs& a) {
   const SsdShape s = check_scan(c, a);
   c.rows("y", a.y, s.B * s.L, s.H * s.P);
   const auto kernel = c.kernel(&OpTable::ssd_scan);
-  Arena::Scope scope(ctx.arena());
-  const detail::F32State state(ctx, a.state, s.L == 1 && detail::bf16_state_steps(ctx));
-  SsdScanArgs f32 = a;
-  f32.state = state.tensor();
-  detail::run(ctx, kernel, f32);
-  state.store();
+  detail::run_with_f32_state(ctx, kernel, a, &SsdScanArgs::state, s.L == 1 && detail::bf16_state_steps(ctx));
 }
 
 void ssd_scan_backward(Context& ctx, const SsdScanBackwardArgs& a) {

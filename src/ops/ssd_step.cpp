@@ -30,12 +30,7 @@ void ssd_step(Context& ctx, const SsdStepArgs& a) {
   c.expect(a.state.defined(), "state is missing").state("state", a.state, {B, H, P, N});
   c.rows("out", a.out, B, HP);
   const auto kernel = c.kernel(&OpTable::ssd_step);
-  Arena::Scope scope(ctx.arena());
-  const detail::F32State state(ctx, a.state, detail::bf16_state_steps(ctx));
-  SsdStepArgs f32 = a;
-  f32.state = state.tensor();
-  detail::run(ctx, kernel, f32);
-  state.store();
+  detail::run_with_f32_state(ctx, kernel, a, &SsdStepArgs::state, detail::bf16_state_steps(ctx));
 }
 
 bool has_ssd_step(const Context& ctx) { return ctx.backend().ops().ssd_step != nullptr; }

@@ -27,4 +27,16 @@ class F32State {
 // True when ctx's backend steps a BF16 state itself (L = 1 only).
 bool bf16_state_steps(const Context& ctx);
 
+// kernel(args) with args.*state seen as F32 (an F32State around the call).
+template <class Kernel, class Args>
+void run_with_f32_state(Context& ctx, const Kernel& kernel, const Args& args, Tensor Args::*state,
+                        bool native) {
+  Arena::Scope scope(ctx.arena());
+  const F32State f32_state(ctx, args.*state, native);
+  Args f32 = args;
+  f32.*state = f32_state.tensor();
+  run(ctx, kernel, f32);
+  f32_state.store();
+}
+
 }  // namespace ssm::ops::detail
