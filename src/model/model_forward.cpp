@@ -18,14 +18,17 @@ int64_t id_at(const Tensor& ids, int64_t i) {
 }
 
 // The KV caches of a decode step's attention layers, in the state's order,
-// or false where a step with caches cannot be recorded: Zamba2's shared
-// block reads its positions on the host. No cache is too long to record:
+// or false where the step cannot be recorded: Zamba2's shared block reads
+// its positions on the host, and a mixture of experts (Granite 4.0-H's,
+// Nemotron-H's, Jamba's) its routing. No cache is too long to record:
 // the cuda decode kernels split the keys over blocks sized by the shapes
 // (their scratch grows with the batch and heads, not the cache).
 bool recordable_caches(const std::vector<std::unique_ptr<LanguageModel::Block>>& blocks, ModelState& state,
                        std::vector<AttentionState*>& caches) {
   size_t i = 0;
-  for (const auto& b : blocks)
+  for (const auto& b : blocks) {
+    for (const SequenceLayer* layer : {b->mixer.get(), b->mlp.get()})
+      if (layer && layer->kind() == "moe") return false;
     for (const SequenceLayer* layer : {b->mixer.get(), b->parallel.get(), b->shared.get()}) {
       if (!layer) continue;
       if (i >= state.layers.size()) return false;
@@ -34,6 +37,7 @@ bool recordable_caches(const std::vector<std::unique_ptr<LanguageModel::Block>>&
       if (!dynamic_cast<const AttentionLayer*>(layer)) return false;
       caches.push_back(cache);
     }
+  }
   return i == state.layers.size();
 }
 

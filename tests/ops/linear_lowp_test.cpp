@@ -14,10 +14,13 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "ops/against_ref.h"
 #include "ops/cpu/x86_kernels.h"
+#include "ssm/core/error.h"
 #include "ssm/ops/embedding.h"
 #include "ssm/ops/linear.h"
 
@@ -202,11 +205,36 @@ TEST(QuantizeQ8Rows, MatchesNearbyintReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, LinearLowpTest,
-                         ::testing::Combine(::testing::ValuesIn(testing::all_backends()),
-                                            ::testing::Values(DType::kF16, DType::kBF16,
-                                                              DType::kQ8)),
-                         case_name);
+// The GPU backend has no int8 kernels: its ops refuse Q8 weights by name
+// (below) rather than run them.
+std::vector<std::tuple<std::string, DType>> lowp_cases() {
+  std::vector<std::tuple<std::string, DType>> cases;
+  for (const std::string& b : testing::all_backends())
+    for (DType dtype : {DType::kF16, DType::kBF16, DType::kQ8})
+      if (!(testing::is_gpu_backend(b) && dtype == DType::kQ8)) cases.emplace_back(b, dtype);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LinearLowpTest, ::testing::ValuesIn(lowp_cases()), case_name);
+
+TEST(LinearLowpGpu, Q8WeightsAreRefusedByName) {
+  if (!testing::kGpuTests) GTEST_SKIP() << "the GPU backend's refusal (label gpu)";
+  Context ctx("cuda", 1);
+  const Tensor W = on(ctx, random_tensor({8, 32}, 1).to_dtype(DType::kQ8));
+  const Tensor x = on(ctx, random_tensor({2, 32}, 2)), y = on(ctx, Tensor::zeros(DType::kF32, {2, 8}));
+  Tensor ids = Tensor::zeros(DType::kI64, {1, 2});
+  const Tensor out = on(ctx, Tensor::zeros(DType::kF32, {1, 2, 32}));
+  const auto refused = [](const std::function<void()>& op, const char* name) {
+    try {
+      op();
+      ADD_FAILURE() << name << " ran with Q8 weights on cuda";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("no kernel for Q8"), std::string::npos) << e.what();
+    }
+  };
+  refused([&] { ops::linear(ctx, {.x = x, .W = W, .y = y}); }, "linear");
+  refused([&] { ops::embedding(ctx, {.ids = on(ctx, ids), .table = W, .out = out}); }, "embedding");
+}
 
 }  // namespace
 }  // namespace ssm
