@@ -2,6 +2,8 @@
 // F16, BF16 and Q8 weights take the kernels of lowp_linear.h: matrix-vector
 // products that widen weights in registers (decode), and for longer inputs
 // blocks of weight rows widened to F32 once per call and multiplied by sgemm.
+// Where the CPU has them, decoding takes VNNI byte products (Q8) and BF16
+// dot products (BF16) instead (x86_kernels.h), and prefill BF16 products.
 // The backward takes F32 weights only (ops/linear.cpp checks).
 #include <algorithm>
 #include <cstring>
