@@ -106,9 +106,13 @@ void check_cases(const std::string& backend, Launch launch) {
     std::vector<LayerInputs> in;
     for (int64_t i = 0; i < s.layers; ++i) in.emplace_back(s, 100 * static_cast<uint64_t>(i));
     const Tensor h0 = random_tensor({s.B, 1, s.D}, 7);
-    testing::expect_matches_ref(backend,
-                                [&](Context& ctx) { return run_stack(ctx, s, in, h0, launch); },
-                                {.tol = {1e-5, 1e-6}, .threads = {1}});
+    // BF16 projections may round their activations to BF16 (the cpu's
+    // vdpbf16ps kernels, 2^-9 of each value; ref multiplies them exactly):
+    // held to that rounding through the stack, F32 to F32 accumulation.
+    const bool rounded = s.weights == DType::kBF16;
+    testing::expect_matches_ref(
+        backend, [&](Context& ctx) { return run_stack(ctx, s, in, h0, launch); },
+        {.tol = {rounded ? 1e-2 : 1e-5, rounded ? 1e-3 : 1e-6}, .threads = {1}});
   }
 }
 

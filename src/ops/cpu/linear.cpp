@@ -2,6 +2,8 @@
 // F16, BF16 and Q8 weights take the kernels of lowp_linear.h: matrix-vector
 // products that widen weights in registers (decode), and for longer inputs
 // blocks of weight rows widened to F32 once per call and multiplied by sgemm.
+// Where the CPU has them, decoding takes VNNI byte products (Q8) and BF16
+// dot products (BF16) instead (x86_kernels.h), and prefill BF16 products.
 // The backward takes F32 weights only (ops/linear.cpp checks).
 #include <algorithm>
 #include <cstring>
@@ -83,6 +85,27 @@ void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
                         .accumulate = a.accumulate,
                         .y = y + n0,
                         .ldy = ldy});
+    });
+    return;
+  }
+  if (M <= kGemvMaxRows && t == DType::kBF16 && cpu_has_avx512_bf16()) {
+    // The activations rounded to BF16 once per call (arena workspace), then
+    // BF16 dot products: half the arithmetic of widening the weights to F32,
+    // which bounded batched decoding. Tasks claimed as threads come free:
+    // each output's sum does not depend on the split.
+    const Tensor work = ctx.arena().alloc(DType::kF32, {(bf16_gemv_workspace_bytes(M, K) + 3) / 4});
+    const Bf16GemvRows xb = round_bf16_rows(x, ldx, M, K, elements<float>(work));
+    const auto* W = static_cast<const uint16_t*>(a.W.raw());
+    const int64_t blocks = (N + kLowpGemvRows - 1) / kLowpGemvRows;
+    ctx.pool().parallel_for_dynamic(blocks, [&](int64_t b0, int64_t b1) {
+      const int64_t n0 = b0 * kLowpGemvRows, n1 = std::min(N, b1 * kLowpGemvRows);
+      bf16_gemv_avx512(xb, {.W = W + n0 * K,
+                            .K = K,
+                            .n = n1 - n0,
+                            .bias = bias ? bias + n0 : nullptr,
+                            .accumulate = a.accumulate,
+                            .y = y + n0,
+                            .ldy = ldy});
     });
     return;
   }

@@ -100,6 +100,37 @@ struct Bf16GemmJob {
 };
 void bf16_gemm_avx512(const Bf16PackedRows& x, const Bf16GemmJob& job);
 
+// Decoding (x86_bf16_gemv.cpp): M activation rows rounded to BF16 (nearest
+// even), each row `width` values, zeros past K.
+struct Bf16GemvRows {
+  const uint16_t* data = nullptr;
+  int64_t M = 0;
+  int64_t width = 0;
+};
+inline int64_t bf16_gemv_width(int64_t K) { return (K + 31) / 32 * 32; }
+// Bytes of workspace round_bf16_rows needs.
+inline int64_t bf16_gemv_workspace_bytes(int64_t M, int64_t K) {
+  return M * bf16_gemv_width(K) * 2;
+}
+// Rounds the M rows of x (K values each, row stride ldx) into `workspace`.
+// Requires cpu_has_avx512_bf16().
+Bf16GemvRows round_bf16_rows(const float* x, int64_t ldx, int64_t M, int64_t K, void* workspace);
+
+// y[m][j] = sum_k W[j][k] x[m][k] (+ bias[j]) (+ y[m][j] when accumulating)
+// for every row m of x and j < n, W BF16 with row stride K. Each weight row
+// is read once per 8 rows of x, and each output is the same bits whichever
+// rows share the call. Requires cpu_has_avx512_bf16().
+struct Bf16GemvJob {
+  const uint16_t* W = nullptr;
+  int64_t K = 0;
+  int64_t n = 0;
+  const float* bias = nullptr;
+  bool accumulate = false;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+void bf16_gemv_avx512(const Bf16GemvRows& x, const Bf16GemvJob& job);
+
 }  // namespace ssm::cpu
 
 namespace ssm::cpu {

@@ -102,12 +102,21 @@ SSM_TARGET_VNNI SSM_ALWAYS_INLINE void q8_row(const Q8Activations& xq, int64_t m
     int64_t k = b * kQ8ActBlock;
     static_assert(kQ8ActBlock == 128);
     if (k + 128 <= K) {  // a whole block: two vectors, the loop unrolled
-      // (the halves summed apart: two independent chains; int32, exact)
-      __m512i u[G];
-      for (int g = 0; g < G; ++g) u[g] = _mm512_setzero_si512();
-      q8_add<G>(xq, m0, k, _mm512_loadu_si512(w + k), t);
-      q8_add<G>(xq, m0, k + 64, _mm512_loadu_si512(w + k + 64), u);
-      for (int g = 0; g < G; ++g) t[g] = _mm512_add_epi32(t[g], u[g]);
+      if constexpr (G <= 2) {
+        // The halves summed apart: two independent chains for one or two
+        // rows of activations (int32, exact).
+        __m512i u[G];
+        for (int g = 0; g < G; ++g) u[g] = _mm512_setzero_si512();
+        q8_add<G>(xq, m0, k, _mm512_loadu_si512(w + k), t);
+        q8_add<G>(xq, m0, k + 64, _mm512_loadu_si512(w + k + 64), u);
+        for (int g = 0; g < G; ++g) t[g] = _mm512_add_epi32(t[g], u[g]);
+      } else {
+        // G chains are enough to overlap: one sum each, which saves G adds
+        // per block (at 8 rows the per-block work beside the byte products
+        // bounded the kernel). The same int32 sums either way.
+        q8_add<G>(xq, m0, k, _mm512_loadu_si512(w + k), t);
+        q8_add<G>(xq, m0, k + 64, _mm512_loadu_si512(w + k + 64), t);
+      }
     } else {
       for (; k + 64 <= K; k += 64) q8_add<G>(xq, m0, k, _mm512_loadu_si512(w + k), t);
       // The row's last bytes: the rest read as 0 (then 128), against
