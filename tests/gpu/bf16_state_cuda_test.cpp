@@ -7,8 +7,13 @@
 // segments rounds its final state once, as the cpu backend does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "ssm/model/language_model.h"
 #include "ssm/model/state_file.h"

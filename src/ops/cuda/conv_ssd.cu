@@ -153,7 +153,7 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
   const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
   const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
   float st[PER];
-  T* state = a.state ? static_cast<T*>(a.state.p) + ((b * a.H + h) * a.P + p) * a.N : nullptr;
+  T* state = a.state.p ? static_cast<T*>(a.state.p) + ((b * a.H + h) * a.P + p) * a.N : nullptr;
 #pragma unroll
   for (int k = 0; k < PER; ++k) {
     const int n = j + S * k;

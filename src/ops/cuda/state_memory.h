@@ -41,7 +41,8 @@ __device__ __forceinline__ void store_state(float* p, float v) {
 __device__ __forceinline__ float state_value(float v) { return v; }
 __device__ __forceinline__ float state_value(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ void set_state_value(float& dst, float v) { dst = v; }
-__device__ __forceinline__ void set_state_value(__nv_bfloat16& dst, float v) { dst = __float2bfloat16_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 rounded_state(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ void set_state_value(__nv_bfloat16& dst, float v) { dst = rounded_state(v); }
 
 template <bool kStream>
 __device__ __forceinline__ float load_state(const __nv_bfloat16* p) {
@@ -55,7 +56,7 @@ template <bool kStream>
 __device__ __forceinline__ void store_state(__nv_bfloat16* p, float v) {
 #if defined(__CUDA_ARCH__)
   if constexpr (kStream) {
-    __stcs(p, __float2bfloat16_rn(v));
+    __stcs(p, rounded_state(v));
     return;
   }
 #endif
