@@ -6,7 +6,8 @@ namespace ssm::ops::detail {
 
 F32State::F32State(Context& ctx, const Tensor& state, bool native) : state_(state), f32_(state) {
   if (!state.defined() || state.dtype() != DType::kBF16 || native) return;
-  // OpCheck::state lets a BF16 state reach here on the host only.
+  // A device backend's BF16 state is native here (OpCheck::state admits it
+  // only with OpTable::bf16_state_scans); this host copy would read device memory.
   if (!state.device().is_host())
     throw Error(cat(ctx.backend().name(), ": a BF16 state is widened on the host only (--state-dtype f32)"));
   f32_ = ctx.arena().alloc(DType::kF32, state.shape());
