@@ -200,6 +200,8 @@ class EmuBackend : public Backend {
     table_.attention = hybrid.attention;
     cuda::add_mixer_kernels(table_);
     cuda::add_mamba3_kernels(table_);
+    // Every op that takes a state is the cuda one here (backend.cpp).
+    table_.bf16_state_steps = table_.bf16_state_scans = true;
     // The norms' and conv1d's backward (128 blocks of up to 512 fibers a
     // call: seconds each, too slow for TRAIN=1's training curves) and
     // train_ops.cpp's head loss (its products on the host, above).

@@ -40,7 +40,7 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${1:-/tmp/ssm-cuda-emulate}
-FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionForward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/NormLinearTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*:Backends/DropoutTest.*:Backends/HeadCrossEntropy.*:Backends/AdamW.*:Backends/Mamba2DecodeStackTest.*-*BenchVocabulary*'}
+FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionForward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/NormLinearTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*:Backends/DropoutTest.*:Backends/HeadCrossEntropy.*:Backends/AdamW.*:Backends/Mamba2DecodeStackTest.*:Backends/Bf16StateTest.*-*BenchVocabulary*'}
 HERE=$SRC/scripts/cuda-emulate
 B=$SRC/build
 mkdir -p "$WORK"
@@ -96,7 +96,7 @@ tests=""
 for t in mamba3_scan_backward_test mamba3_output_test mamba3_prepare_test attention_test attention_backward_test \
   selective_scan_backward_test moe_backward_test activation_backward_test ssd_step_test conv1d_test \
   rms_norm_test ssd_scan_test mamba3_scan_test ssd_scan_backward_test norm_linear_test dropout_test \
-  cross_entropy_test adamw_test mamba2_decode_test linear_test; do
+  cross_entropy_test adamw_test mamba2_decode_test linear_test bf16_state_test; do
   if stale "$t.o" "$SRC/tests/ops/$t.cpp"; then $CXX $FLAGS -c "$SRC/tests/ops/$t.cpp" -o "$t.o"; fi
   tests="$tests $t.o"
 done

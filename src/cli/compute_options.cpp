@@ -6,6 +6,7 @@
 #include "cli/usage_error.h"
 #include "ssm/core/error.h"
 #include "ssm/ops/backend.h"
+#include "ssm/ops/op_table.h"
 
 namespace ssm::cli {
 namespace {
@@ -97,7 +98,9 @@ Context make_context(const ComputeOptions& options) {
 
 LoadOptions load_options(const ComputeOptions& options) {
   const bool bf16_state = options.state_dtype == "bf16";
-  if (bf16_state && !find_backend(options.backend).device().is_host())
+  const Backend& backend = find_backend(options.backend);
+  // A device backend takes it where its scans do (OpTable::bf16_state_scans).
+  if (bf16_state && !backend.device().is_host() && !backend.ops().bf16_state_scans)
     throw UsageError(cat("--state-dtype bf16: ", options.backend,
                          ": a BF16 state is not supported yet (--state-dtype f32)"));
   return LoadOptions{.max_memory = options.max_memory,

@@ -98,13 +98,17 @@ void Mamba3Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
   // and rounded once at the end, as one scan over the whole prompt would.
   Mamba3State* const caller = st;
   Mamba3State wide;
+  // On a device (whose scans take a BF16 state: OpCheck::state) through
+  // the host, once each way: only prompts longer than a segment come here.
+  const bool on_host = st->ssm.device().is_host();
   if (st->ssm.dtype() == DType::kBF16) {
-    if (!st->ssm.device().is_host())
-      throw Error(cat("mamba3 layer: ", ctx.backend().name(),
-                      ": a BF16 state is not supported yet (--state-dtype f32)"));
     wide.phase = st->phase, wide.k_prev = st->k_prev, wide.v_prev = st->v_prev;
-    wide.ssm = ctx.arena().alloc(DType::kF32, st->ssm.shape());
-    bf16_to_f32(st->ssm.raw(), wide.ssm.data<float>(), st->ssm.numel());
+    if (on_host) {
+      wide.ssm = ctx.arena().alloc(DType::kF32, st->ssm.shape());
+      bf16_to_f32(st->ssm.raw(), wide.ssm.data<float>(), st->ssm.numel());
+    } else {
+      wide.ssm = st->ssm.to_f32().to(st->ssm.device());
+    }
     st = &wide;
   }
   for (int64_t t0 = 0; t0 < L; t0 += seg) {
@@ -122,7 +126,11 @@ void Mamba3Layer::forward(const Tensor& x, Tensor& y, LayerState* state, Context
     run(xg, yg, st, ctx, nullptr);
     ops::copy(ctx, yt, yg);
   }
-  if (st != caller) f32_to_bf16(st->ssm.data<float>(), caller->ssm.raw(), caller->ssm.numel());
+  if (st == caller) return;
+  if (on_host) return f32_to_bf16(st->ssm.data<float>(), caller->ssm.raw(), caller->ssm.numel());
+  const Tensor rounded = st->ssm.to_dtype(DType::kBF16);
+  device_memory(caller->ssm.device()).copy_from_host(caller->ssm.device(), caller->ssm.raw(), rounded.raw(),
+                                                     rounded.nbytes());
 }
 
 void Mamba3Layer::forward_add(const Tensor& x, const Tensor& h, LayerState* state, Context& ctx) {

@@ -42,8 +42,9 @@ bool recordable_caches(const std::vector<std::unique_ptr<LanguageModel::Block>>&
 }
 
 // Names a recorded step by every buffer it touches (FNV-1a of the
-// addresses): the state's tensors, the ids and logits buffers and the
-// weights, so that a step on other buffers never replays this one.
+// addresses): the state's tensors (and their dtypes), the ids and logits
+// buffers and the weights, so that a step on other buffers never replays
+// this one.
 uint64_t step_record_key(LanguageModel& model, ModelState& state, const Tensor& ids, const Tensor& logits,
                          const Tensor& positions) {
   uint64_t h = 1469598103934665603ull;
@@ -57,7 +58,11 @@ uint64_t step_record_key(LanguageModel& model, ModelState& state, const Tensor& 
   mix(reinterpret_cast<uintptr_t>(positions.defined() ? positions.raw() : nullptr));
   for (const auto& l : state.layers)
     if (l)
-      for (const auto& [name, t] : l->tensors()) mix(reinterpret_cast<uintptr_t>(t->raw()));
+      for (const auto& [name, t] : l->tensors()) {
+        // The dtype too (a BF16 state, --state-dtype): the kernels recorded are the dtype's.
+        mix(reinterpret_cast<uintptr_t>(t->raw()));
+        mix(static_cast<uint64_t>(t->dtype()));
+      }
   model.for_each_param([&](const std::string&, Param& p) { mix(reinterpret_cast<uintptr_t>(p.value.raw())); });
   return h ? h : 1;
 }

@@ -93,7 +93,7 @@ void mamba3_scan(Context& ctx, const Mamba3ScanArgs& a) {
   const M3Shape s = check_scan(c, a);
   c.dense("o", a.o, {s.B, s.H, s.L, s.R, s.P});
   const auto kernel = c.kernel(&OpTable::mamba3_scan);
-  detail::run_with_f32_state(ctx, kernel, a, &Mamba3ScanArgs::ssm, s.L == 1 && detail::bf16_state_steps(ctx));
+  detail::run_with_f32_state(ctx, kernel, a, &Mamba3ScanArgs::ssm, detail::bf16_state_native(ctx, s.L));
 }
 
 void mamba3_prepare_scan(Context& ctx, const Mamba3PrepareScanArgs& a) {
@@ -116,7 +116,7 @@ void mamba3_prepare_scan(Context& ctx, const Mamba3PrepareScanArgs& a) {
            "the scan's q, k, v, dt, A and lam must be the prepare's");
   c.expect(p.H == s.H && p.L == s.L && p.B == s.B, "prepare and scan shapes differ");
   Arena::Scope scope(ctx.arena());
-  const detail::F32State state(ctx, a.scan.ssm, s.L == 1 && detail::bf16_state_steps(ctx));
+  const detail::F32State state(ctx, a.scan.ssm, detail::bf16_state_native(ctx, s.L));
   Mamba3PrepareScanArgs f32 = a;
   f32.scan.ssm = state.tensor();
   detail::run(ctx, fused, f32);

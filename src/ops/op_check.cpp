@@ -48,7 +48,7 @@ const OpCheck& OpCheck::optional(const char* name, const Tensor& t, const Shape&
 
 const OpCheck& OpCheck::state(const char* name, const Tensor& t, const Shape& shape) const {
   if (!t.defined() || t.dtype() != DType::kBF16) return optional(name, t, shape);
-  if (!ctx_.device().is_host())
+  if (!ctx_.device().is_host() && !ctx_.backend().ops().bf16_state_scans)
     fail(cat(ctx_.backend().name(), ": a BF16 state is not supported yet (--state-dtype f32)"));
   return dense(name, t, shape, DType::kBF16);
 }

@@ -27,7 +27,8 @@ class OpCheck {
   // Undefined, or as rows(name, t, n, c) says.
   const OpCheck& optional_rows(const char* name, const Tensor& t, int64_t n, int64_t c) const;
   // A recurrent state: undefined, or dense of this shape, F32 or (on a
-  // host backend: the others refuse it by name) BF16 (ops/state_dtype.h).
+  // host backend, or one whose scans take it: OpTable::bf16_state_scans;
+  // the others refuse it by name) BF16 (ops/state_dtype.h).
   const OpCheck& state(const char* name, const Tensor& t, const Shape& shape) const;
   // On the host, dense, of dtype and shape (scheduling data: positions, targets).
   const OpCheck& host(const char* name, const Tensor& t, const Shape& shape, DType dtype) const;

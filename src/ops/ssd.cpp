@@ -53,7 +53,7 @@ void ssd_scan(Context& ctx, const SsdScanArgs& a) {
   const SsdShape s = check_scan(c, a);
   c.rows("y", a.y, s.B * s.L, s.H * s.P);
   const auto kernel = c.kernel(&OpTable::ssd_scan);
-  detail::run_with_f32_state(ctx, kernel, a, &SsdScanArgs::state, s.L == 1 && detail::bf16_state_steps(ctx));
+  detail::run_with_f32_state(ctx, kernel, a, &SsdScanArgs::state, detail::bf16_state_native(ctx, s.L));
 }
 
 void ssd_scan_backward(Context& ctx, const SsdScanBackwardArgs& a) {

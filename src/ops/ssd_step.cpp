@@ -30,7 +30,7 @@ void ssd_step(Context& ctx, const SsdStepArgs& a) {
   c.expect(a.state.defined(), "state is missing").state("state", a.state, {B, H, P, N});
   c.rows("out", a.out, B, HP);
   const auto kernel = c.kernel(&OpTable::ssd_step);
-  detail::run_with_f32_state(ctx, kernel, a, &SsdStepArgs::state, detail::bf16_state_steps(ctx));
+  detail::run_with_f32_state(ctx, kernel, a, &SsdStepArgs::state, detail::bf16_state_native(ctx, 1));
 }
 
 bool has_ssd_step(const Context& ctx) { return ctx.backend().ops().ssd_step != nullptr; }

@@ -24,8 +24,9 @@ class F32State {
   bool copied_ = false;
 };
 
-// True when ctx's backend steps a BF16 state itself (L = 1 only).
-bool bf16_state_steps(const Context& ctx);
+// True when ctx's backend takes a BF16 state itself in a scan of L steps
+// (OpTable::bf16_state_steps at L = 1, bf16_state_scans at every L).
+bool bf16_state_native(const Context& ctx, int64_t L);
 
 // kernel(args) with args.*state seen as F32 (an F32State around the call).
 template <class Kernel, class Args>

@@ -43,8 +43,11 @@ struct OpTable {
   Kernel<ops::SsdStepArgs> ssd_step = nullptr;
   // The ssd_scan, ssd_step, mamba3_scan and mamba3_prepare_scan kernels take
   // a BF16 state at L = 1 themselves (read and rounded in place); elsewhere
-  // the ops widen it into F32 workspace around the kernel (ops/state_dtype.h).
+  // the ops widen it into F32 workspace around the kernel (ops/state_dtype.h),
+  // on the host only: a device backend takes a BF16 state where its kernels
+  // take it at every L (bf16_state_scans), else refuses it by name.
   bool bf16_state_steps = false;
+  bool bf16_state_scans = false;
   // Optional: false (or null) where the backend does not take the stack's
   // shapes; ops::mamba2_decode_stack then runs its layers' ops.
   bool (*mamba2_decode_stack)(Context& ctx, const ops::Mamba2DecodeStackArgs& args) = nullptr;

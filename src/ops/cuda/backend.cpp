@@ -27,6 +27,9 @@ class CudaBackend : public Backend {
     cuda::add_hybrid_kernels(table_);
     cuda::add_train_kernels(table_);
     cuda::add_dropout_kernels(table_);
+    // ssd_step, ssd_scan (its recurrence and the chunked scan's state pass)
+    // and mamba3_scan take a BF16 state at every L (state_memory.h).
+    table_.bf16_state_steps = table_.bf16_state_scans = true;
   }
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return Device::cuda(index_); }

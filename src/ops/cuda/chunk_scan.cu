@@ -25,7 +25,10 @@
 #include <cstdint>
 #include <numeric>
 
+#include <cuda_bf16.h>
+
 #include "ops/cuda/launch_chunk_scan.h"
+#include "ops/cuda/state_memory.h"
 #include "ops/cuda/tf32_mma.h"
 #include "ops/cuda/tf32_warp_tiles.h"
 
@@ -197,13 +200,16 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(ChunkScanLaunch a
   }
 }
 
-// chunk_states[c] <- the state entering chunk c; the final state to a.state.
+// chunk_states[c] <- the state entering chunk c; the final state to a.state
+// (T: its element type; a BF16 state widened exactly, rounded to nearest even).
+template <class T>
 __global__ void state_pass_kernel(ChunkScanLaunch a, Geometry geo) {
   const int64_t PN = int64_t{geo.P} * geo.N, per_bh = (PN + blockDim.x - 1) / blockDim.x;
   const int64_t bh = blockIdx.x / per_bh, e = (blockIdx.x % per_bh) * blockDim.x + threadIdx.x;
   if (e >= PN) return;
   const int64_t p = e / geo.N, n = e % geo.N;
-  float S = a.state ? a.state[bh * PN + e] : 0.f;
+  T* const state = static_cast<T*>(a.state.p);
+  float S = state ? state_value(state[bh * PN + e]) : 0.f;
   if (a.pend) {
     float u = 0.f;
     for (int r = 0; r < geo.R; ++r)
@@ -229,7 +235,7 @@ __global__ void state_pass_kernel(ChunkScanLaunch a, Geometry geo) {
         S = d[j] * S + own[j];
       }
   }
-  if (a.state) a.state[bh * PN + e] = S;
+  if (state) set_state_value(state[bh * PN + e], S);
 }
 
 // The output kernel's shared memory: Q, then K (until C B^T is made) and
@@ -529,7 +535,11 @@ void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
   else
     chunk_state_kernel<false><<<state_grid, kThreads, state_smem, s>>>(a, geo);
   const int64_t PN = a.P * a.N;
-  state_pass_kernel<<<static_cast<unsigned>(a.B * a.H * ((PN + 255) / 256)), 256, 0, s>>>(a, geo);
+  const unsigned pass_grid = static_cast<unsigned>(a.B * a.H * ((PN + 255) / 256));
+  if (a.state.bf16)
+    state_pass_kernel<__nv_bfloat16><<<pass_grid, 256, 0, s>>>(a, geo);
+  else
+    state_pass_kernel<float><<<pass_grid, 256, 0, s>>>(a, geo);
   const unsigned out_grid = static_cast<unsigned>(blocks / geo.heads);
   if (a.split)
     chunk_output_kernel<true><<<out_grid, kThreads, out_smem, s>>>(a, geo);

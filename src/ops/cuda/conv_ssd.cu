@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <cuda_bf16.h>
+
 #include "ops/cuda/launch_ssd_step.h"
 #include "ops/cuda/overlap_launch.h"
 #include "ops/cuda/state_memory.h"
@@ -125,10 +127,12 @@ __global__ void ssd_prepare_kernel(ConstRows dt_raw, const float* dt_bias, const
 // (the sequential definition, in F32, for prefill and the L = 1 decode step
 // alike); B_t, C_t, x_t and exp(dt_t A) of `stage` steps at a time are first
 // copied to shared memory, so the steps themselves wait on no global memory.
-// PER is a template parameter so that the state stays in registers.
+// PER is a template parameter so that the state stays in registers; T is
+// the state's element type (float, or __nv_bfloat16 widened and rounded by
+// state_memory.h).
 constexpr int kRowsPerBlock = 16;
 
-template <int PER>
+template <int PER, class T>
 __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
   extern __shared__ float smem[];
   const int N = static_cast<int>(a.N);
@@ -149,11 +153,11 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
   const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
   const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
   float st[PER];
-  float* state = a.state ? a.state + ((b * a.H + h) * a.P + p) * a.N : nullptr;
+  T* state = a.state.p ? static_cast<T*>(a.state.p) + ((b * a.H + h) * a.P + p) * a.N : nullptr;
 #pragma unroll
   for (int k = 0; k < PER; ++k) {
     const int n = j + S * k;
-    st[k] = (n < N && state) ? state[n] : 0.f;
+    st[k] = (n < N && state) ? load_state<false>(state + n) : 0.f;
   }
   const float A = a.A[h], Dh = a.D ? a.D[h] : 0.f;
   const float* __restrict__ Bsrc = a.Bm.p + g * a.N;
@@ -199,7 +203,7 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
       const int n = j + S * k;
-      if (n < N) state[n] = st[k];
+      if (n < N) store_state<false>(state + n, st[k]);
     }
   }
 }
@@ -226,7 +230,8 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
 // counter) around 8 KB of it; 64 rows a block carry 32 KB of state loads in
 // flight and pay that a quarter as often. The state is streamed there
 // (state_memory.h); one sequence's 96 blocks at batch 1 keep plain loads.
-template <int PER, int ROWS>
+// T: the state's element type, as in ssd_scan_kernel.
+template <int PER, int ROWS, class T>
 __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   // Launched to overlap the in projection's tail (a.overlap). Before the
   // wait it reads the parameters and what only this kernel wrote, in an
@@ -260,7 +265,7 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   // Row r of the thread: pl + r kRowsPerBlock, or row 0 past the block's
   // rows (read, summed and not written).
   const auto row = [&](int r) { return pl + r * kRowsPerBlock < rows_here ? pl + r * kRowsPerBlock : 0; };
-  float* state = a.state + (bh * P + p0) * N;
+  T* state = static_cast<T*>(a.state.p) + (bh * P + p0) * N;
   float st[ROWS][PER];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
@@ -392,6 +397,17 @@ static int ssd_slices(int64_t N) {
   return S;
 }
 
+template <class T>
+static void launch_ssd_scan_per(const SsdScanLaunch& a, int64_t need, dim3 grid, dim3 block, size_t smem,
+                                cudaStream_t s, int S, int stage) {
+  if (need <= 1) ssd_scan_kernel<1, T><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 2) ssd_scan_kernel<2, T><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 4) ssd_scan_kernel<4, T><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 8) ssd_scan_kernel<8, T><<<grid, block, smem, s>>>(a, S, stage);
+  else if (need <= 16) ssd_scan_kernel<16, T><<<grid, block, smem, s>>>(a, S, stage);
+  else ssd_scan_kernel<32, T><<<grid, block, smem, s>>>(a, S, stage);
+}
+
 void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
   if (a.B * a.H == 0) return;
   const int S = ssd_slices(a.N);
@@ -403,12 +419,8 @@ void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
   const int64_t row_blocks = (a.P + kRowsPerBlock - 1) / kRowsPerBlock;
   const dim3 grid(static_cast<unsigned>(a.B * a.H * row_blocks));
   const dim3 block(static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * S));
-  if (need <= 1) ssd_scan_kernel<1><<<grid, block, smem, s>>>(a, S, stage);
-  else if (need <= 2) ssd_scan_kernel<2><<<grid, block, smem, s>>>(a, S, stage);
-  else if (need <= 4) ssd_scan_kernel<4><<<grid, block, smem, s>>>(a, S, stage);
-  else if (need <= 8) ssd_scan_kernel<8><<<grid, block, smem, s>>>(a, S, stage);
-  else if (need <= 16) ssd_scan_kernel<16><<<grid, block, smem, s>>>(a, S, stage);
-  else ssd_scan_kernel<32><<<grid, block, smem, s>>>(a, S, stage);
+  if (a.state.bf16) launch_ssd_scan_per<__nv_bfloat16>(a, need, grid, block, smem, s, S, stage);
+  else launch_ssd_scan_per<float>(a, need, grid, block, smem, s, S, stage);
 }
 
 // The state rows a block of ssd_step_kernel takes: kRowsPerBlock while
@@ -419,6 +431,16 @@ void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
 // estimate, not a measurement.
 constexpr int kWideRows = 4;
 constexpr int64_t kWideFrom = 512;
+
+template <class T>
+static auto ssd_step_kernel_for(bool wide, int64_t need) -> void (*)(SsdStepLaunch, int) {
+  return wide         ? ssd_step_kernel<8, kWideRows, T>
+         : need <= 1  ? ssd_step_kernel<1, 1, T>
+         : need <= 2  ? ssd_step_kernel<2, 1, T>
+         : need <= 4  ? ssd_step_kernel<4, 1, T>
+         : need <= 8  ? ssd_step_kernel<8, 1, T>
+                      : ssd_step_kernel<16, 1, T>;
+}
 
 void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
   if (a.B == 0) return;
@@ -434,12 +456,8 @@ void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(2 * a.N + rows + 2) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(a.B * a.H * ((a.P + rows - 1) / rows)));
   const dim3 block(static_cast<unsigned>(threads));
-  void (*kernel)(SsdStepLaunch, int) = wide         ? ssd_step_kernel<8, kWideRows>
-                                       : need <= 1  ? ssd_step_kernel<1, 1>
-                                       : need <= 2  ? ssd_step_kernel<2, 1>
-                                       : need <= 4  ? ssd_step_kernel<4, 1>
-                                       : need <= 8  ? ssd_step_kernel<8, 1>
-                                                    : ssd_step_kernel<16, 1>;
+  const auto kernel = a.state.bf16 ? ssd_step_kernel_for<__nv_bfloat16>(wide, need)
+                                   : ssd_step_kernel_for<float>(wide, need);
   launch_overlapped(a.overlap, kernel, grid, block, smem, s, a, S);
   if (a.gated) launch_ssd_step_norm(a, s);
 }

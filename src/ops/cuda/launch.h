@@ -20,6 +20,15 @@ struct ConstRows {
   int64_t rows = 0, cols = 0, stride = 0;
 };
 
+// A recurrent state (B, H, P, N) in global memory: F32, or BF16 (a model's
+// --state-dtype bf16, ops/state_dtype.h), which the scans widen exactly on
+// load and round to nearest even on store (state_memory.h); null: none.
+struct StatePtr {
+  void* p = nullptr;
+  bool bf16 = false;
+  explicit operator bool() const { return p != nullptr; }
+};
+
 inline constexpr int kMaxCopyDims = 8;
 // dst[i] = src[i] over a shape, both with element strides, elements of
 // elem_size bytes.
@@ -76,7 +85,7 @@ struct SsdScanLaunch {
   const float* A;          // (H)
   const float* D;          // (H) or null
   Rows y;
-  float* state;            // (B, H, P, N) or null
+  StatePtr state;          // (B, H, P, N) or null
 };
 void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s);
 

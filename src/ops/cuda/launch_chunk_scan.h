@@ -31,7 +31,7 @@ struct ChunkScanLaunch {
   // Prepared per (b, h, t), dense (B, H, L): a, w, wd (prepare_* below).
   const float *la = nullptr, *w = nullptr, *wd = nullptr;
   // (B, H, P, N): the state before t = 0 on entry, after t = L-1 on return; or null.
-  float* state = nullptr;
+  StatePtr state;
   // Mamba-3 with a state: the pending previous-step term added to the state
   // first, pend[b, h] sum_r v_prev[b, h, r] k_prev[b, h, r]^T (each dense).
   const float *pend = nullptr, *k_prev = nullptr, *v_prev = nullptr;

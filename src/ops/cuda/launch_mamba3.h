@@ -47,7 +47,8 @@ struct Mamba3ScanInputs {
 struct Mamba3ScanLaunch : Mamba3ScanInputs {
   float* o = nullptr;  // (B, H, L, R, P)
   // All three or none (a fresh sequence, state dropped).
-  float *ssm = nullptr, *k_prev = nullptr, *v_prev = nullptr;
+  StatePtr ssm;
+  float *k_prev = nullptr, *v_prev = nullptr;
   bool overlap = false;
 };
 // Shared memory the scan needs for one time step (bytes); the launcher

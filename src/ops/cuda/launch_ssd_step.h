@@ -21,7 +21,7 @@ struct SsdStepLaunch {
   int64_t norm_group;        // > 0, divides H*P
   float eps;
   bool norm_before_gate;
-  float* state;  // (B, H, P, N)
+  StatePtr state;  // (B, H, P, N)
   Rows out;      // B rows of H*P
   bool gated;    // false: out = y + D x (SsdStepArgs::gated), no second launch
   // B counters at zero (CudaResources::step_counters), left at zero: the

@@ -27,6 +27,10 @@ bool mamba2_decode_stack(Context& ctx, const ops::Mamba2DecodeStackArgs& a) {
   const ops::Mamba2StackLayer& first = a.layers.front();
   const DType wt = first.in_proj.dtype();
   if (wt != DType::kF32 && wt != DType::kBF16) return false;
+  // An F32 state only (mamba2_decode_stack.cu reads it as F32); a BF16 one
+  // takes the layers' ops, whose ssd_step takes it natively.
+  for (const ops::Mamba2StackLayer& s : a.layers)
+    if (s.state.dtype() != DType::kF32) return false;
   Mamba2DecodeLaunch l{};
   l.B = static_cast<int>(a.h.dim(0));
   l.D = static_cast<int>(a.h.dim(2));

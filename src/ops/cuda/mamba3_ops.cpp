@@ -33,7 +33,7 @@ void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& a) {
   if (l.B * l.H * l.L == 0) return;
   l.o = ops::elements<float>(a.o);
   if (a.ssm.defined()) {
-    l.ssm = ops::elements<float>(a.ssm);
+    l.ssm = state_or_null(a.ssm);
     l.k_prev = ops::elements<float>(a.k_prev);
     l.v_prev = ops::elements<float>(a.v_prev);
   }

@@ -14,6 +14,8 @@
 // The output: a warp per (row, head), lanes over the head's channels.
 #include <algorithm>
 
+#include <cuda_bf16.h>
+
 #include "ops/cuda/launch_mamba3.h"
 #include "ops/cuda/overlap_launch.h"
 #include "ops/cuda/state_memory.h"
@@ -32,8 +34,10 @@ __device__ float silu_f(float z) { return z / (1.f + expf(-z)); }
 // 50 MB of state a layer (the 130m models), and a block of 16 rows spent
 // its time staging k, q and the step's scalars, as every block does, around
 // 8 KB of it; 64 rows carry 32 KB of state loads in flight and stage a
-// quarter as often. The state is streamed there (state_memory.h).
-template <int PER, int ROWS>
+// quarter as often. The state is streamed there (state_memory.h). T: the
+// state's element type (float, or __nv_bfloat16 widened and rounded by
+// state_memory.h).
+template <int PER, int ROWS, class T>
 __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
   let_next_kernel_start();
   extern __shared__ float smem[];
@@ -56,6 +60,7 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
   const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
   const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
 
+  T* const ssm = static_cast<T*>(a.ssm.p);
   float st[ROWS][PER], up[ROWS][PER];
 #pragma unroll
   for (int rw = 0; rw < ROWS; ++rw) {
@@ -65,8 +70,8 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
       const int n = j + W * e;
       st[rw][e] = 0.f;
       up[rw][e] = 0.f;
-      if (n < N && a.ssm) {
-        st[rw][e] = load_state<kStream>(a.ssm + (bh * P + p) * N + n);
+      if (n < N && ssm) {
+        st[rw][e] = load_state<kStream>(ssm + (bh * P + p) * N + n);
         for (int r = 0; r < R; ++r)
           up[rw][e] += a.v_prev[(bh * R + r) * P + p] * a.k_prev[(bh * R + r) * N + n];
       }
@@ -135,7 +140,7 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
     }
     __syncthreads();
   }
-  if (a.ssm) {
+  if (ssm) {
 #pragma unroll
     for (int rw = 0; rw < ROWS; ++rw) {
       if (pl + rw * kRowsPerBlock >= rows_here) continue;
@@ -143,7 +148,7 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
 #pragma unroll
       for (int e = 0; e < PER; ++e) {
         const int n = j + W * e;
-        if (n < N) store_state<kStream>(a.ssm + (bh * P + p) * N + n, st[rw][e]);
+        if (n < N) store_state<kStream>(ssm + (bh * P + p) * N + n, st[rw][e]);
       }
     }
   }
@@ -232,6 +237,17 @@ int64_t mamba3_scan_step_bytes(int64_t R, int64_t N) { return step_bytes(R, N, k
 constexpr int kWideRows = 4;
 constexpr int64_t kWideFrom = 512;
 
+template <class T>
+static auto scan_kernel_for(bool wide, int64_t need) -> void (*)(Mamba3ScanLaunch, int, int) {
+  return wide         ? scan_kernel<8, kWideRows, T>
+         : need <= 1  ? scan_kernel<1, 1, T>
+         : need <= 2  ? scan_kernel<2, 1, T>
+         : need <= 4  ? scan_kernel<4, 1, T>
+         : need <= 8  ? scan_kernel<8, 1, T>
+         : need <= 16 ? scan_kernel<16, 1, T>
+                      : scan_kernel<32, 1, T>;
+}
+
 void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s) {
   if (a.B * a.H * a.L == 0) return;
   const int W = scan_slices(a.N);
@@ -257,13 +273,7 @@ void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(stage * per_step);
   const dim3 grid(static_cast<unsigned>(a.B * a.H * ((a.P + rows - 1) / rows)));
   const dim3 block(static_cast<unsigned>(std::min<int64_t>(a.P, kRowsPerBlock) * W));
-  void (*kernel)(Mamba3ScanLaunch, int, int) = wide         ? scan_kernel<8, kWideRows>
-                                               : need <= 1  ? scan_kernel<1, 1>
-                                               : need <= 2  ? scan_kernel<2, 1>
-                                               : need <= 4  ? scan_kernel<4, 1>
-                                               : need <= 8  ? scan_kernel<8, 1>
-                                               : need <= 16 ? scan_kernel<16, 1>
-                                                            : scan_kernel<32, 1>;
+  const auto kernel = a.ssm.bf16 ? scan_kernel_for<__nv_bfloat16>(wide, need) : scan_kernel_for<float>(wide, need);
   launch_overlapped(a.overlap, kernel, grid, block, smem, s, a, W, stage);
   launch_mamba3_last_step(a, s);
 }

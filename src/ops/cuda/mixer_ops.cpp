@@ -76,7 +76,7 @@ void ssd_scan(Context& ctx, const ops::SsdScanArgs& a) {
   l.A = a.A.data<float>();
   l.D = a.D.defined() ? a.D.data<float>() : nullptr;
   l.y = rows_of(a.y);
-  l.state = ptr_or_null(a.state);
+  l.state = state_or_null(a.state);
   // A decode step (L = 1) runs the recurrence; longer sequences the chunked
   // form on the tensor cores (chunk_scan.cu), when its tiles fit.
   if (l.L == 1 || !chunk_scan_fits(1, l.N, l.P)) {

@@ -39,7 +39,7 @@ void ssd_step(Context& ctx, const ops::SsdStepArgs& a) {
   l.norm_group = a.norm_group > 0 ? a.norm_group : l.H * l.P;
   l.eps = a.eps;
   l.norm_before_gate = a.norm_before_gate;
-  l.state = ptr_or_null(a.state);
+  l.state = state_or_null(a.state);
   l.out = rows_of(a.out);
   l.gated = a.gated;
   l.counters = resources(ctx).step_counters;

@@ -6,8 +6,14 @@
 // place kept in L1 or L2 that the weights and activations could use). And
 // the counter by which a decode step's blocks find the last of a sequence.
 // Included by .cu files only; the CPU emulator, without __CUDA_ARCH__,
-// reads and writes plainly.
+// reads and writes plainly. A BF16 state (StatePtr::bf16) is widened
+// exactly on load and rounded to nearest even on store, so that a kernel's
+// arithmetic is the F32 state's: the same bits as widening it into an F32
+// copy, running on that and rounding it back (the front end's way,
+// ops/state_dtype.h).
 #pragma once
+
+#include <cuda_bf16.h>
 
 namespace ssm::cuda {
 
@@ -28,6 +34,33 @@ __device__ __forceinline__ void store_state(float* p, float v) {
   }
 #endif
   *p = v;
+}
+
+// A BF16 state entry widened (exact) and an F32 value stored into one
+// (rounded to nearest even); the F32 ones as they are.
+__device__ __forceinline__ float state_value(float v) { return v; }
+__device__ __forceinline__ float state_value(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ void set_state_value(float& dst, float v) { dst = v; }
+__device__ __forceinline__ __nv_bfloat16 rounded_state(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ void set_state_value(__nv_bfloat16& dst, float v) { dst = rounded_state(v); }
+
+template <bool kStream>
+__device__ __forceinline__ float load_state(const __nv_bfloat16* p) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (kStream) return state_value(__ldcs(p));
+#endif
+  return state_value(*p);
+}
+
+template <bool kStream>
+__device__ __forceinline__ void store_state(__nv_bfloat16* p, float v) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (kStream) {
+    __stcs(p, rounded_state(v));
+    return;
+  }
+#endif
+  set_state_value(*p, v);
 }
 
 // counter += 1, returning the old count, as one acquire-release atomic at
