@@ -3,11 +3,18 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "ssm/core/log.h"
+
 namespace ssm {
 
 StepGraph::StepGraph(Context& ctx, bool wanted) : ctx_(ctx) {
   const char* env = std::getenv("SSM_CUDA_TRAIN_GRAPH");
   on_ = wanted && env && std::string_view(env) == "1" && ctx.resources() && !ctx.device().is_host();
+  // Kept opt-in and said at every use until the card agrees (the tests in
+  // tests/gpu/train_step_graph_cuda_test.cpp reproduce it).
+  if (on_)
+    log_warning("SSM_CUDA_TRAIN_GRAPH=1: on an H100 the replayed training step gave NaN losses from ",
+                "its first replay on (docs/CUDA.md, eleventh session); use it only to debug that");
 }
 
 StepGraph::~StepGraph() {

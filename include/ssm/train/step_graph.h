@@ -7,7 +7,9 @@
 // run, and the later ones of that shape replay it. Where a step cannot be
 // recorded (data parallel, accumulation, dropout, a gradient hook, a
 // clip or update that waits for the host, an op that cannot be captured)
-// the step runs as ever, with the same results.
+// the step runs as ever, with the same results. On an H100 (2026-12-07)
+// its replays gave NaN losses (docs/CUDA.md, the eleventh session): it
+// warns when switched on, and stays off by default until that is found.
 #pragma once
 
 #include <cstdint>
