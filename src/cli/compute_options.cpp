@@ -52,7 +52,7 @@ void add_state_dtype_option(CLI::App& cmd, ComputeOptions& options) {
   cmd.add_option("--state-dtype", options.state_dtype,
                  "the Mamba-2/Mamba-3 SSM state kept between steps: f32 (exact), or bf16 (half the "
                  "state's memory and traffic; widened to f32 for each step, rounded to nearest "
-                 "when stored; cpu and ref backends)")
+                 "when stored; every backend)")
       ->type_name("TYPE")
       ->capture_default_str()
       ->check(one_of({"f32", "bf16"}));
