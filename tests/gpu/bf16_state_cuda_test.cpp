@@ -19,6 +19,7 @@
 #include "ssm/model/state_file.h"
 #include "support/backends.h"
 #include "support/compare.h"
+#include "support/state_decode.h"
 
 namespace ssm {
 namespace {
@@ -28,46 +29,11 @@ using testing::host;
 const char* const kCases[] = {"mamba2_hf_tiny", "mamba2_ssm_tiny", "mamba3_siso_tiny", "mamba3_mimo_tiny",
                               "hybrid_tiny"};
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = host(a).clone(), y = host(b).clone();
-  return x.same_layout(y) && std::memcmp(x.raw(), y.raw(), x.nbytes()) == 0;
-}
-
-// The host (B, vocab) logits of steps [first, first + steps), the tokens a
-// function of the step's index (the same in every run).
-std::vector<Tensor> decode(LanguageModel& model, Context& ctx, int steps, ModelState& state, int first = 0) {
-  std::vector<Tensor> out;
-  for (int i = first; i < first + steps; ++i) {
-    const int64_t tok[2] = {(i * 7 + 3) % 200, (i * 13 + 11) % 200};
-    out.push_back(host(model.step(tok, state, ctx)).clone());
-  }
-  return out;
-}
-
-Tensor prompt_ids(int64_t L) {
-  Tensor ids = Tensor::empty(DType::kI64, {2, L});
-  for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = (i * 37 + 1) % 200;
-  return ids;
-}
-
-ModelState prompted(LanguageModel& model, Context& ctx) {
-  ModelState state = model.make_state(2);
-  model.forward(prompt_ids(8), &state, ctx, /*last_only=*/true);
-  return state;
-}
-
-// max |a - b| over max |b|, over every step's logits.
-double drift(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  double diff = 0, scale = 0;
-  for (size_t s = 0; s < a.size(); ++s) {
-    const Tensor x = a[s].to_f32(), y = b[s].to_f32();
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      diff = std::max(diff, std::abs(double{x.data<float>()[i]} - y.data<float>()[i]));
-      scale = std::max(scale, std::abs(double{y.data<float>()[i]}));
-    }
-  }
-  return diff / scale;
-}
+using testing::decode;
+using testing::drift;
+using testing::prompt_ids;
+using testing::prompted;
+using testing::same_bits;
 
 class GpuBf16State : public ::testing::TestWithParam<const char*> {
  protected:
