@@ -14,6 +14,8 @@ namespace ssm::cuda {
 
 StepRecording::~StepRecording() {
   if (exec) cudaGraphExecDestroy(exec);
+  for (Input& in : inputs)
+    if (in.stage) cudaFree(in.stage);
   inputs.clear();
   release_graph_pool(pool);
 }
@@ -22,15 +24,13 @@ bool CudaResources::copy_step_input_queued(void* dst, const void* src, size_t by
                                            const StepInputFill& refill) {
   if (!recording_) return copy_from_host_queued(dst, src, bytes);
   const DeviceGuard on(device);
-  // The buffer comes from the pool (the capture allocates from it) and
-  // stays the recording's. Its first bytes are the replay's of end_step_record.
-  StepRecording::Input in{
-      .stage = Tensor::empty(DType::kI64, {static_cast<int64_t>((bytes + 7) / 8)}, Device::cuda(device)),
-      .bytes = bytes,
-      .refill = refill};
-  check(cudaMemcpyAsync(dst, in.stage.raw(), bytes, cudaMemcpyDeviceToDevice, stream),
-        "recorded copy of a step input");
+  // Not from the capture's pool (step_record.h): cudaMalloc is allowed in a
+  // relaxed capture and is no node of the graph.
+  StepRecording::Input in{.bytes = bytes, .refill = refill};
+  check(cudaMalloc(&in.stage, bytes > 0 ? bytes : 1), "cudaMalloc (recorded step input)");
   recording_->inputs.push_back(std::move(in));
+  check(cudaMemcpyAsync(dst, recording_->inputs.back().stage, bytes, cudaMemcpyDeviceToDevice, stream),
+        "recorded copy of a step input");
   return true;
 }
 
@@ -81,7 +81,7 @@ bool CudaResources::replay_step(uint64_t key, const StepInputs& inputs) {
   for (StepRecording::Input& in : rec.inputs) {
     rec.host.resize(in.bytes);
     in.refill(inputs, rec.host.data());
-    copy_from_host_queued(in.stage.raw(), rec.host.data(), in.bytes);
+    copy_from_host_queued(in.stage, rec.host.data(), in.bytes);
   }
   check(cudaGraphLaunch(rec.exec, stream), "cudaGraphLaunch (training step)");
   return true;

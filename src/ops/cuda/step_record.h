@@ -5,6 +5,11 @@
 // through the queued staging copies before each replay: those copies queue
 // behind the last replay on the stream, so the host may run ahead of the
 // device as before, and no input is written while a replay still reads it.
+// The buffers are the recording's alone for the whole replay, not blocks of
+// the capture's pool: a block that the capture freed and handed out again
+// is written by the graph's earlier work after the refill (an activation of
+// the forward over AdamW's scalars gave every weight garbage from the first
+// replay on, H100, 2026-12-07).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -20,7 +25,7 @@ namespace ssm::cuda {
 
 struct StepRecording {
   struct Input {
-    Tensor stage;  // on the device, read by the graph's copy into the step's buffer
+    void* stage = nullptr;  // cudaMalloc'd, read by the graph's copy into the step's buffer
     size_t bytes = 0;
     BackendResources::StepInputFill refill;  // empty: a copy no replay can redo
   };
