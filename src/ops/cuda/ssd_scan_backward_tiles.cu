@@ -171,13 +171,16 @@ __global__ void __launch_bounds__(kThreads, 4)  // 4 blocks an SM, as its shared
 // (side 0 forward, writing each chunk's S0; side 1 backward, writing each
 // chunk's F), each chunk's own product V^T K into zeroed accumulators, then
 // the running state, held in the accumulators' layout, is stored as the
-// chunk's and updated: run = exp(cs_last) run + own. The next chunk's rows
-// are copied (cp.async) while a chunk is worked on. Each warp weights and
+// chunk's and updated: run = exp(cs_last) run + own. The next two chunks'
+// rows are in flight (cp.async, three buffers) while a chunk is worked on:
+// at 1 x 2048 only 768 warps walk 32 chunks each, so a chunk's load
+// latency must not be on the walk's path. Each warp weights and
 // reads only its own 16 columns of V, so only K's copies need the block's
 // barrier, one a chunk. The running sum is F32 (chunk_pass's is double):
 // the rounding mode's products are TF32 anyway.
 constexpr int kStateCols = kTileCols;  // a block's state columns
 constexpr int kMaxStateWarps = 8;      // P <= 128
+constexpr int kStateStages = 3;        // buffers: the chunk worked on and two in flight
 
 struct StatesSmem {
   int ldv, ldk;  // V read as A(p, t) at t ldv + p, K as B(t, n) at t ldk + n: 8 mod 32
@@ -186,7 +189,7 @@ struct StatesSmem {
   }
   __host__ __device__ size_t buffer_floats() const { return size_t(kRows) * (ldv + ldk); }
   __host__ __device__ size_t bytes(const Geometry& g) const {
-    return (2 * buffer_floats() + size_t(g.Pp / 16) * kRows) * sizeof(float);
+    return (kStateStages * buffer_floats() + size_t(g.Pp / 16) * kRows) * sizeof(float);
   }
 };
 
@@ -207,7 +210,7 @@ __global__ void __launch_bounds__(kMaxStateWarps * 32)
   const int64_t ks = grad ? a.C.stride : a.Bm.stride;
   const bool vec_v = grad ? geo.vec_dy : geo.vec_x, vec_k = grad ? geo.vec_C : geo.vec_B;
   constexpr int kPieces = kStateCols / 4;  // 16-byte pieces of a K row
-  float* w = smem + 2 * lay.buffer_floats() + warp * kRows;  // this warp's row weights
+  float* w = smem + kStateStages * lay.buffer_floats() + warp * kRows;  // this warp's row weights
   const auto len_of = [&](int64_t c) { return static_cast<int>(min(int64_t{kRows}, a.L - c * kRows)); };
   // Chunk c's rows into buffer buf: this warp's 16 columns of V, and the
   // block's columns of K (zeros past the chunk, P and N).
@@ -273,17 +276,27 @@ __global__ void __launch_bounds__(kMaxStateWarps * 32)
     for_each_acc(m0, 0, ncols, [&](int p, int n, int j, int e) {
       if (p < P && n0 + n < N) run[j][e] = a.state0[(bh * P + p) * N + n0 + n];
     });
-  float d0, d1;
+  // One copy group a chunk, committed in order (empty past the last chunk),
+  // so that waiting for all but the newest group waits for chunk i's.
+  float d0, d1, e0 = 0.f, e1 = 0.f;  // dt of chunk i and of chunk i + 1
   load(first, 0);
+  commit_async();
   load_dt(first, d0, d1);
+  if (nc > 1) {
+    load(first + step, 1);
+    load_dt(first + step, e0, e1);
+  }
+  commit_async();
   for (int64_t i = 0; i < nc; ++i) {
     const int64_t c = first + step * i;
-    const int buf = static_cast<int>(i % 2), len = len_of(c);
+    const int buf = static_cast<int>(i % kStateStages), len = len_of(c);
     float* sV = smem + buf * lay.buffer_floats();
     float* sK = sV + kRows * lay.ldv;
-    wait_async();
+    wait_async_pending<1>();
     round_k(buf);
-    __syncthreads();  // chunk c's rows are in, and every warp is done with the other buffer
+    // Chunk c's rows are in, and every warp is done with chunk i - 1's
+    // buffer, which chunk i + 2's copies take next.
+    __syncthreads();
     // cs_t = sum_{u<=t} dt_u A over the chunk, each warp for itself.
     float x0 = d0 * A, x1 = d1 * A;
     for (int o = 1; o < 32; o *= 2) {
@@ -296,10 +309,12 @@ __global__ void __launch_bounds__(kMaxStateWarps * 32)
     // chunk's end) or exp(cs_t) (the start state's weight at output t).
     w[lane] = grad ? expf(x0) : expf(last - x0) * d0;
     w[lane + 32] = grad ? expf(x1) : expf(last - x1) * d1;
-    if (i + 1 < nc) {  // the next chunk's copies, in flight while this one is worked on
-      load(c + step, buf ^ 1);
-      load_dt(c + step, d0, d1);
+    d0 = e0, d1 = e1;
+    if (i + 2 < nc) {
+      load(c + 2 * step, static_cast<int>((i + 2) % kStateStages));
+      load_dt(c + 2 * step, e0, e1);
     }
+    commit_async();
     __syncwarp();
     for (int e = lane; e < kRows * 16; e += 32) {
       const int t = e / 16, p = m0 + e % 16;
