@@ -210,8 +210,11 @@ __global__ void __launch_bounds__(kMaxStateWarps * 32)
   const int64_t ks = grad ? a.C.stride : a.Bm.stride;
   const bool vec_v = grad ? geo.vec_dy : geo.vec_x, vec_k = grad ? geo.vec_C : geo.vec_B;
   constexpr int kPieces = kStateCols / 4;  // 16-byte pieces of a K row
-  float* w = smem + kStateStages * lay.buffer_floats() + warp * kRows;  // this warp's row weights
-  const auto len_of = [&](int64_t c) { return static_cast<int>(min(int64_t{kRows}, a.L - c * kRows)); };
+  // This warp's row weights.
+  float* w = smem + kStateStages * lay.buffer_floats() + warp * kRows;
+  const auto len_of = [&](int64_t c) {
+    return static_cast<int>(min(int64_t{kRows}, a.L - c * kRows));
+  };
   // Chunk c's rows into buffer buf: this warp's 16 columns of V, and the
   // block's columns of K (zeros past the chunk, P and N).
   const auto load = [&](int64_t c, int buf) {
@@ -424,10 +427,11 @@ __global__ void __launch_bounds__(kBackThreads)
   float* M2dt = M2 + kRows * lay.ldm;  // (t', t): M2 dt_t
   float* dt = M2dt + kRows * lay.ldm;
   float* cs = dt + kRows;
-  float* eL = cs + kRows;                     // exp(cs_last - cs_t)
-  float* eS = eL + kRows;                     // exp(cs_t)
-  float* part = eS + kRows;                   // (column item, t): sum over its columns of x . dS B
-  float* gpart = part + kRows * lay.col_items;  // (item, t): C . dC^h, then -B . dB^h, per 32 columns
+  float* eL = cs + kRows;    // exp(cs_last - cs_t)
+  float* eS = eL + kRows;    // exp(cs_t)
+  float* part = eS + kRows;  // (column item, t): sum over its columns of x . dS B
+  // (item, t): C . dC^h, then -B . dB^h, per 32 columns.
+  float* gpart = part + kRows * lay.col_items;
   float* red = gpart + 2 * kRows * lay.n_items;  // kBackWarps: dD
   const Chunk k = chunk_of(a, geo);
   const int P = geo.P, N = geo.N, len = k.len;
