@@ -378,7 +378,7 @@ __global__ void __launch_bounds__(kThreads) chunk_cb_kernel(SsdScanBackwardLaunc
 // and S0 (P x N), M1, M2 and M2 diag(dt) (64 x 64), per step dt, cs and the
 // two decays, the row sums of x . dS B per 32 columns, the row sums of
 // C . dC^h and -B . dB^h per 32 columns, and the dD reduction per warp:
-// 224 KB at P = 64, N = 128, so that every operand is loaded at the start
+// 224 KiB at P = 64, N = 128, so that every operand is loaded at the start
 // and the three products run in one phase.
 struct BackSmem {
   int ldx, ldn, ldm, col_items, n_items;
