@@ -48,5 +48,8 @@ inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_
 
 inline void copy16_async(float* dst_smem, const float* src) { std::memcpy(dst_smem, src, 16); }
 inline void wait_async() {}
+inline void commit_async() {}
+template <int kPending>
+void wait_async_pending() {}
 
 }  // namespace ssm::cuda

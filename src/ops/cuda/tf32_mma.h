@@ -40,4 +40,12 @@ __device__ inline void wait_async() {
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
 }
 
+// For pipelines: this thread's copy16_async since the last commit as one
+// group, and a wait until at most kPending of its groups are in flight.
+__device__ inline void commit_async() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kPending>
+__device__ inline void wait_async_pending() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
 }  // namespace ssm::cuda
