@@ -13,6 +13,7 @@
 // clang-format on
 
 #include "ops/cpu/step_kernels.h"
+#include "ops/cpu/stream_prefetch.h"
 
 #include <cstring>
 #include <type_traits>
@@ -71,6 +72,10 @@ HWY_INLINE void ssd_step_rows(const SsdStepHead& h, State* S) {
   const VF decay = hn::Set(d, h.decay);
   for (int64_t p = 0; p < h.P; ++p) {
     State* s = S + p * N;
+    // The state is one stream (heads in order, rows in order): ask for the
+    // row kStreamPrefetchBytes ahead (past the head's end: the next head's).
+    for (int64_t b = 0; b < N * static_cast<int64_t>(sizeof(State)); b += 64)
+      prefetch_stream_ahead(reinterpret_cast<const char*>(s) + b);
     const VF xdt = hn::Set(d, h.x[p] * h.dt);
     VF acc = hn::Zero(d);
     for (int64_t n = 0; n < N; n += L) {

@@ -8,6 +8,7 @@
 // (docs/CPU.md, "Batched decode (helper cpu-batch8 ...)").
 #include <algorithm>
 
+#include "ops/cpu/stream_prefetch.h"
 #include "ops/cpu/x86_intrinsics.h"
 #include "ops/cpu/x86_kernels.h"
 
@@ -23,8 +24,8 @@ namespace {
 constexpr int64_t kBf16GemvMaxRows = 8;
 
 // Weight row j against G rounded activation rows (from m0). The weight rows
-// are read one after another in address order (one stream for the hardware
-// prefetchers, as the int8 kernel reads them). Each sum is formed the same
+// are read one after another in address order (one stream, as the int8
+// kernel reads them), each line also asked for kStreamPrefetchBytes ahead. Each sum is formed the same
 // way for every G: two chains (even and odd 32-element steps, so that one
 // row alone still has two multiply-adds in flight), the tail into the first,
 // the chains added and reduced; so a row's result does not depend on the
@@ -40,6 +41,9 @@ SSM_TARGET_BF16 SSM_ALWAYS_INLINE void bf16_row(const Bf16GemvRows& xb, int64_t 
   for (int g = 0; g < G; ++g) a[g] = b[g] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 64 <= K; k += 64) {
+    // The two lines of weights this step reads, 4 KiB ahead.
+    prefetch_stream_ahead(w + k);
+    prefetch_stream_ahead(w + k + 32);
     const __m512bh w0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + k));
     const __m512bh w1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + k + 32));
     for (int g = 0; g < G; ++g) {
