@@ -58,6 +58,16 @@ LowpWeights lowp_rows(const Tensor& W, int64_t n0) {
   return w;
 }
 
+// Decoding's matrix-vector loops: rows(n0, n1) for each block of
+// kLowpGemvRows weight rows of N, blocks claimed as the threads come free
+// (each output's sum does not depend on the split).
+template <typename Rows>
+void for_each_gemv_block(ThreadPool& pool, int64_t N, Rows&& rows) {
+  pool.parallel_for_dynamic((N + kLowpGemvRows - 1) / kLowpGemvRows, [&](int64_t b0, int64_t b1) {
+    rows(b0 * kLowpGemvRows, std::min(N, b1 * kLowpGemvRows));
+  });
+}
+
 void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
   const DType t = a.W.dtype();
   if (t != DType::kF16 && t != DType::kBF16 && t != DType::kQ8)
@@ -72,9 +82,7 @@ void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
     // allocated once a call of this size has run), then VNNI byte products.
     const Tensor work = ctx.arena().alloc(DType::kF32, {(q8_workspace_bytes(M, K) + 3) / 4});
     const Q8Activations xq = quantize_q8_rows(x, ldx, M, K, elements<float>(work));
-    const int64_t blocks = (N + kLowpGemvRows - 1) / kLowpGemvRows;
-    ctx.pool().parallel_for_dynamic(blocks, [&](int64_t b0, int64_t b1) {
-      const int64_t n0 = b0 * kLowpGemvRows, n1 = std::min(N, b1 * kLowpGemvRows);
+    for_each_gemv_block(ctx.pool(), N, [&](int64_t n0, int64_t n1) {
       const LowpWeights w = lowp_rows(a.W, n0);
       q8_gemv_vnni(xq, {.W = static_cast<const int8_t*>(w.data),
                         .K = K,
@@ -91,14 +99,11 @@ void linear_lowp(Context& ctx, const ops::LinearArgs& a) {
   if (M <= kGemvMaxRows && t == DType::kBF16 && cpu_has_avx512_bf16()) {
     // The activations rounded to BF16 once per call (arena workspace), then
     // BF16 dot products: half the arithmetic of widening the weights to F32,
-    // which bounded batched decoding. Tasks claimed as threads come free:
-    // each output's sum does not depend on the split.
+    // which bounded batched decoding.
     const Tensor work = ctx.arena().alloc(DType::kF32, {(bf16_gemv_workspace_bytes(M, K) + 3) / 4});
     const Bf16GemvRows xb = round_bf16_rows(x, ldx, M, K, elements<float>(work));
     const auto* W = static_cast<const uint16_t*>(a.W.raw());
-    const int64_t blocks = (N + kLowpGemvRows - 1) / kLowpGemvRows;
-    ctx.pool().parallel_for_dynamic(blocks, [&](int64_t b0, int64_t b1) {
-      const int64_t n0 = b0 * kLowpGemvRows, n1 = std::min(N, b1 * kLowpGemvRows);
+    for_each_gemv_block(ctx.pool(), N, [&](int64_t n0, int64_t n1) {
       bf16_gemv_avx512(xb, {.W = W + n0 * K,
                             .K = K,
                             .n = n1 - n0,
@@ -213,8 +218,7 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
     // reads each vector of W once for all rows. Each output is the same
     // sum over K whatever the split and the other rows of the batch, so
     // results do not depend on the thread count or on the batch.
-    pool.parallel_for_dynamic((N + kLowpGemvRows - 1) / kLowpGemvRows, [&](int64_t b0, int64_t b1) {
-      const int64_t n0 = b0 * kLowpGemvRows, n1 = std::min(N, b1 * kLowpGemvRows);
+    for_each_gemv_block(pool, N, [&](int64_t n0, int64_t n1) {
       lowp_gemv({.W = {.dtype = DType::kF32, .data = W + n0 * K, .K = K},
                  .n = n1 - n0,
                  .x = x,

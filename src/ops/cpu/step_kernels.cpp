@@ -18,6 +18,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/cpu/stream_prefetch.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace ssm::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -64,6 +66,15 @@ HWY_INLINE void store_part(DF d, VF x, uint16_t* v, int64_t count) {
   std::memcpy(v, buf, static_cast<size_t>(count) * sizeof(uint16_t));
 }
 
+// A step reads its heads' states as one stream (heads in order, rows in
+// order): each row's lines are asked for kStreamPrefetchBytes ahead (past a
+// head's end, the next head's rows).
+template <typename State>
+HWY_INLINE void prefetch_row_ahead(const State* s, int64_t N) {
+  for (int64_t b = 0; b < N * static_cast<int64_t>(sizeof(State)); b += 64)
+    prefetch_stream_ahead(reinterpret_cast<const char*>(s) + b);
+}
+
 template <typename State>
 HWY_INLINE void ssd_step_rows(const SsdStepHead& h, State* S) {
   const DF d;
@@ -71,6 +82,7 @@ HWY_INLINE void ssd_step_rows(const SsdStepHead& h, State* S) {
   const VF decay = hn::Set(d, h.decay);
   for (int64_t p = 0; p < h.P; ++p) {
     State* s = S + p * N;
+    prefetch_row_ahead(s, N);
     const VF xdt = hn::Set(d, h.x[p] * h.dt);
     VF acc = hn::Zero(d);
     for (int64_t n = 0; n < N; n += L) {
@@ -99,6 +111,7 @@ HWY_INLINE void mamba3_step_fixed(const Mamba3StepHead& h, State* S) {
   const VF alpha = hn::Set(d, h.alpha);
   for (int64_t p = 0; p < P; ++p) {
     State* s = S + p * N;
+    prefetch_row_ahead(s, N);
     VF bv[kR], gv[kR], acc[kR];
     for (int r = 0; r < kR; ++r) {
       bv[r] = hn::Set(d, h.beta * h.v_prev[r * P + p]);
@@ -133,6 +146,7 @@ HWY_INLINE void mamba3_step_any(const Mamba3StepHead& h, State* S, float* row) {
   const VF alpha = hn::Set(d, h.alpha);
   for (int64_t p = 0; p < P; ++p) {
     State* s = S + p * N;
+    prefetch_row_ahead(s, N);
     float* f = row;
     if constexpr (std::is_same_v<State, float>) f = s;
     for (int64_t n = 0; n < N; n += L) {

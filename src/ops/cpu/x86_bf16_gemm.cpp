@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/cpu/x86_bf16_round.h"
 #include "ops/cpu/x86_gemm_tiles.h"
 #include "ops/cpu/x86_gemm_writer.h"
 #include "ops/cpu/x86_intrinsics.h"
@@ -42,18 +43,9 @@ SSM_TARGET_BF16 Bf16PackedRows pack_bf16_rows(const float* x, int64_t ldx, int64
         const int64_t m = b * 16 + l;
         for (int64_t k = 2 * p0; k < 2 * (p0 + np); k += 32) {
           // 32 values (zeros past K and M) -> 16 words of two BF16 each, in order.
-          const int64_t left = m < M ? K - k : 0;
-          const __mmask16 lo_mask = left >= 16  ? 0xFFFF
-                                    : left <= 0 ? 0
-                                                : static_cast<__mmask16>((1u << left) - 1);
-          const __mmask16 hi_mask = left >= 32   ? 0xFFFF
-                                    : left <= 16 ? 0
-                                                 : static_cast<__mmask16>((1u << (left - 16)) - 1);
           const float* row = x + (m < M ? m : 0) * ldx;
-          const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, row + k);
-          const __m512 hi = _mm512_maskz_loadu_ps(hi_mask, row + k + 16);
           _mm512_store_si512(words + l * kPairs + (k / 2 - p0),
-                             reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+                             round_bf16_32(row + k, m < M ? K - k : 0));
         }
       }
       transpose_f32_avx512(reinterpret_cast<const float*>(words), kPairs, 16, np,

@@ -8,6 +8,8 @@
 // (docs/CPU.md, "Batched decode (helper cpu-batch8 ...)").
 #include <algorithm>
 
+#include "ops/cpu/stream_prefetch.h"
+#include "ops/cpu/x86_bf16_round.h"
 #include "ops/cpu/x86_intrinsics.h"
 #include "ops/cpu/x86_kernels.h"
 
@@ -23,12 +25,12 @@ namespace {
 constexpr int64_t kBf16GemvMaxRows = 8;
 
 // Weight row j against G rounded activation rows (from m0). The weight rows
-// are read one after another in address order (one stream for the hardware
-// prefetchers, as the int8 kernel reads them). Each sum is formed the same
-// way for every G: two chains (even and odd 32-element steps, so that one
-// row alone still has two multiply-adds in flight), the tail into the first,
-// the chains added and reduced; so a row's result does not depend on the
-// batch it is in.
+// are read one after another in address order (one stream, as the int8
+// kernel reads them), each line also asked for kStreamPrefetchBytes ahead.
+// Each sum is formed the same way for every G: two chains (even and odd
+// 32-element steps, so that one row alone still has two multiply-adds in
+// flight), the tail into the first, the chains added and reduced; so a row's
+// result does not depend on the batch it is in.
 template <int G>
 SSM_TARGET_BF16 SSM_ALWAYS_INLINE void bf16_row(const Bf16GemvRows& xb, int64_t m0,
                                                 const Bf16GemvJob& job, int64_t j) {
@@ -40,6 +42,9 @@ SSM_TARGET_BF16 SSM_ALWAYS_INLINE void bf16_row(const Bf16GemvRows& xb, int64_t 
   for (int g = 0; g < G; ++g) a[g] = b[g] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 64 <= K; k += 64) {
+    // The two lines of weights this step reads, 4 KiB ahead.
+    prefetch_stream_ahead(w + k);
+    prefetch_stream_ahead(w + k + 32);
     const __m512bh w0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + k));
     const __m512bh w1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + k + 32));
     for (int g = 0; g < G; ++g) {
@@ -81,19 +86,9 @@ SSM_TARGET_BF16 Bf16GemvRows round_bf16_rows(const float* x, int64_t ldx, int64_
   for (int64_t m = 0; m < M; ++m) {
     const float* xr = x + m * ldx;
     uint16_t* o = out + m * rows.width;
-    for (int64_t k = 0; k < rows.width; k += 32) {
-      // 32 values (zeros past K) rounded to nearest even, in order.
-      const int64_t left = K - k;
-      const __mmask16 lo_mask = left >= 16  ? 0xFFFF
-                                : left <= 0 ? 0
-                                            : static_cast<__mmask16>((1u << left) - 1);
-      const __mmask16 hi_mask = left >= 32   ? 0xFFFF
-                                : left <= 16 ? 0
-                                             : static_cast<__mmask16>((1u << (left - 16)) - 1);
-      const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, xr + k);
-      const __m512 hi = _mm512_maskz_loadu_ps(hi_mask, xr + k + 16);
-      _mm512_storeu_si512(o + k, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
-    }
+    // Zeros past K.
+    for (int64_t k = 0; k < rows.width; k += 32)
+      _mm512_storeu_si512(o + k, round_bf16_32(xr + k, K - k));
   }
   return rows;
 }
