@@ -15,8 +15,10 @@ namespace ssm::cpu {
 constexpr int64_t kStreamPrefetchBytes = 4096;
 
 // Asks for the cache line kStreamPrefetchBytes past p, into L1 (for reading).
+// The address is formed as an integer: a pointer past its object's end
+// would be undefined behaviour even if never dereferenced.
 inline void prefetch_stream_ahead(const void* p) {
-  __builtin_prefetch(static_cast<const char*>(p) + kStreamPrefetchBytes, 0, 3);
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kStreamPrefetchBytes), 0, 3);
 }
 
 }  // namespace ssm::cpu
