@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -369,9 +370,10 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
 // the next tile's state takes as many registers as this one's.
 constexpr int kWideRows = 2;
 constexpr int64_t kWideFrom = 512;
-// Wide blocks a multiprocessor: the kernel's register bound (without it
-// the prefetch took 152-160 registers, one block a multiprocessor).
-constexpr int kWideBlocksPerSm = 3;
+// Wide blocks a multiprocessor, the kernel's register bound (without one
+// the prefetch took 152-160 registers, one block a multiprocessor): 3 (80
+// registers; the BF16 state's kernel spills 52 bytes) by default, 2 (no
+// spills) with SSM_CUDA_STEP_TILES=2; neither measured yet.
 
 // ssd_step_kernel for many sequences (launch_ssd_step): a tile per (b, h,
 // block of kWideRows x kRowsPerBlock state rows), the tile's arithmetic
@@ -387,8 +389,8 @@ constexpr int kWideBlocksPerSm = 3;
 // blocks: each tile reads the B and C channels' convolution state before
 // it counts itself in, so none of the sequence's tiles is left to read it
 // once the last has shifted it.
-template <int PER, class T>
-__global__ void __launch_bounds__(kThreads, kWideBlocksPerSm) ssd_step_wide_kernel(SsdStepLaunch a, int S) {
+template <int PER, class T, int BLOCKS_PER_SM>
+__global__ void __launch_bounds__(kThreads, BLOCKS_PER_SM) ssd_step_wide_kernel(SsdStepLaunch a, int S) {
   // As in ssd_step_kernel (a.overlap): the first tile's state loads and
   // convolution sums before the wait.
   let_next_kernel_start();
@@ -611,10 +613,27 @@ void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
   else launch_ssd_scan_per<float>(a, need, grid, block, smem, s, S, stage);
 }
 
+// How many sequences take ssd_step: SSM_CUDA_STEP_TILES=0 the first
+// version's wide blocks (ssd_step_kernel with ROWS = 4, a block a tile),
+// kept to compare against on the device; 2 the looping blocks bounded to 2
+// a multiprocessor; else (the default) to 3. Read once.
+static int step_tiles_mode() {
+  static const int mode = [] {
+    const char* v = std::getenv("SSM_CUDA_STEP_TILES");
+    return v && (v[0] == '0' || v[0] == '2') && v[1] == 0 ? v[0] - '0' : 3;
+  }();
+  return mode;
+}
+
 template <class T>
 static auto ssd_step_kernel_for(bool wide, int64_t need) -> void (*)(SsdStepLaunch, int) {
-  return wide         ? ssd_step_wide_kernel<8, T>
-         : need <= 1  ? ssd_step_kernel<1, 1, T>
+  if (wide) {
+    const int mode = step_tiles_mode();
+    return mode == 0   ? ssd_step_kernel<8, 4, T>
+           : mode == 2 ? ssd_step_wide_kernel<8, T, 2>
+                       : ssd_step_wide_kernel<8, T, 3>;
+  }
+  return need <= 1  ? ssd_step_kernel<1, 1, T>
          : need <= 2  ? ssd_step_kernel<2, 1, T>
          : need <= 4  ? ssd_step_kernel<4, 1, T>
          : need <= 8  ? ssd_step_kernel<8, 1, T>
@@ -656,15 +675,17 @@ void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
   const int64_t narrow_blocks = a.B * a.H * ((a.P + kRowsPerBlock - 1) / kRowsPerBlock);
   // Wide tiles where their blocks have a thread for each of their x
   // channels, 8 entries a row a thread (one instantiation) and at most
-  // kThreads threads (its bound): N from 17 to 128.
+  // kThreads threads (the looping kernel's bound): N from 17 to 128.
+  const bool looping = step_tiles_mode() != 0;
+  const int64_t wide_rows = (looping ? kWideRows : 4) * kRowsPerBlock;
   const bool wide = narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 && need <= 8 &&
-                    threads >= kWideRows * kRowsPerBlock && threads <= kThreads;
-  const int64_t rows = wide ? kWideRows * kRowsPerBlock : kRowsPerBlock;
+                    threads >= wide_rows && (!looping || threads <= kThreads);
+  const int64_t rows = wide ? wide_rows : kRowsPerBlock;
   const size_t smem = static_cast<size_t>(2 * a.N + rows + 2) * sizeof(float);
   const auto kernel = a.state.bf16 ? ssd_step_kernel_for<__nv_bfloat16>(wide, need)
                                    : ssd_step_kernel_for<float>(wide, need);
   const int64_t tiles = a.B * a.H * ((a.P + rows - 1) / rows);
-  const int64_t resident = wide ? resident_step_blocks(kernel, static_cast<int>(threads), smem) : 0;
+  const int64_t resident = wide && looping ? resident_step_blocks(kernel, static_cast<int>(threads), smem) : 0;
   const dim3 grid(static_cast<unsigned>(resident > 0 ? std::min(tiles, resident) : tiles));
   const dim3 block(static_cast<unsigned>(threads));
   launch_overlapped(a.overlap, kernel, grid, block, smem, s, a, S);
