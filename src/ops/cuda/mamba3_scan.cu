@@ -3,7 +3,8 @@
 // The scan is the sequential trapezoidal recurrence in F32, written with
 // U_t = sum_r v_t,r k_t,r^T:  S_t = alpha_t S_{t-1} + beta_t U_{t-1} + gamma_t U_t,
 // o_t,r = S_t q_t,r + D v_t,r. Like ssd_scan (conv_ssd.cu): a block per
-// (b, h, 16 state rows p; 64 in a decode step of many sequences); thread (p, j) keeps the state entries
+// (b, h, 16 state rows p; in a SISO decode step of many sequences, blocks
+// looping over tiles of 32, scan_step_wide_kernel); thread (p, j) keeps the state entries
 // n = j, j + W, ... of row p and the same entries of U_{t-1} in registers
 // (W slices, a power of two <= 32 lanes of one warp, which sum o_t,r[p]
 // with shuffles); k_t, q_t, v_t and the step scalars of `stage` steps at a
