@@ -625,14 +625,14 @@ static int step_tiles_mode() {
   return mode;
 }
 
+// The kernel for tiles of `rows` rows: 16 (a block a tile), 64 (the
+// first version's wide blocks, a block a tile) or kWideRows x 16 (looping).
+static_assert(kWideRows != 4, "64-row tiles name the first version's kernel");
 template <class T>
-static auto ssd_step_kernel_for(bool wide, int64_t need) -> void (*)(SsdStepLaunch, int) {
-  if (wide) {
-    const int mode = step_tiles_mode();
-    return mode == 0   ? ssd_step_kernel<8, 4, T>
-           : mode == 2 ? ssd_step_wide_kernel<8, T, 2>
-                       : ssd_step_wide_kernel<8, T, 3>;
-  }
+static auto ssd_step_kernel_for(int64_t rows, int64_t need) -> void (*)(SsdStepLaunch, int) {
+  if (rows == 4 * kRowsPerBlock) return ssd_step_kernel<8, 4, T>;
+  if (rows > kRowsPerBlock)
+    return step_tiles_mode() == 2 ? ssd_step_wide_kernel<8, T, 2> : ssd_step_wide_kernel<8, T, 3>;
   return need <= 1  ? ssd_step_kernel<1, 1, T>
          : need <= 2  ? ssd_step_kernel<2, 1, T>
          : need <= 4  ? ssd_step_kernel<4, 1, T>
@@ -674,18 +674,21 @@ void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
   const int64_t threads = std::min<int64_t>(a.P, kRowsPerBlock) * S;
   const int64_t narrow_blocks = a.B * a.H * ((a.P + kRowsPerBlock - 1) / kRowsPerBlock);
   // Wide tiles where their blocks have a thread for each of their x
-  // channels, 8 entries a row a thread (one instantiation) and at most
-  // kThreads threads (the looping kernel's bound): N from 17 to 128.
-  const bool looping = step_tiles_mode() != 0;
-  const int64_t wide_rows = (looping ? kWideRows : 4) * kRowsPerBlock;
-  const bool wide = narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 && need <= 8 &&
-                    threads >= wide_rows && (!looping || threads <= kThreads);
-  const int64_t rows = wide ? wide_rows : kRowsPerBlock;
+  // channels and 8 entries a row a thread (one instantiation; N from 17 to
+  // 256): looping ones of kWideRows x 16 rows where a block has at most
+  // kThreads threads (the looping kernel's bound: N up to 128), else (or
+  // with SSM_CUDA_STEP_TILES=0) the first version's 64 rows a block.
+  const bool wide = narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 && need <= 8;
+  const bool looping = wide && step_tiles_mode() != 0 && threads <= kThreads &&
+                       threads >= kWideRows * kRowsPerBlock;
+  const int64_t rows = looping                                ? kWideRows * kRowsPerBlock
+                       : wide && threads >= 4 * kRowsPerBlock ? 4 * kRowsPerBlock
+                                                              : kRowsPerBlock;
   const size_t smem = static_cast<size_t>(2 * a.N + rows + 2) * sizeof(float);
-  const auto kernel = a.state.bf16 ? ssd_step_kernel_for<__nv_bfloat16>(wide, need)
-                                   : ssd_step_kernel_for<float>(wide, need);
+  const auto kernel = a.state.bf16 ? ssd_step_kernel_for<__nv_bfloat16>(rows, need)
+                                   : ssd_step_kernel_for<float>(rows, need);
   const int64_t tiles = a.B * a.H * ((a.P + rows - 1) / rows);
-  const int64_t resident = wide && looping ? resident_step_blocks(kernel, static_cast<int>(threads), smem) : 0;
+  const int64_t resident = looping ? resident_step_blocks(kernel, static_cast<int>(threads), smem) : 0;
   const dim3 grid(static_cast<unsigned>(resident > 0 ? std::min(tiles, resident) : tiles));
   const dim3 block(static_cast<unsigned>(threads));
   launch_overlapped(a.overlap, kernel, grid, block, smem, s, a, S);
