@@ -181,12 +181,12 @@ __global__ void __launch_bounds__(kThreads, BLOCKS_PER_SM) scan_step_wide_kernel
   const int N = static_cast<int>(a.N);
   const int64_t P = a.P;
   const int64_t row_blocks = (P + kRows - 1) / kRows, tiles = a.B * a.H * row_blocks;
-  float* sk = smem;         // N: k
-  float* sq = sk + N;       // N: q
-  float* skp = sq + N;      // N: k_prev
-  float* sv = skp + N;      // kRows: v
-  float* svp = sv + kRows;  // kRows: v_prev
-  float* sco = svp + kRows; // alpha, beta, gamma
+  float* sk = smem;          // N: k
+  float* sq = sk + N;        // N: q
+  float* skp = sq + N;       // N: k_prev
+  float* sv = skp + N;       // kRows: v
+  float* svp = sv + kRows;   // kRows: v_prev
+  float* sco = svp + kRows;  // alpha, beta, gamma
   const int t = static_cast<int>(threadIdx.x), pl = t / W, j = t % W;
   const auto row_in = [&](int rows, int r) { return pl + r * kRowsPerBlock < rows ? pl + r * kRowsPerBlock : 0; };
   const auto rows_of = [&](int64_t tile) { return static_cast<int>(min(int64_t{kRows}, P - (tile % row_blocks) * kRows)); };
