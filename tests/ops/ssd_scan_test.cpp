@@ -304,9 +304,9 @@ TEST_P(SsdScanTest, Bf16StateProductsStayNearRef) {
   }
 }
 
-// The cuda backend's fused scan (a block per head and 16 rows of P walking
-// the chunks, the state on chip), forced by SSM_CUDA_FUSED_SCAN=1, and the
-// three kernels (=0): near ref, exact and rounded, with and without a
+// The cuda backend's fused scan (a block per head and 16 or 32 rows of P
+// walking the chunks, the state on chip), forced by SSM_CUDA_FUSED_SCAN=16
+// or 32, and the three kernels (=0): near ref, exact and rounded, with and without a
 // carried state, on the 130m head shape over a partial last chunk and on
 // odd ones (P past a slice, P and N off the vector width, groups, batch
 // rows). Other backends ignore the variable.
@@ -330,7 +330,7 @@ TEST_P(SsdScanTest, FusedScanMatchesRef) {
           return testing::outputs({{"y", y_rows}, {"state", a.state}});
         };
         const testing::Outputs want = run(ref);
-        for (const char* fused : {"1", "0"}) {
+        for (const char* fused : {"16", "32", "0"}) {
           SCOPED_TRACE(::testing::Message() << "SSM_CUDA_FUSED_SCAN " << fused);
           ::setenv("SSM_CUDA_FUSED_SCAN", fused, 1);
           Context ctx(GetParam(), 1);

@@ -399,8 +399,8 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaun
 }
 
 // The fused scan (launch_chunk_scan's choice for SSD where it has blocks
-// enough): a block per (b, h, kSlice rows of P) walks the chunks in order
-// with its slice of the running state (kSlice x N, F32) in shared memory, so
+// enough): a block per (b, h, kSlice = 16 or 32 rows of P) walks the chunks
+// in order with its slice of the running state (kSlice x N, F32) in shared memory, so
 // that the chunk states never go to memory (the three kernels above wrote,
 // read, rewrote and read again B x chunks x H x P x N floats: ~800 MB a
 // layer at 8 x 2048 on the 130m shapes). Each chunk, after C, B and the
@@ -409,36 +409,36 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaun
 //   rows of B scaled by exp(cum_end - cum_s) w_s in place (after a barrier:
 //   C B^T read them);
 //   then at once: y = G x + diag(exp(cum)) C S^T (+ D x) (the output items)
-//   and exp(cum_end) S + x^T B' into registers (the state items, a 16 x 32
-//   tile of S a warp: N <= 256), written over S after a barrier, once the
-//   output items have read the old S.
-// C B^T is made again by each slice's block (a fourth of the work at P =
-// 64): cheaper than the chunk states' traffic. The products as the
+//   (16 x 16 tiles) and exp(cum_end) S + x^T B' into registers (the state
+//   items, a 16 x 32 tile of S a warp: kSlice N <= 4096), written over S
+//   after a barrier, once the output items have read the old S.
+// C B^T is made again by each slice's block (P / kSlice times a head):
+// cheaper than the chunk states' traffic. The products as the
 // kernels above (3xTF32, or one TF32 product of operands rounded in
 // shared memory); R = 1 and no pending Mamba-3 term.
-constexpr int kSlice = 16;  // rows of P (and of the state) a block takes
-
 // The fused kernel's shared memory: C, B (scaled in place), the slice of
 // x, G, the slice of the state, per step cum, w, wd and the coefficient.
+// 16 or 32 rows: 104 or 111 KB at N = 128, two blocks a multiprocessor.
 struct FusedSmem {
-  int ldc, ldb, ldx, ldg, lds;
-  __host__ __device__ static FusedSmem of(int Np) {
-    return {pitch(Np, 4), pitch(Np, 4), pitch(kSlice, 8), pitch(kRows, 4), pitch(Np, 4)};
+  int slice, ldc, ldb, ldx, ldg, lds;
+  __host__ __device__ static FusedSmem of(int Np, int slice) {
+    return {slice, pitch(Np, 4), pitch(Np, 4), pitch(slice, 8), pitch(kRows, 4), pitch(Np, 4)};
   }
   __host__ __device__ size_t bytes() const {
-    return size_t(int64_t{kRows} * (ldc + ldb + ldx + ldg) + int64_t{kSlice} * lds + 4 * kRows) *
+    return size_t(int64_t{kRows} * (ldc + ldb + ldx + ldg) + int64_t{slice} * lds + 4 * kRows) *
            sizeof(float);
   }
 };
 
-__host__ __device__ constexpr int fused_state_items(int Np) {
-  return (Np + kTileCols - 1) / kTileCols;
+// 16 x 32 tiles of a slice's state: one a warp at most.
+__host__ __device__ constexpr int fused_state_items(int Np, int slice) {
+  return slice / 16 * ((Np + kTileCols - 1) / kTileCols);
 }
 
-template <bool kSplit, class StateT>
+template <int kSlice, bool kSplit, class StateT>
 __global__ void __launch_bounds__(kThreads, 2) fused_scan_kernel(ChunkScanLaunch a, Geometry geo) {
   extern __shared__ float smem[];
-  const FusedSmem lay = FusedSmem::of(geo.Np);
+  const FusedSmem lay = FusedSmem::of(geo.Np, kSlice);
   float* sC = smem;                    // rows x N
   float* sB = sC + kRows * lay.ldc;    // rows x N: B, then B scaled by coef
   float* sX = sB + kRows * lay.ldb;    // rows x kSlice
@@ -462,8 +462,8 @@ __global__ void __launch_bounds__(kThreads, 2) fused_scan_kernel(ChunkScanLaunch
     sS[i] = state && p < cols && n < geo.N ? state_value(state[bh * PN + int64_t{p0 + p} * a.N + n])
                                            : 0.f;
   }
-  const int state_items = fused_state_items(geo.Np);
-  const int out_items = kRows / 16;  // 16 x kSlice tiles of y
+  const int state_items = fused_state_items(geo.Np, kSlice);
+  constexpr int kRowTiles = kSlice / 16, kOutItems = kRows / 16 * kRowTiles;  // 16 x 16 tiles of y
   const float Dh = a.D ? a.D[h] : 0.f;
   Acc st;  // this warp's tile of the next state (item warp < state_items)
   for (int64_t c = 0; c < geo.chunks; ++c) {
@@ -509,24 +509,25 @@ __global__ void __launch_bounds__(kThreads, 2) fused_scan_kernel(ChunkScanLaunch
     }
     __syncthreads();  // B scaled, G
     const float end = decay_exp(cum[T - 1]);
-    for (int item = warp; item < state_items + out_items; item += kWarps) {
+    for (int item = warp; item < state_items + kOutItems; item += kWarps) {
       if (item < state_items) {  // item == warp: state_items <= kWarps
         // exp(cum_end) S + x^T B' (kSlice x N), this warp's tile.
-        const int n0 = item * kTileCols;
+        const int m0 = (item % kRowTiles) * 16, n0 = (item / kRowTiles) * kTileCols;
         Acc& acc = st;
-        for_each_acc(0, n0, geo.Np,
+        for_each_acc(m0, n0, geo.Np,
                      [&](int p, int n, int j, int e) { acc[j][e] = end * sS[p * lay.lds + n]; });
-        product<kSplit>(acc, Smem{sX, 1, lay.ldx}, Smem{sB, lay.ldb, 1}, kRows, 0, n0, geo.Np);
+        product<kSplit>(acc, Smem{sX, 1, lay.ldx}, Smem{sB, lay.ldb, 1}, kRows, m0, n0, geo.Np);
       } else {
-        // y rows m0.. = G x + exp(cum_t) C S^T + D x.
-        const int m0 = (item - state_items) * 16;
+        // y rows m0.., columns p0 + c0.. = G x + exp(cum_t) C S^T + D x.
+        const int oi = item - state_items, m0 = (oi % (kRows / 16)) * 16,
+                  c0 = (oi / (kRows / 16)) * 16;
         Acc acc, acc_s;
         zero(acc);
         zero(acc_s);
-        product<kSplit>(acc, Smem{sG, lay.ldg, 1}, Smem{sX, lay.ldx, 1}, kRows, m0, 0, kSlice);
+        product<kSplit>(acc, Smem{sG, lay.ldg, 1}, Smem{sX, lay.ldx, 1}, kRows, m0, c0, c0 + 16);
         // S is F32 (not rounded where it sits: it carries on): converted per fragment.
         warp_mma<kSplit, !kSplit, false>(acc_s, Smem{sC, lay.ldc, 1}, Smem{sS, 1, lay.lds}, 0,
-                                         geo.Np, m0, 0, kSlice);
+                                         geo.Np, m0, c0, c0 + 16);
         const float e0 = decay_exp(cum[m0 + g]), e1 = decay_exp(cum[m0 + g + 8]);
 #pragma unroll
         for (int j = 0; j < kTileCols / 8; ++j) {
@@ -535,7 +536,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_scan_kernel(ChunkScanLaunch
           acc[j][2] += e1 * acc_s[j][2];
           acc[j][3] += e1 * acc_s[j][3];
         }
-        for_each_acc(m0, 0, kSlice, [&](int i, int p, int j, int e) {
+        for_each_acc(m0, c0, c0 + 16, [&](int i, int p, int j, int e) {
           if (i < T && p < cols)
             a.o.p[b * a.o.sb + h * a.o.sh + (t0 + i) * a.o.st + p0 + p] =
                 acc[j][e] + Dh * sX[i * lay.ldx + p];
@@ -544,7 +545,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_scan_kernel(ChunkScanLaunch
     }
     __syncthreads();  // every read of S, C, B, x, G and cum done
     if (warp < state_items)
-      for_each_acc(0, warp * kTileCols, geo.Np,
+      for_each_acc((warp % kRowTiles) * 16, (warp / kRowTiles) * kTileCols, geo.Np,
                    [&](int p, int n, int j, int e) { sS[p * lay.lds + n] = st[j][e]; });
   }
   __syncthreads();  // the last chunk's S
@@ -611,18 +612,31 @@ int state_heads_per_block(const Geometry& geo) {
 // multiprocessors' worth at the least (batch 3 at the 130m shapes: at fewer
 // a block's walk over the chunks is the whole scan, and the three kernels,
 // a block per chunk, keep more of the card busy; not measured yet).
-bool fused_takes(const ChunkScanLaunch& a, const Geometry& geo) {
-  if (a.fused == 0 || a.R != 1 || a.pend || fused_state_items(geo.Np) > kWarps ||
-      FusedSmem::of(geo.Np).bytes() > size_t{kMaxSmem})
-    return false;
-  return a.fused > 0 || a.B * a.H * ((a.P + kSlice - 1) / kSlice) >= 2 * kFullWave;
+bool fused_fits(const ChunkScanLaunch& a, const Geometry& geo, int slice) {
+  return a.R == 1 && !a.pend && fused_state_items(geo.Np, slice) <= kWarps &&
+         FusedSmem::of(geo.Np, slice).bytes() <= size_t{kMaxSmem};
+}
+int64_t fused_blocks(const ChunkScanLaunch& a, int slice) {
+  return a.B * a.H * ((a.P + slice - 1) / slice);
+}
+// The rows of P a fused block takes, 0 for the three kernels: 32 (half the
+// blocks, half the copies of C B^T and of C and B's reads) where that
+// fits and leaves the blocks, else 16; a.fused 16 or 32 forces the slice.
+int fused_slice(const ChunkScanLaunch& a, const Geometry& geo) {
+  if (a.fused == 0) return 0;
+  if (a.fused == 16 || a.fused == 32) return fused_fits(a, geo, a.fused) ? a.fused : 0;
+  const int64_t enough = 2 * kFullWave;
+  if (fused_fits(a, geo, 32) && fused_blocks(a, 32) >= enough) return 32;
+  if (fused_fits(a, geo, 16) && (a.fused > 0 || fused_blocks(a, 16) >= enough)) return 16;
+  return 0;
 }
 
-template <class StateT>
+template <int kSlice, class StateT>
 void launch_fused(const ChunkScanLaunch& a, const Geometry& geo, cudaStream_t s) {
   static const bool allowed = [] {
-    for (const void* f : {reinterpret_cast<const void*>(fused_scan_kernel<true, StateT>),
-                          reinterpret_cast<const void*>(fused_scan_kernel<false, StateT>)}) {
+    for (const void* f :
+         {reinterpret_cast<const void*>(fused_scan_kernel<kSlice, true, StateT>),
+          reinterpret_cast<const void*>(fused_scan_kernel<kSlice, false, StateT>)}) {
       cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
       cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout,
                            int{cudaSharedmemCarveoutMaxShared});
@@ -630,12 +644,20 @@ void launch_fused(const ChunkScanLaunch& a, const Geometry& geo, cudaStream_t s)
     return true;
   }();
   (void)allowed;
-  const unsigned grid = static_cast<unsigned>(a.B * a.H * ((a.P + kSlice - 1) / kSlice));
-  const size_t bytes = FusedSmem::of(geo.Np).bytes();
+  const unsigned grid = static_cast<unsigned>(fused_blocks(a, kSlice));
+  const size_t bytes = FusedSmem::of(geo.Np, kSlice).bytes();
   if (a.split)
-    fused_scan_kernel<true, StateT><<<grid, kThreads, bytes, s>>>(a, geo);
+    fused_scan_kernel<kSlice, true, StateT><<<grid, kThreads, bytes, s>>>(a, geo);
   else
-    fused_scan_kernel<false, StateT><<<grid, kThreads, bytes, s>>>(a, geo);
+    fused_scan_kernel<kSlice, false, StateT><<<grid, kThreads, bytes, s>>>(a, geo);
+}
+
+template <class StateT>
+void launch_fused(const ChunkScanLaunch& a, const Geometry& geo, int slice, cudaStream_t s) {
+  if (slice == 32)
+    launch_fused<32, StateT>(a, geo, s);
+  else
+    launch_fused<16, StateT>(a, geo, s);
 }
 
 __global__ void prepare_ssd_kernel(ConstRows dt, const float* A, int64_t B, int64_t L, float* la,
@@ -699,11 +721,11 @@ void launch_chunk_prepare_mamba3(const float* dt, const float* A, const float* l
 
 void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
   Geometry geo = geometry_of(a);
-  if (fused_takes(a, geo)) {
+  if (const int slice = fused_slice(a, geo)) {
     if (a.state.bf16)
-      launch_fused<__nv_bfloat16>(a, geo, s);
+      launch_fused<__nv_bfloat16>(a, geo, slice, s);
     else
-      launch_fused<float>(a, geo, s);
+      launch_fused<float>(a, geo, slice, s);
     return;
   }
   geo.heads = heads_per_block(a, geo);
