@@ -398,6 +398,165 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_kernel(ChunkScanLaun
   }
 }
 
+// The fused scan (launch_chunk_scan's choice for SSD where it has blocks
+// enough): a block per (b, h, kSlice = 16 or 32 rows of P) walks the chunks
+// in order with its slice of the running state (kSlice x N, F32) in shared memory, so
+// that the chunk states never go to memory (the three kernels above wrote,
+// read, rewrote and read again B x chunks x H x P x N floats: ~800 MB a
+// layer at 8 x 2048 on the 130m shapes). Each chunk, after C, B and the
+// slice of x are loaded:
+//   C B^T a tile a warp (registers), masked and weighted into G, and the
+//   rows of B scaled by exp(cum_end - cum_s) w_s in place (after a barrier:
+//   C B^T read them);
+//   then at once: y = G x + diag(exp(cum)) C S^T (+ D x) (the output items)
+//   (16 x 16 tiles) and exp(cum_end) S + x^T B' into registers (the state
+//   items, a 16 x 32 tile of S a warp: kSlice N <= 4096), written over S
+//   after a barrier, once the output items have read the old S.
+// C B^T is made again by each slice's block (P / kSlice times a head):
+// cheaper than the chunk states' traffic. The products as the
+// kernels above (3xTF32, or one TF32 product of operands rounded in
+// shared memory); R = 1 and no pending Mamba-3 term.
+// The fused kernel's shared memory: C, B (scaled in place), the slice of
+// x, G, the slice of the state, per step cum, w, wd and the coefficient.
+// 16 or 32 rows: 104 or 111 KB at N = 128, two blocks a multiprocessor.
+struct FusedSmem {
+  int slice, ldc, ldb, ldx, ldg, lds;
+  __host__ __device__ static FusedSmem of(int Np, int slice) {
+    return {slice, pitch(Np, 4), pitch(Np, 4), pitch(slice, 8), pitch(kRows, 4), pitch(Np, 4)};
+  }
+  __host__ __device__ size_t bytes() const {
+    return size_t(int64_t{kRows} * (ldc + ldb + ldx + ldg) + int64_t{slice} * lds + 4 * kRows) *
+           sizeof(float);
+  }
+};
+
+// 16 x 32 tiles of a slice's state: one a warp at most.
+__host__ __device__ constexpr int fused_state_items(int Np, int slice) {
+  return slice / 16 * ((Np + kTileCols - 1) / kTileCols);
+}
+
+template <int kSlice, bool kSplit, class StateT>
+__global__ void __launch_bounds__(kThreads, 2) fused_scan_kernel(ChunkScanLaunch a, Geometry geo) {
+  extern __shared__ float smem[];
+  const FusedSmem lay = FusedSmem::of(geo.Np, kSlice);
+  float* sC = smem;                    // rows x N
+  float* sB = sC + kRows * lay.ldc;    // rows x N: B, then B scaled by coef
+  float* sX = sB + kRows * lay.ldb;    // rows x kSlice
+  float* sG = sX + kRows * lay.ldx;    // rows x rows
+  float* sS = sG + kRows * lay.ldg;    // kSlice x N: the running state
+  float* cum = sS + kSlice * lay.lds;  // T
+  float* w = cum + kRows;              // T
+  float* wd = w + kRows;               // T
+  float* coef = wd + kRows;            // T: exp(cum_end - cum_s) w_s
+  const int64_t slices = (a.P + kSlice - 1) / kSlice;
+  const int64_t s = blockIdx.x % slices, bh = blockIdx.x / slices, h = bh % a.H, b = bh / a.H;
+  const int p0 = static_cast<int>(s * kSlice),
+            cols = static_cast<int>(min(int64_t{kSlice}, a.P - p0));
+  const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4;
+  ScanView xs = a.v;  // the slice's columns of x
+  xs.p += p0;
+  const int64_t PN = a.P * a.N;
+  StateT* const state = static_cast<StateT*>(a.state.p);
+  for (int i = threadIdx.x; i < kSlice * lay.lds; i += blockDim.x) {
+    const int p = i / lay.lds, n = i % lay.lds;
+    sS[i] = state && p < cols && n < geo.N ? state_value(state[bh * PN + int64_t{p0 + p} * a.N + n])
+                                           : 0.f;
+  }
+  const int state_items = fused_state_items(geo.Np, kSlice);
+  constexpr int kRowTiles = kSlice / 16, kOutItems = kRows / 16 * kRowTiles;  // 16 x 16 tiles of y
+  const float Dh = a.D ? a.D[h] : 0.f;
+  Acc st;  // this warp's tile of the next state (item warp < state_items)
+  for (int64_t c = 0; c < geo.chunks; ++c) {
+    const int64_t t0 = c * geo.T;
+    const int T = static_cast<int>(min(int64_t{geo.T}, a.L - t0));
+    if (warp == 0) chunk_cumsum(a.la + (bh * a.L + t0), T, cum);
+    for (int t = threadIdx.x; t < kRows; t += blockDim.x) {
+      w[t] = t < T ? a.w[bh * a.L + t0 + t] : 0.f;
+      wd[t] = t < T ? a.wd[bh * a.L + t0 + t] : 0.f;
+    }
+    load_rows(sC, lay.ldc, a.q, b, h, t0, T, 1, geo.N, geo.Np, geo.vec_q);
+    load_rows(sB, lay.ldb, a.k, b, h, t0, T, 1, geo.N, geo.Np, geo.vec_k);
+    load_rows(sX, lay.ldx, xs, b, h, t0, T, 1, cols, kSlice, geo.vec_v);
+    wait_async();
+    if constexpr (!kSplit) {
+      round_rows(sC, lay.ldc, kRows, geo.Np, geo.vec_q);
+      round_rows(sB, lay.ldb, kRows, geo.Np, geo.vec_k);
+      round_rows(sX, lay.ldx, kRows, kSlice, geo.vec_v);
+    }
+    __syncthreads();  // C, B, x, cum, w, wd; S written after the last chunk's products
+    // C B^T, a 16 x 32 tile a warp, masked and weighted into G.
+    const int cb_m0 = (warp % (kRows / 16)) * 16, cb_n0 = (warp / (kRows / 16)) * kTileCols;
+    {
+      Acc cb;
+      zero(cb);
+      product<kSplit>(cb, Smem{sC, lay.ldc, 1}, Smem{sB, 1, lay.ldb}, geo.Np, cb_m0, cb_n0, kRows);
+      for_each_acc(cb_m0, cb_n0, kRows, [&](int i, int j, int jt, int e) {
+        float wgt = 0.f;
+        if (i < T && j < T) wgt = j < i ? decay_exp(cum[i] - cum[j]) * w[j] : j == i ? wd[j] : 0.f;
+        const float x = cb[jt][e] * wgt;
+        sG[i * lay.ldg + j] = kSplit ? x : round_tf32(x);
+      });
+    }
+    for (int t = threadIdx.x; t < kRows; t += blockDim.x)
+      coef[t] = t < T ? decay_exp(cum[T - 1] - cum[t]) * w[t] : 0.f;
+    __syncthreads();  // C B^T has read B; coef
+    for (int i = warp; i < kRows; i += kWarps) {
+      const float f = coef[i];
+      for (int n = threadIdx.x % 32; n < geo.Np; n += 32) {
+        const float x = sB[i * lay.ldb + n] * f;
+        sB[i * lay.ldb + n] = kSplit ? x : round_tf32(x);
+      }
+    }
+    __syncthreads();  // B scaled, G
+    const float end = decay_exp(cum[T - 1]);
+    for (int item = warp; item < state_items + kOutItems; item += kWarps) {
+      if (item < state_items) {  // item == warp: state_items <= kWarps
+        // exp(cum_end) S + x^T B' (kSlice x N), this warp's tile.
+        const int m0 = (item % kRowTiles) * 16, n0 = (item / kRowTiles) * kTileCols;
+        Acc& acc = st;
+        for_each_acc(m0, n0, geo.Np,
+                     [&](int p, int n, int j, int e) { acc[j][e] = end * sS[p * lay.lds + n]; });
+        product<kSplit>(acc, Smem{sX, 1, lay.ldx}, Smem{sB, lay.ldb, 1}, kRows, m0, n0, geo.Np);
+      } else {
+        // y rows m0.., columns p0 + c0.. = G x + exp(cum_t) C S^T + D x.
+        const int oi = item - state_items, m0 = (oi % (kRows / 16)) * 16,
+                  c0 = (oi / (kRows / 16)) * 16;
+        Acc acc, acc_s;
+        zero(acc);
+        zero(acc_s);
+        product<kSplit>(acc, Smem{sG, lay.ldg, 1}, Smem{sX, lay.ldx, 1}, kRows, m0, c0, c0 + 16);
+        // S is F32 (not rounded where it sits: it carries on): converted per fragment.
+        warp_mma<kSplit, !kSplit, false>(acc_s, Smem{sC, lay.ldc, 1}, Smem{sS, 1, lay.lds}, 0,
+                                         geo.Np, m0, c0, c0 + 16);
+        const float e0 = decay_exp(cum[m0 + g]), e1 = decay_exp(cum[m0 + g + 8]);
+#pragma unroll
+        for (int j = 0; j < kTileCols / 8; ++j) {
+          acc[j][0] += e0 * acc_s[j][0];
+          acc[j][1] += e0 * acc_s[j][1];
+          acc[j][2] += e1 * acc_s[j][2];
+          acc[j][3] += e1 * acc_s[j][3];
+        }
+        for_each_acc(m0, c0, c0 + 16, [&](int i, int p, int j, int e) {
+          if (i < T && p < cols)
+            a.o.p[b * a.o.sb + h * a.o.sh + (t0 + i) * a.o.st + p0 + p] =
+                acc[j][e] + Dh * sX[i * lay.ldx + p];
+        });
+      }
+    }
+    __syncthreads();  // every read of S, C, B, x, G and cum done
+    if (warp < state_items)
+      for_each_acc((warp % kRowTiles) * 16, (warp / kRowTiles) * kTileCols, geo.Np,
+                   [&](int p, int n, int j, int e) { sS[p * lay.lds + n] = st[j][e]; });
+  }
+  __syncthreads();  // the last chunk's S
+  if (state)
+    for (int i = threadIdx.x; i < kSlice * geo.N; i += blockDim.x) {
+      const int p = i / geo.N, n = i % geo.N;
+      if (p < cols)
+        set_state_value(state[bh * PN + int64_t{p0 + p} * a.N + n], sS[p * lay.lds + n]);
+    }
+}
+
 Geometry geometry_of(const ChunkScanLaunch& a) {
   Geometry g;
   g.T = static_cast<int>(chunk_scan_steps(a.R));
@@ -445,6 +604,60 @@ int state_heads_per_block(const Geometry& geo) {
   int heads = geo.heads;
   while (heads > 1 && StateSmem::of(geo.Np, geo.Pp).bytes(heads) > size_t{113} * 1024) heads /= 2;
   return heads;
+}
+
+// Whether the fused kernel takes the scan (ChunkScanLaunch::fused): R = 1
+// without a pending term, a state tile a warp (N <= 256) and its shared
+// memory; then, unless forced, where its blocks are two of an H100's
+// multiprocessors' worth at the least (batch 3 at the 130m shapes: at fewer
+// a block's walk over the chunks is the whole scan, and the three kernels,
+// a block per chunk, keep more of the card busy; not measured yet).
+bool fused_fits(const ChunkScanLaunch& a, const Geometry& geo, int slice) {
+  return a.R == 1 && !a.pend && fused_state_items(geo.Np, slice) <= kWarps &&
+         FusedSmem::of(geo.Np, slice).bytes() <= size_t{kMaxSmem};
+}
+int64_t fused_blocks(const ChunkScanLaunch& a, int slice) {
+  return a.B * a.H * ((a.P + slice - 1) / slice);
+}
+// The rows of P a fused block takes, 0 for the three kernels: 32 (half the
+// blocks, half the copies of C B^T and of C and B's reads) where that
+// fits and leaves the blocks, else 16; a.fused 16 or 32 forces the slice.
+int fused_slice(const ChunkScanLaunch& a, const Geometry& geo) {
+  if (a.fused == 0) return 0;
+  if (a.fused == 16 || a.fused == 32) return fused_fits(a, geo, a.fused) ? a.fused : 0;
+  const int64_t enough = 2 * kFullWave;
+  if (fused_fits(a, geo, 32) && fused_blocks(a, 32) >= enough) return 32;
+  if (fused_fits(a, geo, 16) && (a.fused > 0 || fused_blocks(a, 16) >= enough)) return 16;
+  return 0;
+}
+
+template <int kSlice, class StateT>
+void launch_fused(const ChunkScanLaunch& a, const Geometry& geo, cudaStream_t s) {
+  static const bool allowed = [] {
+    for (const void* f :
+         {reinterpret_cast<const void*>(fused_scan_kernel<kSlice, true, StateT>),
+          reinterpret_cast<const void*>(fused_scan_kernel<kSlice, false, StateT>)}) {
+      cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
+      cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           int{cudaSharedmemCarveoutMaxShared});
+    }
+    return true;
+  }();
+  (void)allowed;
+  const unsigned grid = static_cast<unsigned>(fused_blocks(a, kSlice));
+  const size_t bytes = FusedSmem::of(geo.Np, kSlice).bytes();
+  if (a.split)
+    fused_scan_kernel<kSlice, true, StateT><<<grid, kThreads, bytes, s>>>(a, geo);
+  else
+    fused_scan_kernel<kSlice, false, StateT><<<grid, kThreads, bytes, s>>>(a, geo);
+}
+
+template <class StateT>
+void launch_fused(const ChunkScanLaunch& a, const Geometry& geo, int slice, cudaStream_t s) {
+  if (slice == 32)
+    launch_fused<32, StateT>(a, geo, s);
+  else
+    launch_fused<16, StateT>(a, geo, s);
 }
 
 __global__ void prepare_ssd_kernel(ConstRows dt, const float* A, int64_t B, int64_t L, float* la,
@@ -508,6 +721,13 @@ void launch_chunk_prepare_mamba3(const float* dt, const float* A, const float* l
 
 void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
   Geometry geo = geometry_of(a);
+  if (const int slice = fused_slice(a, geo)) {
+    if (a.state.bf16)
+      launch_fused<__nv_bfloat16>(a, geo, slice, s);
+    else
+      launch_fused<float>(a, geo, slice, s);
+    return;
+  }
   geo.heads = heads_per_block(a, geo);
   geo.state_heads = state_heads_per_block(geo);
   const int64_t blocks = a.B * a.H * geo.chunks;

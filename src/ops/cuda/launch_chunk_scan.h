@@ -44,6 +44,11 @@ struct ChunkScanLaunch {
   // Heads an output block takes, forced (CudaResources::scan_heads); 0: the
   // launch chooses.
   int forced_heads = 0;
+  // The fused kernel (a block per (b, h, 16 or 32 rows of P) walking the
+  // chunks, the state on chip) for SSD: 1 wherever it takes the sizes (16 or
+  // 32 forcing the rows), -1 where it has blocks enough
+  // (CudaResources::fused_scan, SSM_CUDA_FUSED_SCAN), 0 never.
+  int fused = 0;
 };
 
 // Time steps per chunk (64 rows of (time, rank)) and the number of chunks.

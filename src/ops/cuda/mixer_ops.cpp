@@ -102,6 +102,7 @@ void ssd_scan(Context& ctx, const ops::SsdScanArgs& a) {
   launch_chunk_prepare_ssd(l.dt, l.A, l.B, l.L, la, w, wd, stream(ctx));
   c.split = !resources(ctx).rounds_products();
   c.forced_heads = resources(ctx).scan_heads;
+  c.fused = resources(ctx).fused_scan;
   launch_chunk_scan(c, stream(ctx));
   check_launch("ssd_scan");
 }
