@@ -719,6 +719,8 @@ void launch_chunk_prepare_mamba3(const float* dt, const float* A, const float* l
                                                             pend);
 }
 
+bool chunk_scan_fused(const ChunkScanLaunch& a) { return fused_slice(a, geometry_of(a)) != 0; }
+
 void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s) {
   Geometry geo = geometry_of(a);
   if (const int slice = fused_slice(a, geo)) {

@@ -65,5 +65,8 @@ void launch_chunk_prepare_mamba3(const float* dt, const float* A, const float* l
                                  int64_t H, int64_t L, float* la, float* w, float* wd, float* pend,
                                  cudaStream_t s);
 void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s);
+// Whether launch_chunk_scan takes the fused kernel for `a`, which then
+// needs no chunk_states or chunk_decay scratch (they may be null).
+bool chunk_scan_fused(const ChunkScanLaunch& a);
 
 }  // namespace ssm::cuda
