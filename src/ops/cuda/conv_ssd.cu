@@ -4,14 +4,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <map>
-#include <mutex>
-#include <tuple>
 
 #include <cuda_bf16.h>
 
 #include "ops/cuda/launch_ssd_step.h"
 #include "ops/cuda/overlap_launch.h"
+#include "ops/cuda/resident_blocks.h"
 #include "ops/cuda/state_memory.h"
 
 namespace ssm::cuda {
@@ -640,33 +638,6 @@ static auto ssd_step_kernel_for(int64_t rows, int64_t need) -> void (*)(SsdStepL
                       : ssd_step_kernel<16, 1, T>;
 }
 
-// Blocks of a looping ssd_step_kernel the device holds at once (the
-// occupancy API's per multiprocessor times the multiprocessors), asked
-// once per (kernel, device, block, shared memory) and kept: a recorded
-// decode step asks nothing. 0 where the API fails (a block a tile then).
-// In the emulator, whose blocks run one after another, 7: each block of
-// the tests' many-sequence case then takes tiles of several sequences,
-// partial ones among them.
-static int64_t resident_step_blocks(void (*kernel)(SsdStepLaunch, int), int threads, size_t smem) {
-#ifdef SSM_CUDA_EMULATOR
-  (void)kernel, (void)threads, (void)smem;
-  return 7;
-#else
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  static std::mutex mu;
-  static std::map<std::tuple<const void*, int, int, size_t>, int64_t> known;
-  const std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), device, threads, smem);
-  if (const auto it = known.find(key); it != known.end()) return it->second;
-  int sms = 0, per_sm = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess)
-    sms = per_sm = 0;
-  return known[key] = int64_t{sms} * per_sm;
-#endif
-}
-
 void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
   if (a.B == 0) return;
   const int S = ssd_slices(a.N);
@@ -688,7 +659,7 @@ void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
   const auto kernel = a.state.bf16 ? ssd_step_kernel_for<__nv_bfloat16>(rows, need)
                                    : ssd_step_kernel_for<float>(rows, need);
   const int64_t tiles = a.B * a.H * ((a.P + rows - 1) / rows);
-  const int64_t resident = looping ? resident_step_blocks(kernel, static_cast<int>(threads), smem) : 0;
+  const int64_t resident = looping ? resident_blocks(kernel, static_cast<int>(threads), smem) : 0;
   const dim3 grid(static_cast<unsigned>(resident > 0 ? std::min(tiles, resident) : tiles));
   const dim3 block(static_cast<unsigned>(threads));
   launch_overlapped(a.overlap, kernel, grid, block, smem, s, a, S);

@@ -16,14 +16,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <map>
-#include <mutex>
-#include <tuple>
 
 #include <cuda_bf16.h>
 
 #include "ops/cuda/launch_mamba3.h"
 #include "ops/cuda/overlap_launch.h"
+#include "ops/cuda/resident_blocks.h"
 #include "ops/cuda/state_memory.h"
 
 namespace ssm::cuda {
@@ -396,29 +394,6 @@ static int step_tiles_mode() {
   return mode;
 }
 
-// Blocks of the looping kernel the device holds at once, asked once per
-// (kernel, device, block, shared memory) and kept; 0 where the API fails
-// (a block a tile then). In the emulator 7, as conv_ssd.cu's.
-static int64_t resident_scan_blocks(void (*kernel)(Mamba3ScanLaunch, int), int threads, size_t smem) {
-#ifdef SSM_CUDA_EMULATOR
-  (void)kernel, (void)threads, (void)smem;
-  return 7;
-#else
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  static std::mutex mu;
-  static std::map<std::tuple<const void*, int, int, size_t>, int64_t> known;
-  const std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), device, threads, smem);
-  if (const auto it = known.find(key); it != known.end()) return it->second;
-  int sms = 0, per_sm = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess)
-    sms = per_sm = 0;
-  return known[key] = int64_t{sms} * per_sm;
-#endif
-}
-
 // The looping SISO decode step (scan_step_wide_kernel) where scan_kernel
 // would take its wide blocks, its blocks have a thread for each staged row
 // and at most kThreads threads (its bound), and the state is kept; false
@@ -433,7 +408,7 @@ static bool launch_scan_step_looping(const Mamba3ScanLaunch& a, int W, cudaStrea
                  : (two ? scan_step_wide_kernel<8, float, 2> : scan_step_wide_kernel<8, float, 3>);
   const size_t smem = static_cast<size_t>(3 * a.N + 2 * rows + 3) * sizeof(float);
   const int64_t tiles = a.B * a.H * ((a.P + rows - 1) / rows);
-  const int64_t resident = resident_scan_blocks(kernel, static_cast<int>(threads), smem);
+  const int64_t resident = resident_blocks(kernel, static_cast<int>(threads), smem);
   const dim3 grid(static_cast<unsigned>(resident > 0 ? std::min(tiles, resident) : tiles));
   launch_overlapped(a.overlap, kernel, grid, dim3(static_cast<unsigned>(threads)), smem, s, a, W);
   launch_mamba3_last_step(a, s);
