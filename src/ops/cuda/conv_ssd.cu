@@ -611,14 +611,14 @@ void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
   else launch_ssd_scan_per<float>(a, need, grid, block, smem, s, S, stage);
 }
 
-// How many sequences take ssd_step: SSM_CUDA_STEP_TILES=0 the first
-// version's wide blocks (ssd_step_kernel with ROWS = 4, a block a tile),
-// kept to compare against on the device; 2 the looping blocks bounded to 2
-// a multiprocessor; else (the default) to 3. Read once.
+// How many sequences take ssd_step: SSM_CUDA_STEP_TILES=2 the looping
+// blocks bounded to 2 a multiprocessor, 3 bounded to 3; else (the default,
+// until the looping kernel is measured on a GPU) the first version's wide
+// blocks (ssd_step_kernel with ROWS = 4, a block a tile). Read once.
 static int step_tiles_mode() {
   static const int mode = [] {
     const char* v = std::getenv("SSM_CUDA_STEP_TILES");
-    return v && (v[0] == '0' || v[0] == '2') && v[1] == 0 ? v[0] - '0' : 3;
+    return v && (v[0] == '2' || v[0] == '3') && v[1] == 0 ? v[0] - '0' : 0;
   }();
   return mode;
 }

@@ -382,14 +382,14 @@ static auto scan_kernel_for(bool wide, int64_t need) -> void (*)(Mamba3ScanLaunc
                       : scan_kernel<32, 1, T>;
 }
 
-// SSM_CUDA_STEP_TILES as conv_ssd.cu reads it: 0 scan_kernel's wide
-// blocks (a block a 64-row tile) for the many-sequence SISO step; 2 the
-// looping scan_step_wide_kernel bounded to 2 blocks a multiprocessor; else
-// (the default) to 3. Read once.
+// SSM_CUDA_STEP_TILES as conv_ssd.cu reads it, for the many-sequence SISO
+// step: 2 or 3 the looping scan_step_wide_kernel bounded to that many
+// blocks a multiprocessor; else (the default, until measured on a GPU)
+// scan_kernel's wide blocks (a block a 64-row tile). Read once.
 static int step_tiles_mode() {
   static const int mode = [] {
     const char* v = std::getenv("SSM_CUDA_STEP_TILES");
-    return v && (v[0] == '0' || v[0] == '2') && v[1] == 0 ? v[0] - '0' : 3;
+    return v && (v[0] == '2' || v[0] == '3') && v[1] == 0 ? v[0] - '0' : 0;
   }();
   return mode;
 }

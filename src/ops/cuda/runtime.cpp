@@ -73,7 +73,7 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   }
   if (const char* fused = std::getenv("SSM_CUDA_FUSED_SCAN")) {
     const std::string_view v(fused);
-    fused_scan = v == "0" ? 0 : v == "1" ? 1 : v == "16" ? 16 : v == "32" ? 32 : -1;
+    fused_scan = v == "auto" ? -1 : v == "1" ? 1 : v == "16" ? 16 : v == "32" ? 32 : 0;
   }
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
