@@ -8,8 +8,10 @@
 // recorded (data parallel, accumulation, dropout, a gradient hook, a
 // clip or update that waits for the host, an op that cannot be captured)
 // the step runs as ever, with the same results. On an H100 (2026-12-07)
-// its replays gave NaN losses (docs/CUDA.md, the eleventh session): it
-// warns when switched on, and stays off by default until that is found.
+// its replays gave NaN losses: the recorded inputs' buffers shared blocks
+// with the step's own tensors (docs/CUDA.md, the twelfth session). The fix
+// has not yet run on a GPU: it warns when switched on, and stays off by
+// default until the card agrees.
 #pragma once
 
 #include <cstdint>
