@@ -30,6 +30,22 @@ constexpr testing::Tolerance kScanTol{1e-5, 1e-6};
 
 class SsdScanTest : public ::testing::TestWithParam<std::string> {};
 
+// `run` on a fresh context of `backend` with the environment variable
+// `var` (read when the context is made) set to `value`, with rounded
+// products when `rounded`; nothing where the backend has no rounded
+// products (a host backend).
+template <class Run>
+std::optional<testing::Outputs> run_with_env(const std::string& backend, const char* var,
+                                             const char* value, bool rounded, const Run& run) {
+  ::setenv(var, value, 1);
+  Context ctx(backend, 1);
+  const bool has_modes = ctx.resources() && ctx.resources()->set_bf16_compute(rounded);
+  std::optional<testing::Outputs> got;
+  if (!rounded || has_modes) got = run(ctx);
+  ::unsetenv(var);
+  return got;
+}
+
 TEST_P(SsdScanTest, ChunkedConfigurationsMatchRef) {
   int config = 0;
   for (int64_t chunk : {1, 7, 64, 256})
@@ -252,15 +268,10 @@ TEST_P(SsdScanTest, HeadsPerBlockGiveTheSameBits) {
       std::optional<testing::Outputs> first;
       for (const char* heads : {"1", "2", "4", "8", ""}) {
         SCOPED_TRACE(::testing::Message() << "SSM_CUDA_SCAN_HEADS '" << heads << "'");
-        ::setenv("SSM_CUDA_SCAN_HEADS", heads, 1);
-        Context ctx(GetParam(), 1);
-        const bool has_modes = ctx.resources() && ctx.resources()->set_bf16_compute(rounded);
-        if (rounded && !has_modes) {  // a host backend: no rounded products
-          ::unsetenv("SSM_CUDA_SCAN_HEADS");
-          break;
-        }
-        const testing::Outputs got = run(ctx);
-        ::unsetenv("SSM_CUDA_SCAN_HEADS");
+        const std::optional<testing::Outputs> ran =
+            run_with_env(GetParam(), "SSM_CUDA_SCAN_HEADS", heads, rounded, run);
+        if (!ran) break;
+        const testing::Outputs& got = *ran;
         const testing::Tolerance tol = rounded ? testing::Tolerance{3e-3, 1e-4} : kScanTol;
         for (size_t i = 0; i < want.size(); ++i) {
           EXPECT_TRUE(testing::close(got[i].second, want[i].second, tol)) << want[i].first;
@@ -332,15 +343,10 @@ TEST_P(SsdScanTest, FusedScanMatchesRef) {
         const testing::Outputs want = run(ref);
         for (const char* fused : {"16", "32", "0"}) {
           SCOPED_TRACE(::testing::Message() << "SSM_CUDA_FUSED_SCAN " << fused);
-          ::setenv("SSM_CUDA_FUSED_SCAN", fused, 1);
-          Context ctx(GetParam(), 1);
-          const bool has_modes = ctx.resources() && ctx.resources()->set_bf16_compute(rounded);
-          if (rounded && !has_modes) {  // a host backend: no rounded products
-            ::unsetenv("SSM_CUDA_FUSED_SCAN");
-            break;
-          }
-          const testing::Outputs got = run(ctx);
-          ::unsetenv("SSM_CUDA_FUSED_SCAN");
+          const std::optional<testing::Outputs> ran =
+              run_with_env(GetParam(), "SSM_CUDA_FUSED_SCAN", fused, rounded, run);
+          if (!ran) break;
+          const testing::Outputs& got = *ran;
           const testing::Tolerance tol = rounded ? testing::Tolerance{3e-3, 1e-4} : kScanTol;
           for (size_t i = 0; i < want.size(); ++i)
             EXPECT_TRUE(testing::close(got[i].second, want[i].second, tol)) << want[i].first;
