@@ -6,10 +6,16 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "ssm/model/language_model.h"
 
 namespace ssm::cli {
+
+// The bytes the streaming read runs over: 256 MiB, or twice the last-level
+// cache where that is larger (a 2026 Xeon's 260 MiB L3 held much of the
+// 256 MiB, and of an int8 130m model: decode then ran above the "bound").
+uint64_t read_buffer_bytes();
 
 // GB/s of a streaming sum over `bytes` split over `threads`: best of passes.
 double measure_read_gbs(int threads, uint64_t bytes);
@@ -18,6 +24,14 @@ double measure_read_gbs(int threads, uint64_t bytes);
 // split over `threads` (OpenBLAS single-threaded per call, as the engine
 // calls it): best of passes.
 double measure_sgemm_gflops(int threads, int64_t M, int64_t N, int64_t K);
+
+// OpenBLAS's name for the kernels it runs here ("SkylakeX", "Haswell"...),
+// and a sentence for the bench's header where they are older than the CPU
+// (empty otherwise): Debian's OpenBLAS 0.3.21 does not know the newest
+// CPUs and falls back (Prescott's SSE3 kernels on a 2026 Xeon, Haswell's on
+// Zen 5), which makes its SGEMM rate a bound of those kernels only.
+std::string blas_core();
+std::string blas_core_note(const std::string& core);
 
 struct ModelCosts {
   // Bytes a batch-1 decode step reads from weights: each once, of a tied

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cli/bench_bounds.h"
 #include "ssm/core/error.h"
 #include "ssm/model/memory_budget.h"
 
@@ -41,9 +42,13 @@ void print_bench_markdown(const BenchReport& r) {
                   b.copy_bytes_per_s / 1e9);
     else
       std::printf("bounds, %d threads: streaming read %.1f GB/s (at the start; decode rows: their "
-                  "own, below); OpenBLAS SGEMM %.1f GFLOP/s on %lld x %lld x %lld (in_proj)\n",
+                  "own, below); OpenBLAS SGEMM %.1f GFLOP/s on %lld x %lld x %lld (in_proj; its %s "
+                  "kernels)\n",
                   b.threads, b.read_gbs, b.sgemm_gflops, static_cast<long long>(b.gemm_m),
-                  static_cast<long long>(b.gemm_n), static_cast<long long>(b.gemm_k));
+                  static_cast<long long>(b.gemm_n), static_cast<long long>(b.gemm_k),
+                  b.blas_core.empty() ? "unnamed" : b.blas_core.c_str());
+    if (const std::string note = blas_core_note(b.blas_core); b.device.empty() && !note.empty())
+      std::printf("note: %s\n", note.c_str());
   }
   // The host's decode rows carry the reads measured around them.
   const char* read_column = device ? "" : " read before / after (GB/s) |";
@@ -92,7 +97,7 @@ OrderedJson bench_json(const BenchReport& r) {
                         {"copy_bytes_per_s", b.copy_bytes_per_s}});
     else
       bounds.push_back({{"threads", b.threads}, {"read_gbs", b.read_gbs},
-                        {"sgemm_gflops", b.sgemm_gflops},
+                        {"sgemm_gflops", b.sgemm_gflops}, {"blas_core", b.blas_core},
                         {"sgemm_shape", {b.gemm_m, b.gemm_n, b.gemm_k}}});
   }
   for (const BenchRow& row : r.rows) {

@@ -19,6 +19,7 @@ struct BenchBounds {
   double read_gbs = 0;
   double sgemm_gflops = 0;
   int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
+  std::string blas_core;  // OpenBLAS's kernels (bench_bounds.h)
   // A device backend's ("cuda:0"), measured there (device_bounds.h): its
   // linear op's bf16 tensor-core rate on an n^3 product, and its memory's
   // copy rate, read and written bytes both counted.

@@ -54,7 +54,8 @@ int run_train_bench(const TrainBenchArgs& a) {
         .steps = a.steps + 1, .batch = batch, .seq_len = a.seq_len, .lr = 1e-4, .warmup = 1};
     Trainer trainer(model, tokens, o, ctx);
     trainer.step();  // warm-up: workspaces grow, cuBLAS picks its kernels
-    // SSM_CUDA_TRAIN_GRAPH=1: the steps until one is recorded are warm-up too.
+    // The step graph (on by default on the GPU): the steps until one is
+    // recorded are warm-up too.
     for (int i = 0; i < 4 && trainer.step_graph_on() && !trainer.step_graph_recorded(); ++i) trainer.step();
     graph = trainer.step_graph_recorded();
     const auto t0 = Clock::now();

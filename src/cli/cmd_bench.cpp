@@ -24,8 +24,6 @@ namespace {
 
 // A prefill holds activations for batch x prompt tokens at once.
 constexpr int64_t kMaxPrefillTokens = int64_t{1} << 22;
-// The streaming read runs over this many bytes: far more than any cache.
-constexpr uint64_t kReadBytes = uint64_t{256} << 20;
 // A device's copy bound moves this many bytes (each way): far more than a
 // GPU's L2 cache.
 constexpr uint64_t kDeviceCopyBytes = uint64_t{1} << 30;
@@ -67,7 +65,7 @@ double read_gbs_beside_row(int threads, uint64_t& peak) {
   uint64_t now = 0, capacity = 0;
   memory_use(Device::host(), &now, &capacity);
   peak = std::max(peak, now);
-  const double gbs = measure_read_gbs(threads, kReadBytes);
+  const double gbs = measure_read_gbs(threads, read_buffer_bytes());
   reset_memory_peak(Device::host());
   return gbs;
 }
@@ -162,13 +160,14 @@ BenchBounds measure_bounds(const BenchArgs& a, int threads, const ModelCosts& sh
   }
   const int64_t gemm_m = a.prompt > 0 ? a.prompt : 512;
   return {.threads = threads,
-          .read_gbs = measure_read_gbs(threads, kReadBytes),
+          .read_gbs = measure_read_gbs(threads, read_buffer_bytes()),
           .sgemm_gflops = shape.in_proj_out > 0
                               ? measure_sgemm_gflops(threads, gemm_m, shape.in_proj_out, shape.in_proj_in)
                               : 0.0,
           .gemm_m = gemm_m,
           .gemm_n = shape.in_proj_out,
-          .gemm_k = shape.in_proj_in};
+          .gemm_k = shape.in_proj_in,
+          .blas_core = blas_core()};
 }
 
 int run_bench(BenchArgs& a) {

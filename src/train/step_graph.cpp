@@ -3,18 +3,12 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "ssm/core/log.h"
-
 namespace ssm {
 
 StepGraph::StepGraph(Context& ctx, bool wanted) : ctx_(ctx) {
   const char* env = std::getenv("SSM_CUDA_TRAIN_GRAPH");
-  on_ = wanted && env && std::string_view(env) == "1" && ctx.resources() && !ctx.device().is_host();
-  // Kept opt-in and said at every use until the card agrees (the tests in
-  // tests/gpu/train_step_graph_cuda_test.cpp reproduced the NaN).
-  if (on_)
-    log_warning("SSM_CUDA_TRAIN_GRAPH=1: the replayed training step's NaN (docs/CUDA.md, eleventh ",
-                "session) has a fix (twelfth session) not yet run on a GPU; compare its losses with a run without it");
+  const bool off = env && std::string_view(env) == "0";
+  on_ = wanted && !off && ctx.resources() && !ctx.device().is_host();
 }
 
 StepGraph::~StepGraph() {

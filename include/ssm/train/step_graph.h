@@ -1,17 +1,19 @@
 // A trainer's steps replayed from one recording (a CUDA graph of forward,
 // backward, clip and AdamW) where the backend records them
-// (BackendResources' step recording in context.h): opt-in with
-// SSM_CUDA_TRAIN_GRAPH=1, read when the trainer is made. Two steps of a
+// (BackendResources' step recording in context.h): on by default where the
+// backend records, off with SSM_CUDA_TRAIN_GRAPH=0, read when the trainer
+// is made. Two steps of a
 // shape run as ever (workspaces grow, cuBLAS picks its kernels, the bf16
 // weight copies and AdamW's table are made), the third is recorded and
 // run, and the later ones of that shape replay it. Where a step cannot be
 // recorded (data parallel, accumulation, dropout, a gradient hook, a
 // clip or update that waits for the host, an op that cannot be captured)
-// the step runs as ever, with the same results. On an H100 (2026-12-07)
-// its replays gave NaN losses: the recorded inputs' buffers shared blocks
-// with the step's own tensors (docs/CUDA.md, the twelfth session). The fix
-// has not yet run on a GPU: it warns when switched on, and stays off by
-// default until the card agrees.
+// the step runs as ever, with the same results. The replays leave every
+// weight equal to the bit to the steps run op by op
+// (tests/gpu/train_step_graph_cuda_test.cpp, an H100 on 2026-12-07): the
+// recorded inputs have buffers of their own, not blocks of the capture's
+// pool, which the step's tensors reused (the NaN of docs/CUDA.md's
+// eleventh session).
 #pragma once
 
 #include <cstdint>

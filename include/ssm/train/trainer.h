@@ -78,7 +78,7 @@ class Trainer {
   StepReport step(bool read_back = true);
   int64_t steps_done() const { return optimizer_.steps(); }
   bool finished() const { return steps_done() >= options_.steps; }
-  // SSM_CUDA_TRAIN_GRAPH=1 (step_graph.h): whether steps may still be
+  // The step graph (step_graph.h; SSM_CUDA_TRAIN_GRAPH=0 turns it off): whether steps may still be
   // recorded, and whether they are now replayed.
   bool step_graph_on() const { return graph_->on(); }
   bool step_graph_recorded() const { return graph_->recorded(); }

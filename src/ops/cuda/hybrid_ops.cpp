@@ -9,6 +9,7 @@
 // the cpu kernel, gathers each expert's tokens into contiguous rows on the
 // GPU, runs its projections through this backend's linear (cuBLAS) and sums
 // each token's k results in slot order.
+#include <algorithm>
 #include <vector>
 
 #include "ops/cuda/expert_order.h"
@@ -117,6 +118,11 @@ void routed_experts(Context& ctx, const ops::RoutedExpertsArgs& a) {
   check_launch("routed_experts (combine)");
 }
 
+bool no_past(const Tensor& past) {
+  const int64_t* p = past.data<int64_t>();
+  return std::all_of(p, p + past.numel(), [](int64_t n) { return n == 0; });
+}
+
 // The launch of both attention ops; past (unless the caller put it on the
 // device: past_on_device) and inv_freq copied to the device when they are on
 // the host, kept alive by `keep`.
@@ -139,6 +145,13 @@ AttentionLaunch attention_launch(Context& ctx, const ops::AttentionArgs& a, Tens
     // the recording serves every step until the cache grows (new buffers: a
     // new recording).
     l.past = a.past_on_device.data<int64_t>();
+  } else if (a.past.device().is_host() && no_past(a.past)) {
+    // A call without a state (training's forward): zeros set on the stream,
+    // not a synchronous copy, which would end a recorded training step's
+    // capture (the hybrid then never replayed).
+    keep[0] = Tensor::empty(DType::kI64, {l.B}, ctx.device());
+    check(cudaMemsetAsync(keep[0].raw(), 0, keep[0].nbytes(), stream(ctx)), "attention (no past)");
+    l.past = keep[0].data<int64_t>();
   } else {
     keep[0] = a.past.to(ctx.device());
     l.past = keep[0].data<int64_t>();

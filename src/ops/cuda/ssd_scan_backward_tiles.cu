@@ -609,6 +609,25 @@ void launch_cb(const SsdScanBackwardLaunch& a, const Geometry& geo, cudaStream_t
     chunk_cb_kernel<false><<<cb_grid, kThreads, cb_bytes(geo), s>>>(a, geo);
 }
 
+// Above 48 KiB a kernel's dynamic shared memory must be allowed first; both
+// the split launchers (chunk_sums) and the fused one (chunk_states) then
+// launch chunk_cb and chunk_backward, so one place allows all of them.
+void allow_large_smem() {
+  static const bool allowed = [] {
+    for (const void* f : {reinterpret_cast<const void*>(chunk_sums_kernel<true>),
+                          reinterpret_cast<const void*>(chunk_sums_kernel<false>),
+                          reinterpret_cast<const void*>(chunk_cb_kernel<true>),
+                          reinterpret_cast<const void*>(chunk_cb_kernel<false>),
+                          reinterpret_cast<const void*>(chunk_states_kernel)})
+      cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
+    for (const void* f : {reinterpret_cast<const void*>(chunk_backward_kernel<true>),
+                          reinterpret_cast<const void*>(chunk_backward_kernel<false>)})
+      cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxBackSmem});
+    return true;
+  }();
+  (void)allowed;
+}
+
 }  // namespace
 
 bool ssd_backward_tiles_fit(int64_t P, int64_t N) {
@@ -626,19 +645,7 @@ int64_t ssd_backward_cb_floats(int64_t B, int64_t L, int64_t G) {
 
 void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s) {
   const Geometry geo = geometry_of(a);
-  // Above 48 KiB a kernel's dynamic shared memory must be allowed first.
-  static const bool allowed = [] {
-    for (const void* f : {reinterpret_cast<const void*>(chunk_sums_kernel<true>),
-                          reinterpret_cast<const void*>(chunk_sums_kernel<false>),
-                          reinterpret_cast<const void*>(chunk_cb_kernel<true>),
-                          reinterpret_cast<const void*>(chunk_cb_kernel<false>)})
-      cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
-    for (const void* f : {reinterpret_cast<const void*>(chunk_backward_kernel<true>),
-                          reinterpret_cast<const void*>(chunk_backward_kernel<false>)})
-      cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxBackSmem});
-    return true;
-  }();
-  (void)allowed;
+  allow_large_smem();
   const dim3 grid(static_cast<unsigned>(a.B * a.H * geo.chunks), 2);
   if (a.split)
     chunk_sums_kernel<true><<<grid, kThreads, sums_bytes(geo), s>>>(a, geo);
@@ -659,12 +666,7 @@ bool ssd_chunk_states_fused(const SsdScanBackwardLaunch& a) {
 
 void launch_ssd_chunk_states_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s) {
   const Geometry geo = geometry_of(a);
-  static const bool allowed = [] {
-    cudaFuncSetAttribute(reinterpret_cast<const void*>(chunk_states_kernel),
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
-    return true;
-  }();
-  (void)allowed;
+  allow_large_smem();
   const dim3 grid(static_cast<unsigned>(a.B * a.H),
                   static_cast<unsigned>(2 * ((geo.Np + kStateCols - 1) / kStateCols)));
   chunk_states_kernel<<<grid, 32 * (geo.Pp / 16), states_bytes(geo), s>>>(a, geo);
@@ -673,6 +675,7 @@ void launch_ssd_chunk_states_tiles(const SsdScanBackwardLaunch& a, cudaStream_t 
 
 void launch_ssd_chunk_backward_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s) {
   const Geometry geo = geometry_of(a);
+  allow_large_smem();
   const unsigned grid = static_cast<unsigned>(a.B * a.H * geo.chunks);
   if (a.split)
     chunk_backward_kernel<true><<<grid, kBackThreads, backward_bytes(geo), s>>>(a, geo);
