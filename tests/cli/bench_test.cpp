@@ -33,7 +33,7 @@ TEST(CliBench, JsonHasEveryCaseWithItsBound) {
   // OpenBLAS's kernels, named: a fallback (an unknown CPU) makes the SGEMM bound theirs.
   EXPECT_FALSE(doc["bounds"][0]["blas_core"].get<std::string>().empty());
   ASSERT_EQ(doc["results"].size(), 12u);  // 3 dtypes x 2 batches x (prefill, decode)
-  double f32_bytes = 0, int8_bytes = 0;
+  double f32_bytes = 0, bf16_bytes = 0, int8_bytes = 0;
   for (const auto& row : doc["results"]) {
     SCOPED_TRACE(row.dump());
     EXPECT_EQ(row["repetitions"], 2);
@@ -46,6 +46,7 @@ TEST(CliBench, JsonHasEveryCaseWithItsBound) {
     EXPECT_TRUE(test == "pp16" || test == "tg4") << test;
     if (test == "tg4" && row["batch"] == 1) {
       if (row["dtype"] == "f32") f32_bytes = row["weight_bytes_per_step"];
+      if (row["dtype"] == "bf16") bf16_bytes = row["weight_bytes_per_step"];
       if (row["dtype"] == "int8") int8_bytes = row["weight_bytes_per_step"];
     }
     if (test == "tg4") {
@@ -75,6 +76,7 @@ TEST(CliBench, JsonHasEveryCaseWithItsBound) {
   }
   // int8 reads about a quarter of the bytes (norms, conv and scan vectors stay F32).
   EXPECT_GT(f32_bytes, 0);
+  EXPECT_LT(bf16_bytes, 0.6 * f32_bytes);
   EXPECT_LT(int8_bytes, 0.4 * f32_bytes);
 }
 

@@ -1,5 +1,5 @@
 // --dtype: the default model scored with its projections in BF16, F16 and
-// int8 stays within 1% of F32 bits per byte (and is not F32 in disguise);
+// int8 stays within 1% of F32 bits per byte (and int8 is not F32 in disguise);
 // the flag's bad values and the commands that need F32 weights are usage
 // errors naming it.
 #include <gtest/gtest.h>
@@ -40,7 +40,13 @@ TEST(CliDtype, BitsPerByteWithinOnePercentOfF32) {
     SCOPED_TRACE(dtype);
     const double got = bits_per_byte(dtype);
     EXPECT_LE(std::abs(got - f32), 0.01 * f32) << got << " vs f32 " << f32;
-    EXPECT_NE(got, f32) << "the weights were not converted";
+    // The default model's projections hold BF16 values (its card): BF16
+    // and F16 copies are exact, and where the products widen them to F32
+    // (a CPU whose vdpbf16ps is slow) the score is F32's to the bit. The
+    // conversion itself shows in ssm bench's memory (CliBench).
+    if (dtype == "int8") {
+      EXPECT_NE(got, f32) << "the weights were not converted";
+    }
   }
 }
 

@@ -51,7 +51,7 @@ struct ScanView {
 
   // The forward's view: a fresh sequence's state is zeros, dropped afterwards.
   ScanView(Context& ctx, const ops::Mamba3ScanArgs& a) : ScanView(a) {
-    bf16_products = a.bf16_state_products && cpu_has_avx512() && cpu_has_avx512_bf16();
+    bf16_products = a.bf16_state_products && cpu_has_avx512() && cpu_bf16_dot_products_fast();
     if (ssm || ssm16) return;
     ssm = out(ctx.arena().zeros(DType::kF32, {B, H, P, N}));
     k_prev = out(ctx.arena().zeros(DType::kF32, {B, H, R, N}));

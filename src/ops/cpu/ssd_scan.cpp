@@ -58,7 +58,7 @@ void ssd_scan_chunked(Context& ctx, const ops::SsdScanArgs& a) {
   // (x86_bf16_pairs.cpp); the state goes back to (P, N) after the last.
   // C's and B's words are the same for all heads of a group: they are made
   // once per chunk with the scores, and C's decay scales the product's rows.
-  const bool bf16 = a.bf16_state_products && cpu_has_avx512() && cpu_has_avx512_bf16();
+  const bool bf16 = a.bf16_state_products && cpu_has_avx512() && cpu_bf16_dot_products_fast();
   const int64_t Nw = (N + 1) / 2, Qw = (Q + 1) / 2;
   const int64_t words_size = bf16 ? Q * Nw + Qw * N : 0;  // C's (Q, Nw), then B's (Qw, N)
 

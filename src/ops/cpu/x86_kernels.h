@@ -15,6 +15,10 @@ namespace ssm::cpu {
 bool cpu_has_avx512_vnni();
 // The CPU has AVX-512 F/BW/VL with BF16 (vdpbf16ps).
 bool cpu_has_avx512_bf16();
+// It has, and vdpbf16ps outruns the F32 multiply-add there (measured once,
+// x86_bf16_rate.cpp; SSM_CPU_BF16_DOT=0|1 forces it): the BF16 weights'
+// products then use it, else they widen to F32.
+bool cpu_bf16_dot_products_fast();
 
 // ---- Q8 weights x activations quantised on the fly (VNNI) -----------------
 
