@@ -72,9 +72,6 @@ CudaResources& resources(Context& ctx) {
   const char* heads = std::getenv("SSM_CUDA_SCAN_HEADS");
   const std::string_view v(heads ? heads : "");
   r.scan_heads = v == "1" || v == "2" || v == "4" || v == "8" ? v[0] - '0' : 0;
-  const char* fused = std::getenv("SSM_CUDA_FUSED_SCAN");
-  const std::string_view f(fused ? fused : "");
-  r.fused_scan = f == "0" ? 0 : f == "1" ? 1 : f == "16" ? 16 : f == "32" ? 32 : -1;
   const auto* own = dynamic_cast<const EmuResources*>(ctx.resources());
   r.bf16_compute = own && own->bf16_compute;
   return r;

@@ -315,45 +315,6 @@ TEST_P(SsdScanTest, Bf16StateProductsStayNearRef) {
   }
 }
 
-// The cuda backend's fused scan (a block per head and 16 or 32 rows of P
-// walking the chunks, the state on chip), forced by SSM_CUDA_FUSED_SCAN=16
-// or 32, and the three kernels (=0): near ref, exact and rounded, with and without a
-// carried state, on the 130m head shape over a partial last chunk and on
-// odd ones (P past a slice, P and N off the vector width, groups, batch
-// rows). Other backends ignore the variable.
-TEST_P(SsdScanTest, FusedScanMatchesRef) {
-  struct Shape {
-    int64_t B, L, H, P, N, G;
-  };
-  for (const Shape& s :
-       {Shape{1, 150, 2, 64, 128, 1}, Shape{2, 70, 4, 24, 40, 2}, Shape{1, 67, 2, 7, 13, 1}})
-    for (const bool with_state : {false, true})
-      for (const bool rounded : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << "P " << s.P << " N " << s.N << " state " << with_state
-                                          << " rounded " << rounded);
-        const SsdProblem p =
-            SsdProblem::random(s.B, s.L, s.H, s.P, s.N, s.G, 600 + s.P, true, with_state);
-        Context ref("ref", 1);
-        auto run = [&](Context& c) {
-          Tensor y_rows;
-          const ops::SsdScanArgs a = testing::ssd_args_on(c, p, SsdLayout::kLayerRows, 64, &y_rows);
-          ops::ssd_scan(c, a);
-          return testing::outputs({{"y", y_rows}, {"state", a.state}});
-        };
-        const testing::Outputs want = run(ref);
-        for (const char* fused : {"16", "32", "0"}) {
-          SCOPED_TRACE(::testing::Message() << "SSM_CUDA_FUSED_SCAN " << fused);
-          const std::optional<testing::Outputs> ran =
-              run_with_env(GetParam(), "SSM_CUDA_FUSED_SCAN", fused, rounded, run);
-          if (!ran) break;
-          const testing::Outputs& got = *ran;
-          const testing::Tolerance tol = rounded ? testing::Tolerance{3e-3, 1e-4} : kScanTol;
-          for (size_t i = 0; i < want.size(); ++i)
-            EXPECT_TRUE(testing::close(got[i].second, want[i].second, tol)) << want[i].first;
-        }
-      }
-}
-
 INSTANTIATE_TEST_SUITE_P(Backends, SsdScanTest, ::testing::ValuesIn(testing::all_backends()),
                          testing::backend_param_name);
 

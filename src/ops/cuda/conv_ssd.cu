@@ -3,13 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 
 #include <cuda_bf16.h>
 
 #include "ops/cuda/launch_ssd_step.h"
 #include "ops/cuda/overlap_launch.h"
-#include "ops/cuda/resident_blocks.h"
 #include "ops/cuda/state_memory.h"
 
 namespace ssm::cuda {
@@ -227,9 +225,12 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
 // ops): PER = 32 took 168 registers a thread, more than a 512-thread block
 // has, and a bound that fits it costs the common sizes registers (47 at
 // PER = 8 unbounded, 80 bounded).
-// ROWS = 1 (launch_ssd_step: batch 1, one sequence's 96 blocks, plain
-// loads); many sequences take ssd_step_wide_kernel below, whose tiles are
-// this kernel's ROWS > 1 (streamed: kStream).
+// ROWS = 4 (launch_ssd_step: many sequences): at batch 64 the step streams
+// 50 MB of state a layer, and a block of 16 rows spent its time on what
+// every block does once (the B and C channels' convolution, dt, the
+// counter) around 8 KB of it; 64 rows a block carry 32 KB of state loads in
+// flight and pay that a quarter as often. The state is streamed there
+// (state_memory.h); one sequence's 96 blocks at batch 1 keep plain loads.
 // T: the state's element type, as in ssd_scan_kernel.
 template <int PER, int ROWS, class T>
 __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
@@ -359,194 +360,6 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   if (last_of_sequence && threadIdx.x == 0) a.counters[b] = 0;
 }
 
-// The state rows of ssd_step's tiles: kRowsPerBlock (ssd_step_kernel, a
-// block a tile) while a launch of those has fewer than kWideFrom blocks (at
-// batch 1 the 130m model's 96 blocks of one sequence, which a wider block
-// would leave to 24 multiprocessors), else kWideRows times as many
-// (ssd_step_wide_kernel). 512 (the 130m model from batch 6) is an
-// estimate, not a measurement. kWideRows = 2, not the first version's 4:
-// the next tile's state takes as many registers as this one's.
-constexpr int kWideRows = 2;
-constexpr int64_t kWideFrom = 512;
-// Wide blocks a multiprocessor, the kernel's register bound (without one
-// the prefetch took 152-160 registers, one block a multiprocessor): 3 (80
-// registers; the BF16 state's kernel spills 52 bytes) by default, 2 (no
-// spills) with SSM_CUDA_STEP_TILES=2; neither measured yet.
-
-// ssd_step_kernel for many sequences (launch_ssd_step): a tile per (b, h,
-// block of kWideRows x kRowsPerBlock state rows), the tile's arithmetic
-// ssd_step_kernel's with ROWS = kWideRows (the same bits), the state
-// streamed (state_memory.h), and a block looping over tiles blockIdx.x,
-// blockIdx.x + gridDim.x, ... (the grid: what the device holds at once),
-// loading the next tile's state into registers before this tile's serial
-// part (the convolutions, dt, the counter, the update, the stores). A
-// block a tile (the first version: 64 rows, 118-128 registers, 2 blocks a
-// multiprocessor) issued its state loads once and then had none in flight
-// through that serial part: 57 us a launch at batch 64 with the BF16
-// state, 0.88 TB/s (H100, ncu). The counter counts tiles, as it counted
-// blocks: each tile reads the B and C channels' convolution state before
-// it counts itself in, so none of the sequence's tiles is left to read it
-// once the last has shifted it.
-template <int PER, class T, int BLOCKS_PER_SM>
-__global__ void __launch_bounds__(kThreads, BLOCKS_PER_SM) ssd_step_wide_kernel(SsdStepLaunch a, int S) {
-  // As in ssd_step_kernel (a.overlap): the first tile's state loads and
-  // convolution sums before the wait.
-  let_next_kernel_start();
-  extern __shared__ float smem[];
-  constexpr int ROWS = kWideRows, kRows = ROWS * kRowsPerBlock;
-  // Channel indices in 32 bits (a row of conv channels is far below 2^31).
-  const int N = static_cast<int>(a.N), P = static_cast<int>(a.P);
-  const int row_blocks = (P + kRows - 1) / kRows;
-  const int64_t tiles = a.B * a.H * row_blocks;
-  const int HP = static_cast<int>(a.H) * P, C = HP + 2 * static_cast<int>(a.G) * N;
-  const int K = static_cast<int>(a.K), W = K - 1;
-  float* sBC = smem;                        // 2N: B then C of the group
-  float* sx = sBC + 2 * N;                  // kRows
-  float* sstep = sx + kRows;                // dt, exp(dt A)
-  __shared__ unsigned last_of_sequence;
-  const int t = static_cast<int>(threadIdx.x), pl = t / S, j = t % S;
-  const int warp_base = (t / 32) * 32;
-  const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
-  const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
-  // Row r of the thread in a tile of `rows` rows: pl + r kRowsPerBlock, or
-  // row 0 past them (read, summed and not written).
-  const auto row_in = [&](int rows, int r) { return pl + r * kRowsPerBlock < rows ? pl + r * kRowsPerBlock : 0; };
-  const auto first_row = [&](int64_t tile) { return static_cast<int>(tile % row_blocks) * kRows; };
-  const auto state_of = [&](int64_t tile) {
-    return static_cast<T*>(a.state.p) + ((tile / row_blocks) * P + first_row(tile)) * N;
-  };
-  int64_t tile = blockIdx.x;
-  float st[ROWS][PER];
-  {
-    const T* state = state_of(tile);
-    const int rows = min(kRows, P - first_row(tile));
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-#pragma unroll
-      for (int k = 0; k < PER; ++k) {
-        const int n = j + S * k;
-        st[r][k] = n < N ? load_state<true>(state + row_in(rows, r) * N + n) : 0.f;
-      }
-    }
-  }
-  bool waited = false;
-  for (;;) {
-    const int64_t bh = tile / row_blocks;
-    const int p0 = first_row(tile);
-    const int64_t b = bh / a.H;
-    const int h = static_cast<int>(bh % a.H), g = h / static_cast<int>(a.H / a.G);
-    const int rows_here = min(kRows, P - p0);
-    float* cst = a.conv_state + b * W * C;  // cst[s * C + c], s < W
-    T* state = static_cast<T*>(a.state.p) + (bh * P + p0) * N;
-    // The next tile's state, as stored, in flight through this one's serial part.
-    const int64_t next_tile = tile + gridDim.x;
-    const bool more = next_tile < tiles;
-    T next[ROWS][PER];
-    if (more) {
-      const T* next_state = state_of(next_tile);
-      const int rows = min(kRows, P - first_row(next_tile));
-#pragma unroll
-      for (int r = 0; r < ROWS; ++r) {
-#pragma unroll
-        for (int k = 0; k < PER; ++k) {
-          const int n = j + S * k;
-          if (n < N) next[r][k] = load_state_raw<true>(next_state + row_in(rows, r) * N + n);
-        }
-      }
-    }
-    // The convolutions' sums over the state's taps, in the order of the
-    // whole sum (bias, taps oldest first, then the new input's tap). A
-    // thread's B or C channel where the block has a thread for each (2N <=
-    // blockDim.x: every state row of P >= 16 has its S threads); else they
-    // are summed in a loop after the wait. x channels: rows_here <=
-    // blockDim.x (launch_ssd_step), one a thread at most.
-    const auto bc_of = [&](int i) { return HP + (i < N ? g * N : static_cast<int>(a.G) * N + g * N - N) + i; };
-    const bool bc_hoisted = 2 * N <= static_cast<int>(blockDim.x);
-    const int bc_channel = bc_hoisted && t < 2 * N ? bc_of(t) : -1;
-    const int x_channel = t < rows_here ? h * P + p0 + t : -1;
-    float bc_acc = 0.f, x_acc = 0.f;
-    if (bc_channel >= 0) {
-      bc_acc = a.conv_bias ? a.conv_bias[bc_channel] : 0.f;
-      for (int k = 0; k < W; ++k) bc_acc += a.conv_weight[bc_channel * K + k] * cst[k * C + bc_channel];
-    }
-    if (x_channel >= 0) {
-      x_acc = a.conv_bias ? a.conv_bias[x_channel] : 0.f;
-      for (int k = 0; k < W; ++k) {
-        const float v = cst[k * C + x_channel];
-        x_acc += a.conv_weight[x_channel * K + k] * v;
-        if (k > 0) cst[(k - 1) * C + x_channel] = v;
-      }
-    }
-    const float dt_bias = a.dt_bias[h], A = -expf(a.A_log[h]), Dh = a.D ? a.D[h] : 0.f;
-    if (!waited) wait_for_previous_kernel();
-    waited = true;
-    const float* in = a.xbc.p + b * a.xbc.stride;
-    if (bc_channel >= 0) sBC[t] = silu(bc_acc + a.conv_weight[bc_channel * K + W] * in[bc_channel]);
-    for (int i = bc_hoisted ? 2 * N : t; i < 2 * N; i += blockDim.x) {
-      const int c = bc_of(i);
-      float acc = a.conv_bias ? a.conv_bias[c] : 0.f;
-      for (int k = 0; k < W; ++k) acc += a.conv_weight[c * K + k] * cst[k * C + c];
-      sBC[i] = silu(acc + a.conv_weight[c * K + W] * in[c]);
-    }
-    if (x_channel >= 0) {
-      const float v = in[x_channel];
-      if (W > 0) cst[(W - 1) * C + x_channel] = v;
-      sx[t] = silu(x_acc + a.conv_weight[x_channel * K + W] * v);
-    }
-    if (t == 0) {
-      const float sp = softplus(a.dt_raw.p[b * a.dt_raw.stride + h] + dt_bias);
-      const float dt = fminf(fmaxf(sp, a.dt_min), a.dt_max);
-      sstep[0] = dt;
-      sstep[1] = expf(dt * A);
-    }
-    // Every read of the B and C channels' convolution state is done; and
-    // (looping) every thread has read the previous tile's last_of_sequence.
-    __syncthreads();
-    if (t == 0) last_of_sequence = arrive_acq_rel(a.counters + b) + 1u == static_cast<unsigned>(a.H * row_blocks);
-    const float decay = sstep[1];
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-      const int pr = row_in(rows_here, r);
-      const float xv = sx[pr], coef = sstep[0] * xv;
-      float acc = 0.f;
-#pragma unroll
-      for (int k = 0; k < PER; ++k) {
-        const int n = j + S * k;
-        if (n < N) {
-          st[r][k] = decay * st[r][k] + coef * sBC[n];
-          acc += st[r][k] * sBC[N + n];
-        }
-      }
-      for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
-      if (pl + r * kRowsPerBlock < rows_here) {
-        if (j == 0) a.out.p[b * a.out.stride + h * P + p0 + pr] = acc + Dh * xv;
-#pragma unroll
-        for (int k = 0; k < PER; ++k) {
-          const int n = j + S * k;
-          if (n < N) store_state<true>(state + pr * N + n, st[r][k]);
-        }
-      }
-    }
-    // last_of_sequence, written before the step, is seen by all; and
-    // (looping) sBC, sx and sstep are read before the next tile writes them.
-    __syncthreads();
-    if (last_of_sequence && W > 0) {
-      for (int64_t c = HP + threadIdx.x; c < C; c += blockDim.x) {
-        for (int64_t k = 1; k < W; ++k) cst[(k - 1) * C + c] = cst[k * C + c];
-        cst[(W - 1) * C + c] = in[c];
-      }
-    }
-    if (last_of_sequence && threadIdx.x == 0) a.counters[b] = 0;
-    if (!more) break;
-    tile = next_tile;
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-#pragma unroll
-      for (int k = 0; k < PER; ++k) st[r][k] = j + S * k < N ? state_value(next[r][k]) : 0.f;
-    }
-  }
-}
-
 int blocks_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<int>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
@@ -611,27 +424,19 @@ void launch_ssd_scan(const SsdScanLaunch& a, cudaStream_t s) {
   else launch_ssd_scan_per<float>(a, need, grid, block, smem, s, S, stage);
 }
 
-// How many sequences take ssd_step: SSM_CUDA_STEP_TILES=2 the looping
-// blocks bounded to 2 a multiprocessor, 3 bounded to 3; else (the default,
-// until the looping kernel is measured on a GPU) the first version's wide
-// blocks (ssd_step_kernel with ROWS = 4, a block a tile). Read once.
-static int step_tiles_mode() {
-  static const int mode = [] {
-    const char* v = std::getenv("SSM_CUDA_STEP_TILES");
-    return v && (v[0] == '2' || v[0] == '3') && v[1] == 0 ? v[0] - '0' : 0;
-  }();
-  return mode;
-}
+// The state rows a block of ssd_step_kernel takes: kRowsPerBlock while
+// a launch of those has fewer than kWideFrom blocks (at batch 1 the 130m
+// model's 96 blocks of one sequence, which a wider block would leave to
+// 24 multiprocessors), else kWideRows times as many. 512 (the 130m model
+// from batch 6, about four blocks a multiprocessor of an H100) is an
+// estimate, not a measurement.
+constexpr int kWideRows = 4;
+constexpr int64_t kWideFrom = 512;
 
-// The kernel for tiles of `rows` rows: 16 (a block a tile), 64 (the
-// first version's wide blocks, a block a tile) or kWideRows x 16 (looping).
-static_assert(kWideRows != 4, "64-row tiles name the first version's kernel");
 template <class T>
-static auto ssd_step_kernel_for(int64_t rows, int64_t need) -> void (*)(SsdStepLaunch, int) {
-  if (rows == 4 * kRowsPerBlock) return ssd_step_kernel<8, 4, T>;
-  if (rows > kRowsPerBlock)
-    return step_tiles_mode() == 2 ? ssd_step_wide_kernel<8, T, 2> : ssd_step_wide_kernel<8, T, 3>;
-  return need <= 1  ? ssd_step_kernel<1, 1, T>
+static auto ssd_step_kernel_for(bool wide, int64_t need) -> void (*)(SsdStepLaunch, int) {
+  return wide         ? ssd_step_kernel<8, kWideRows, T>
+         : need <= 1  ? ssd_step_kernel<1, 1, T>
          : need <= 2  ? ssd_step_kernel<2, 1, T>
          : need <= 4  ? ssd_step_kernel<4, 1, T>
          : need <= 8  ? ssd_step_kernel<8, 1, T>
@@ -644,24 +449,16 @@ void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
   const int64_t need = (a.N + S - 1) / S;
   const int64_t threads = std::min<int64_t>(a.P, kRowsPerBlock) * S;
   const int64_t narrow_blocks = a.B * a.H * ((a.P + kRowsPerBlock - 1) / kRowsPerBlock);
-  // Wide tiles where their blocks have a thread for each of their x
-  // channels and 8 entries a row a thread (one instantiation; N from 17 to
-  // 256): looping ones of kWideRows x 16 rows where a block has at most
-  // kThreads threads (the looping kernel's bound: N up to 128), else (or
-  // with SSM_CUDA_STEP_TILES=0) the first version's 64 rows a block.
-  const bool wide = narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 && need <= 8;
-  const bool looping = wide && step_tiles_mode() != 0 && threads <= kThreads &&
-                       threads >= kWideRows * kRowsPerBlock;
-  const int64_t rows = looping                                ? kWideRows * kRowsPerBlock
-                       : wide && threads >= 4 * kRowsPerBlock ? 4 * kRowsPerBlock
-                                                              : kRowsPerBlock;
+  // Wide blocks where they have a thread for each of their x channels, and
+  // 8 entries a row a thread (one instantiation; N from 17 to 256).
+  const bool wide = narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 && need <= 8 &&
+                    threads >= kWideRows * kRowsPerBlock;
+  const int64_t rows = wide ? kWideRows * kRowsPerBlock : kRowsPerBlock;
   const size_t smem = static_cast<size_t>(2 * a.N + rows + 2) * sizeof(float);
-  const auto kernel = a.state.bf16 ? ssd_step_kernel_for<__nv_bfloat16>(rows, need)
-                                   : ssd_step_kernel_for<float>(rows, need);
-  const int64_t tiles = a.B * a.H * ((a.P + rows - 1) / rows);
-  const int64_t resident = looping ? resident_blocks(kernel, static_cast<int>(threads), smem) : 0;
-  const dim3 grid(static_cast<unsigned>(resident > 0 ? std::min(tiles, resident) : tiles));
+  const dim3 grid(static_cast<unsigned>(a.B * a.H * ((a.P + rows - 1) / rows)));
   const dim3 block(static_cast<unsigned>(threads));
+  const auto kernel = a.state.bf16 ? ssd_step_kernel_for<__nv_bfloat16>(wide, need)
+                                   : ssd_step_kernel_for<float>(wide, need);
   launch_overlapped(a.overlap, kernel, grid, block, smem, s, a, S);
   if (a.gated) launch_ssd_step_norm(a, s);
 }

@@ -44,11 +44,6 @@ struct ChunkScanLaunch {
   // Heads an output block takes, forced (CudaResources::scan_heads); 0: the
   // launch chooses.
   int forced_heads = 0;
-  // The fused kernel (a block per (b, h, 16 or 32 rows of P) walking the
-  // chunks, the state on chip) for SSD: 1 wherever it takes the sizes (16 or
-  // 32 forcing the rows), -1 where it has blocks enough
-  // (CudaResources::fused_scan, SSM_CUDA_FUSED_SCAN), 0 never.
-  int fused = 0;
 };
 
 // Time steps per chunk (64 rows of (time, rank)) and the number of chunks.
@@ -65,8 +60,5 @@ void launch_chunk_prepare_mamba3(const float* dt, const float* A, const float* l
                                  int64_t H, int64_t L, float* la, float* w, float* wd, float* pend,
                                  cudaStream_t s);
 void launch_chunk_scan(const ChunkScanLaunch& a, cudaStream_t s);
-// Whether launch_chunk_scan takes the fused kernel for `a`, which then
-// needs no chunk_states or chunk_decay scratch (they may be null).
-bool chunk_scan_fused(const ChunkScanLaunch& a);
 
 }  // namespace ssm::cuda

@@ -83,12 +83,6 @@ bool ssd_backward_tiles_fit(int64_t P, int64_t N);
 int64_t ssd_backward_cb_floats(int64_t B, int64_t L, int64_t G);
 void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s);
 void launch_ssd_chunk_backward_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s);
-// Passes 1 and 2 in one kernel (ssd_scan_backward_tiles.cu: a block walks
-// the chunks of a (b, h), side and 32 state columns), and C B^T: where the
-// tiles run, the rounding mode, P <= 128 and SSM_CUDA_SSD_FUSED_STATES is
-// not 0.
-bool ssd_chunk_states_fused(const SsdScanBackwardLaunch& a);
-void launch_ssd_chunk_states_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s);
 
 // dtable[ids[order[i]]] += scale dout[order[i]] for the runs [seg[j],
 // seg[j+1]) of one id each (order sorted by id, rows in order within a run),

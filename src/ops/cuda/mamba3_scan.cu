@@ -3,8 +3,7 @@
 // The scan is the sequential trapezoidal recurrence in F32, written with
 // U_t = sum_r v_t,r k_t,r^T:  S_t = alpha_t S_{t-1} + beta_t U_{t-1} + gamma_t U_t,
 // o_t,r = S_t q_t,r + D v_t,r. Like ssd_scan (conv_ssd.cu): a block per
-// (b, h, 16 state rows p; in a SISO decode step of many sequences, blocks
-// looping over tiles of 32, scan_step_wide_kernel); thread (p, j) keeps the state entries
+// (b, h, 16 state rows p; 64 in a decode step of many sequences); thread (p, j) keeps the state entries
 // n = j, j + W, ... of row p and the same entries of U_{t-1} in registers
 // (W slices, a power of two <= 32 lanes of one warp, which sum o_t,r[p]
 // with shuffles); k_t, q_t, v_t and the step scalars of `stage` steps at a
@@ -15,13 +14,11 @@
 // The output: a warp per (row, head), lanes over the head's channels.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include <cuda_bf16.h>
 
 #include "ops/cuda/launch_mamba3.h"
 #include "ops/cuda/overlap_launch.h"
-#include "ops/cuda/resident_blocks.h"
 #include "ops/cuda/state_memory.h"
 
 namespace ssm::cuda {
@@ -158,136 +155,6 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
   }
 }
 
-// scan_kernel's SISO decode step (L = 1, R = 1, a state) for many
-// sequences, as ssd_step_wide_kernel (conv_ssd.cu) for Mamba-2: a tile per
-// (b, h, block of kWideStepRows x kRowsPerBlock state rows), thread (p, j)
-// keeping rows p and p + 16, the tile's arithmetic scan_kernel's with ROWS
-// = kWideStepRows (the same expressions, so the same bits); a block loops
-// over tiles blockIdx.x, blockIdx.x + gridDim.x, ... (the grid: what the
-// device holds at once), loading the next tile's state into registers
-// before this tile's staging, update and stores. k_prev and v_prev (U of
-// the last step) are staged with k, q and v rather than kept beside the
-// state in registers. scan_kernel's blocks of 64 rows (a block a tile)
-// took 180 us a launch at batch 64 (H100, an earlier profile).
-constexpr int kWideStepRows = 2;
-
-template <int PER, class T, int BLOCKS_PER_SM>
-__global__ void __launch_bounds__(kThreads, BLOCKS_PER_SM) scan_step_wide_kernel(Mamba3ScanLaunch a, int W) {
-  let_next_kernel_start();
-  extern __shared__ float smem[];
-  constexpr int kRows = kWideStepRows * kRowsPerBlock;
-  const int N = static_cast<int>(a.N);
-  const int64_t P = a.P;
-  const int64_t row_blocks = (P + kRows - 1) / kRows, tiles = a.B * a.H * row_blocks;
-  float* sk = smem;          // N: k
-  float* sq = sk + N;        // N: q
-  float* skp = sq + N;       // N: k_prev
-  float* sv = skp + N;       // kRows: v
-  float* svp = sv + kRows;   // kRows: v_prev
-  float* sco = svp + kRows;  // alpha, beta, gamma
-  const int t = static_cast<int>(threadIdx.x), pl = t / W, j = t % W;
-  const auto row_in = [&](int rows, int r) { return pl + r * kRowsPerBlock < rows ? pl + r * kRowsPerBlock : 0; };
-  const auto rows_of = [&](int64_t tile) { return static_cast<int>(min(int64_t{kRows}, P - (tile % row_blocks) * kRows)); };
-  const auto state_of = [&](int64_t tile) {
-    return static_cast<T*>(a.ssm.p) + ((tile / row_blocks) * P + (tile % row_blocks) * kRows) * N;
-  };
-  const int warp_base = (t / 32) * 32;
-  const int in_warp = min(32, static_cast<int>(blockDim.x) - warp_base);
-  const unsigned mask = in_warp == 32 ? 0xffffffffu : ((1u << in_warp) - 1u);
-  int64_t tile = blockIdx.x;
-  float st[kWideStepRows][PER];
-  {
-    const T* state = state_of(tile);
-    const int rows = rows_of(tile);
-#pragma unroll
-    for (int rw = 0; rw < kWideStepRows; ++rw) {
-#pragma unroll
-      for (int e = 0; e < PER; ++e) {
-        const int n = j + W * e;
-        st[rw][e] = n < N ? load_state<true>(state + row_in(rows, rw) * N + n) : 0.f;
-      }
-    }
-  }
-  bool waited = false;
-  for (;;) {
-    const int64_t bh = tile / row_blocks, p0 = (tile % row_blocks) * kRows;
-    const int rows_here = rows_of(tile);
-    T* state = state_of(tile);
-    const int64_t next_tile = tile + gridDim.x;
-    const bool more = next_tile < tiles;
-    T next[kWideStepRows][PER];
-    if (more) {
-      const T* next_state = state_of(next_tile);
-      const int rows = rows_of(next_tile);
-#pragma unroll
-      for (int rw = 0; rw < kWideStepRows; ++rw) {
-#pragma unroll
-        for (int e = 0; e < PER; ++e) {
-          const int n = j + W * e;
-          if (n < N) next[rw][e] = load_state_raw<true>(next_state + row_in(rows, rw) * N + n);
-        }
-      }
-    }
-    // k_prev and v_prev: written by this layer's last-step kernel of an
-    // earlier step, so read before the wait, as scan_kernel does.
-    for (int i = t; i < N; i += blockDim.x) skp[i] = a.k_prev[bh * N + i];
-    for (int i = t; i < rows_here; i += blockDim.x) svp[i] = a.v_prev[bh * P + p0 + i];
-    const float Dh = a.D ? a.D[bh % a.H] : 0.f;
-    if (!waited) wait_for_previous_kernel();
-    waited = true;
-    for (int i = t; i < N; i += blockDim.x) {
-      sk[i] = a.k[bh * N + i];
-      sq[i] = a.q[bh * N + i];
-    }
-    for (int i = t; i < rows_here; i += blockDim.x) sv[i] = a.v[bh * P + p0 + i];
-    if (t == 0) {
-      const float dt = a.dt[bh], lam = a.lam[bh], alpha = expf(a.A[bh] * dt);
-      sco[0] = alpha;
-      sco[1] = (1.f - lam) * dt * alpha;
-      sco[2] = lam * dt;
-    }
-    __syncthreads();
-    const float alpha = sco[0], beta = sco[1], gamma = sco[2];
-#pragma unroll
-    for (int rw = 0; rw < kWideStepRows; ++rw) {
-      const int pr = row_in(rows_here, rw);
-      float acc = 0.f;
-#pragma unroll
-      for (int e = 0; e < PER; ++e) {
-        const int n = j + W * e;
-        if (n < N) {
-          float up = 0.f, u = 0.f;
-          up += svp[pr] * skp[n];
-          u += sv[pr] * sk[n];
-          st[rw][e] = alpha * st[rw][e] + beta * up + gamma * u;
-        }
-      }
-#pragma unroll
-      for (int e = 0; e < PER; ++e) {
-        const int n = j + W * e;
-        if (n < N) acc += st[rw][e] * sq[n];
-      }
-      for (int o = W / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, W);
-      if (pl + rw * kRowsPerBlock < rows_here) {
-        if (j == 0) a.o[bh * P + p0 + pr] = acc + Dh * sv[pr];
-#pragma unroll
-        for (int e = 0; e < PER; ++e) {
-          const int n = j + W * e;
-          if (n < N) store_state<true>(state + pr * N + n, st[rw][e]);
-        }
-      }
-    }
-    __syncthreads();  // the staged rows are read before the next tile's replace them
-    if (!more) break;
-    tile = next_tile;
-#pragma unroll
-    for (int rw = 0; rw < kWideStepRows; ++rw) {
-#pragma unroll
-      for (int e = 0; e < PER; ++e) st[rw][e] = j + W * e < N ? state_value(next[rw][e]) : 0.f;
-    }
-  }
-}
-
 // k_prev, v_prev <- k, v of step L-1, for every (b, h).
 __global__ void last_step_kernel(Mamba3ScanLaunch a) {
   let_next_kernel_start();
@@ -382,39 +249,6 @@ static auto scan_kernel_for(bool wide, int64_t need) -> void (*)(Mamba3ScanLaunc
                       : scan_kernel<32, 1, T>;
 }
 
-// SSM_CUDA_STEP_TILES as conv_ssd.cu reads it, for the many-sequence SISO
-// step: 2 or 3 the looping scan_step_wide_kernel bounded to that many
-// blocks a multiprocessor; else (the default, until measured on a GPU)
-// scan_kernel's wide blocks (a block a 64-row tile). Read once.
-static int step_tiles_mode() {
-  static const int mode = [] {
-    const char* v = std::getenv("SSM_CUDA_STEP_TILES");
-    return v && (v[0] == '2' || v[0] == '3') && v[1] == 0 ? v[0] - '0' : 0;
-  }();
-  return mode;
-}
-
-// The looping SISO decode step (scan_step_wide_kernel) where scan_kernel
-// would take its wide blocks, its blocks have a thread for each staged row
-// and at most kThreads threads (its bound), and the state is kept; false
-// where it does not apply or SSM_CUDA_STEP_TILES=0.
-static bool launch_scan_step_looping(const Mamba3ScanLaunch& a, int W, cudaStream_t s) {
-  const int64_t threads = std::min<int64_t>(a.P, kRowsPerBlock) * W;
-  constexpr int64_t rows = kWideStepRows * kRowsPerBlock;
-  if (step_tiles_mode() == 0 || !a.ssm || threads > kThreads || threads < rows) return false;
-  const bool two = step_tiles_mode() == 2;
-  void (*kernel)(Mamba3ScanLaunch, int) =
-      a.ssm.bf16 ? (two ? scan_step_wide_kernel<8, __nv_bfloat16, 2> : scan_step_wide_kernel<8, __nv_bfloat16, 3>)
-                 : (two ? scan_step_wide_kernel<8, float, 2> : scan_step_wide_kernel<8, float, 3>);
-  const size_t smem = static_cast<size_t>(3 * a.N + 2 * rows + 3) * sizeof(float);
-  const int64_t tiles = a.B * a.H * ((a.P + rows - 1) / rows);
-  const int64_t resident = resident_blocks(kernel, static_cast<int>(threads), smem);
-  const dim3 grid(static_cast<unsigned>(resident > 0 ? std::min(tiles, resident) : tiles));
-  launch_overlapped(a.overlap, kernel, grid, dim3(static_cast<unsigned>(threads)), smem, s, a, W);
-  launch_mamba3_last_step(a, s);
-  return true;
-}
-
 void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s) {
   if (a.B * a.H * a.L == 0) return;
   const int W = scan_slices(a.N);
@@ -429,7 +263,6 @@ void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s) {
   const bool wide = a.L == 1 && a.R == 1 && narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 &&
                     need <= 8 &&
                     step_bytes(a.R, a.N, kWideRows * kRowsPerBlock) <= 48 * 1024;
-  if (wide && launch_scan_step_looping(a, W, s)) return;
   const int64_t rows = wide ? kWideRows * kRowsPerBlock : kRowsPerBlock;
   // As many steps per stage as fit in 40 KiB of shared memory (at most 64),
   // and at least one (the host wrapper takes steps of at most 48 KiB).

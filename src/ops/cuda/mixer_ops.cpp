@@ -99,13 +99,8 @@ void ssd_scan(Context& ctx, const ops::SsdScanArgs& a) {
   c.la = la, c.w = w, c.wd = wd;
   c.split = !resources(ctx).rounds_products();
   c.forced_heads = resources(ctx).scan_heads;
-  c.fused = resources(ctx).fused_scan;
-  // The fused kernel keeps the chunk states on chip: no scratch (201 MB a
-  // layer at 8 x 2048 on the 130m shapes).
-  if (!chunk_scan_fused(c)) {
-    c.chunk_states = scratch({l.B, l.H, chunks, l.P, l.N});
-    c.chunk_decay = scratch({l.B, l.H, chunks});
-  }
+  c.chunk_states = scratch({l.B, l.H, chunks, l.P, l.N});
+  c.chunk_decay = scratch({l.B, l.H, chunks});
   launch_chunk_prepare_ssd(l.dt, l.A, l.B, l.L, la, w, wd, stream(ctx));
   launch_chunk_scan(c, stream(ctx));
   check_launch("ssd_scan");

@@ -71,10 +71,6 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
     const std::string_view v(heads);
     scan_heads = v == "1" || v == "2" || v == "4" || v == "8" ? v[0] - '0' : 0;
   }
-  if (const char* fused = std::getenv("SSM_CUDA_FUSED_SCAN")) {
-    const std::string_view v(fused);
-    fused_scan = v == "auto" ? -1 : v == "1" ? 1 : v == "16" ? 16 : v == "32" ? 32 : 0;
-  }
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, stream), "cublasSetStream");

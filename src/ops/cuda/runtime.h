@@ -112,11 +112,6 @@ class CudaResources : public BackendResources {
   // The chunked scan's heads an output block (chunk_scan.cu), forced for
   // measuring: SSM_CUDA_SCAN_HEADS=1, 2, 4 or 8 (0: chosen by the launch).
   int scan_heads = 0;
-  // The SSD scan's fused kernel (chunk_scan.cu): -1 where it has blocks
-  // enough, 1 wherever it takes the sizes, 16 or 32 there with that many
-  // rows of P a block, 0 never (the three kernels): SSM_CUDA_FUSED_SCAN
-  // (=auto for -1). 0 by default until it is measured on a GPU.
-  int fused_scan = 0;
   // Its grid barrier's two counters (zero when made), after the step counters.
   unsigned* grid_barrier = nullptr;
 

@@ -19,7 +19,6 @@
 //   1 chunk_sums      per chunk: its own end state (sources in the chunk)
 //                     and its state gradient at its start (outputs in it)
 //   2 chunk_pass      per (b, h, p, n), over chunks: S0 and F of each chunk
-//                     (the tiles' chunk_states: 1 and 2 in one kernel)
 //   3 chunk_backward  per chunk: dx, x^T dS B, dB^h, dC^h, dD's part
 //   4 decay_terms     per (row, h): g (the tiles' chunk_backward: in it)
 //   5 decay_cumsum    per (b, h), a reverse scan over time: ddt, dA's part
@@ -360,24 +359,20 @@ void launch_ssd_scan_backward(const SsdScanBackwardLaunch& a, cudaStream_t s) {
   // against ref on an H200, SsdScanBackwardTest's tolerance 1e-5).
   const bool tiles = !a.split && a.Q == 64 && ssd_backward_tiles_fit(a.P, a.N);
   const size_t s1 = sums_smem(a.P, a.N, a.Q), s3 = backward_smem(a.P, a.N, a.Q);
-  if (tiles && ssd_chunk_states_fused(a)) {
-    launch_ssd_chunk_states_tiles(a, s);  // passes 1 and 2 together
+  if (tiles) {
+    launch_ssd_chunk_sums_tiles(a, s);
   } else {
-    if (tiles) {
-      launch_ssd_chunk_sums_tiles(a, s);
-    } else {
-      cudaFuncSetAttribute(chunk_sums_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(s1));
-      chunk_sums_kernel<<<chunks, kThreads, s1, s>>>(a);
-    }
-    const int64_t entries = a.B * a.H * a.P * a.N;
-    const bool vec = (a.P * a.N) % 4 == 0 && reinterpret_cast<uintptr_t>(a.states) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(a.dstates) % 16 == 0;
-    if (vec)
-      chunk_pass_kernel<4><<<blocks(entries / 4, kThreads), kThreads, 0, s>>>(a);
-    else
-      chunk_pass_kernel<1><<<blocks(entries, kThreads), kThreads, 0, s>>>(a);
+    cudaFuncSetAttribute(chunk_sums_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(s1));
+    chunk_sums_kernel<<<chunks, kThreads, s1, s>>>(a);
   }
+  const int64_t entries = a.B * a.H * a.P * a.N;
+  const bool vec = (a.P * a.N) % 4 == 0 && reinterpret_cast<uintptr_t>(a.states) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(a.dstates) % 16 == 0;
+  if (vec)
+    chunk_pass_kernel<4><<<blocks(entries / 4, kThreads), kThreads, 0, s>>>(a);
+  else
+    chunk_pass_kernel<1><<<blocks(entries, kThreads), kThreads, 0, s>>>(a);
   if (tiles) {
     launch_ssd_chunk_backward_tiles(a, s);
   } else {

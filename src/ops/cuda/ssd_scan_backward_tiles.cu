@@ -13,8 +13,6 @@
 //                   with F the state gradient after the chunk and S0 the
 //                   state before it (pass 2's results), and pass 4's
 //                   g = <C, dC^h> - <B, dB^h> per step;
-//   chunk_states    passes 1 and 2 in one kernel: a block walks the chunks
-//                   of a (b, h), side and 32 state columns (P <= 128).
 // The products are warp tiles of mma.sync m16n8k8 (tf32_warp_tiles.h): the
 // 3xTF32 split (F32-exact to about 1e-6 relative) unless the context
 // rounds its products (SsdScanBackwardLaunch::split false), F32
@@ -22,8 +20,6 @@
 // bit. Products with a causal factor (M1^T, M2^T, M2) run only over the k
 // that can be nonzero.
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "ops/cuda/launch_train.h"
 #include "ops/cuda/tf32_mma.h"
@@ -162,179 +158,6 @@ __global__ void __launch_bounds__(kThreads, 4)  // 4 blocks an SM, as its shared
     });
   }
   if (!grad && threadIdx.x == 0) a.decay[k.slot] = expf(last);
-}
-
-// Passes 1 and 2 in one kernel (the rounding mode, P <= 128; the brief of
-// issue 19: chunk_pass re-read and re-wrote every chunk's state that
-// chunk_sums had just written). A block per (b, h), side and 32 columns of
-// the state, a warp per 16 rows p: the block walks the chunks in order
-// (side 0 forward, writing each chunk's S0; side 1 backward, writing each
-// chunk's F), each chunk's own product V^T K into zeroed accumulators, then
-// the running state, held in the accumulators' layout, is stored as the
-// chunk's and updated: run = exp(cs_last) run + own. The next two chunks'
-// rows are in flight (cp.async, three buffers) while a chunk is worked on:
-// at 1 x 2048 only 768 warps walk 32 chunks each, so a chunk's load
-// latency must not be on the walk's path. Each warp weights and
-// reads only its own 16 columns of V, so only K's copies need the block's
-// barrier, one a chunk. The running sum is F32 (chunk_pass's is double):
-// the rounding mode's products are TF32 anyway.
-constexpr int kStateCols = kTileCols;  // a block's state columns
-constexpr int kMaxStateWarps = 8;      // P <= 128
-constexpr int kStateStages = 3;        // buffers: the chunk worked on and two in flight
-
-struct StatesSmem {
-  int ldv, ldk;  // V read as A(p, t) at t ldv + p, K as B(t, n) at t ldk + n: 8 mod 32
-  __host__ __device__ static StatesSmem of(const Geometry& g) {
-    return {pitch(g.Pp, 8), pitch(kStateCols, 8)};
-  }
-  __host__ __device__ size_t buffer_floats() const { return size_t(kRows) * (ldv + ldk); }
-  __host__ __device__ size_t bytes(const Geometry& g) const {
-    return (kStateStages * buffer_floats() + size_t(g.Pp / 16) * kRows) * sizeof(float);
-  }
-};
-
-__global__ void __launch_bounds__(kMaxStateWarps * 32)
-    chunk_states_kernel(SsdScanBackwardLaunch a, Geometry geo) {
-  extern __shared__ float smem[];
-  const StatesSmem lay = StatesSmem::of(geo);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, m0 = warp * 16;
-  const int64_t bh = blockIdx.x, b = bh / a.H, h = bh % a.H, g = h / (a.H / a.G);
-  // blockIdx.y: the side (states, then state gradients), then the column item.
-  const int items = (geo.Np + kStateCols - 1) / kStateCols;
-  const int P = geo.P, N = geo.N, n0 = static_cast<int>(blockIdx.y % items) * kStateCols;
-  const int ncols = min(kStateCols, geo.Np - n0);
-  const bool grad = static_cast<int>(blockIdx.y) >= items;
-  const float* vp = grad ? a.dy.p : a.x.p;
-  const int64_t vs = grad ? a.dy.stride : a.x.stride;
-  const float* kp = grad ? a.C.p : a.Bm.p;
-  const int64_t ks = grad ? a.C.stride : a.Bm.stride;
-  const bool vec_v = grad ? geo.vec_dy : geo.vec_x, vec_k = grad ? geo.vec_C : geo.vec_B;
-  constexpr int kPieces = kStateCols / 4;  // 16-byte pieces of a K row
-  // This warp's row weights.
-  float* w = smem + kStateStages * lay.buffer_floats() + warp * kRows;
-  const auto len_of = [&](int64_t c) {
-    return static_cast<int>(min(int64_t{kRows}, a.L - c * kRows));
-  };
-  // Chunk c's rows into buffer buf: this warp's 16 columns of V, and the
-  // block's columns of K (zeros past the chunk, P and N).
-  const auto load = [&](int64_t c, int buf) {
-    float* sV = smem + buf * lay.buffer_floats();
-    float* sK = sV + kRows * lay.ldv;
-    const int len = len_of(c);
-    const float* v = vp + (b * a.L + c * kRows) * vs + h * P;
-    const float* kk = kp + (b * a.L + c * kRows) * ks + g * N + n0;
-    if (vec_v) {
-      for (int i = lane; i < kRows * 4; i += 32) {
-        const int t = i / 4, p = m0 + 4 * (i % 4);
-        float* d = sV + t * lay.ldv + p;
-        if (t < len && p < P)
-          copy16_async(d, v + t * vs + p);
-        else
-          *reinterpret_cast<float4*>(d) = float4{0.f, 0.f, 0.f, 0.f};
-      }
-    } else {
-      for (int i = lane; i < kRows * 16; i += 32) {
-        const int t = i / 16, p = m0 + i % 16;
-        sV[t * lay.ldv + p] = t < len && p < P ? v[t * vs + p] : 0.f;
-      }
-    }
-    if (vec_k) {
-      for (int i = threadIdx.x; i < kRows * kPieces; i += blockDim.x) {
-        const int t = i / kPieces, n = 4 * (i % kPieces);
-        float* d = sK + t * lay.ldk + n;
-        if (t < len && n0 + n < N)
-          copy16_async(d, kk + t * ks + n);
-        else
-          *reinterpret_cast<float4*>(d) = float4{0.f, 0.f, 0.f, 0.f};
-      }
-    } else {
-      for (int i = threadIdx.x; i < kRows * kStateCols; i += blockDim.x) {
-        const int t = i / kStateCols, n = i % kStateCols;
-        sK[t * lay.ldk + n] = t < len && n0 + n < N ? kk[t * ks + n] : 0.f;
-      }
-    }
-  };
-  // K's pieces this thread copied, rounded to TF32 (after its wait_async).
-  const auto round_k = [&](int buf) {
-    float* sK = smem + buf * lay.buffer_floats() + kRows * lay.ldv;
-    const int per = vec_k ? kPieces : kStateCols, width = vec_k ? 4 : 1;
-    for (int i = threadIdx.x; i < kRows * per; i += blockDim.x)
-      for (int e = 0; e < width; ++e) {
-        float& x = sK[(i / per) * lay.ldk + (i % per) * width + e];
-        x = tiles::round_tf32(x);
-      }
-  };
-  // Chunk c's dt at steps lane and lane + 32 (zeros past its end).
-  const auto load_dt = [&](int64_t c, float& d0, float& d1) {
-    const int len = len_of(c);
-    const float* src = a.dt.p + (b * a.L + c * kRows) * a.dt.stride + h;
-    d0 = lane < len ? src[lane * a.dt.stride] : 0.f;
-    d1 = lane + 32 < len ? src[(lane + 32) * a.dt.stride] : 0.f;
-  };
-  const int64_t nc = geo.chunks, first = grad ? nc - 1 : 0, step = grad ? -1 : 1;
-  const float A = a.A[h];
-  Acc run;  // this warp's rows m0.. and the block's columns, the accumulators' layout
-  tiles::zero(run);
-  if (!grad && a.state0)
-    for_each_acc(m0, 0, ncols, [&](int p, int n, int j, int e) {
-      if (p < P && n0 + n < N) run[j][e] = a.state0[(bh * P + p) * N + n0 + n];
-    });
-  // One copy group a chunk, committed in order (empty past the last chunk),
-  // so that waiting for all but the newest group waits for chunk i's.
-  float d0, d1, e0 = 0.f, e1 = 0.f;  // dt of chunk i and of chunk i + 1
-  load(first, 0);
-  commit_async();
-  load_dt(first, d0, d1);
-  if (nc > 1) {
-    load(first + step, 1);
-    load_dt(first + step, e0, e1);
-  }
-  commit_async();
-  for (int64_t i = 0; i < nc; ++i) {
-    const int64_t c = first + step * i;
-    const int buf = static_cast<int>(i % kStateStages), len = len_of(c);
-    float* sV = smem + buf * lay.buffer_floats();
-    float* sK = sV + kRows * lay.ldv;
-    wait_async_pending<1>();
-    round_k(buf);
-    // Chunk c's rows are in, and every warp is done with chunk i - 1's
-    // buffer, which chunk i + 2's copies take next.
-    __syncthreads();
-    // cs_t = sum_{u<=t} dt_u A over the chunk, each warp for itself.
-    float x0 = d0 * A, x1 = d1 * A;
-    for (int o = 1; o < 32; o *= 2) {
-      const float y0 = __shfl_up_sync(0xffffffffu, x0, o), y1 = __shfl_up_sync(0xffffffffu, x1, o);
-      if (lane >= o) x0 += y0, x1 += y1;
-    }
-    x1 += __shfl_sync(0xffffffffu, x0, 31);
-    const float last = __shfl_sync(0xffffffffu, len > 32 ? x1 : x0, (len - 1) % 32);
-    // Row t weighted by exp(cs_last - cs_t) dt_t (a source's weight at the
-    // chunk's end) or exp(cs_t) (the start state's weight at output t).
-    w[lane] = grad ? expf(x0) : expf(last - x0) * d0;
-    w[lane + 32] = grad ? expf(x1) : expf(last - x1) * d1;
-    d0 = e0, d1 = e1;
-    if (i + 2 < nc) {
-      load(c + 2 * step, static_cast<int>((i + 2) % kStateStages));
-      load_dt(c + 2 * step, e0, e1);
-    }
-    commit_async();
-    __syncwarp();
-    for (int e = lane; e < kRows * 16; e += 32) {
-      const int t = e / 16, p = m0 + e % 16;
-      sV[t * lay.ldv + p] = tiles::round_tf32(sV[t * lay.ldv + p] * w[t]);
-    }
-    __syncwarp();
-    Acc own;
-    tiles::zero(own);
-    warp_mma<false, true, true>(own, Smem{sV, 1, lay.ldv}, Smem{sK, lay.ldk, 1}, 0,
-                                static_cast<int>(round_up(len, 8)), m0, 0, ncols);
-    float* out = (grad ? a.dstates : a.states) + (bh * nc + c) * int64_t{P} * N;
-    const float decay = expf(last);
-    for_each_acc(m0, 0, ncols, [&](int p, int n, int j, int e) {
-      if (p < P && n0 + n < N) out[int64_t{p} * N + n0 + n] = run[j][e];
-      run[j][e] = decay * run[j][e] + own[j][e];
-    });
-  }
 }
 
 // C B^T of a (b, chunk, group), raw (the decay mask is per head): a block
@@ -598,7 +421,6 @@ Geometry geometry_of(const SsdScanBackwardLaunch& a) {
 size_t sums_bytes(const Geometry& g) { return SumsSmem::of(g).bytes(); }
 size_t cb_bytes(const Geometry& g) { return size_t(2) * kRows * pitch(g.Np, 4) * sizeof(float); }
 size_t backward_bytes(const Geometry& g) { return BackSmem::of(g).floats(g) * sizeof(float); }
-size_t states_bytes(const Geometry& g) { return StatesSmem::of(g).bytes(g); }
 
 void launch_cb(const SsdScanBackwardLaunch& a, const Geometry& geo, cudaStream_t s) {
   if (!a.cb) return;
@@ -609,16 +431,14 @@ void launch_cb(const SsdScanBackwardLaunch& a, const Geometry& geo, cudaStream_t
     chunk_cb_kernel<false><<<cb_grid, kThreads, cb_bytes(geo), s>>>(a, geo);
 }
 
-// Above 48 KiB a kernel's dynamic shared memory must be allowed first; both
-// the split launchers (chunk_sums) and the fused one (chunk_states) then
-// launch chunk_cb and chunk_backward, so one place allows all of them.
+// Above 48 KiB a kernel's dynamic shared memory must be allowed first: one
+// place allows every kernel here, whichever launcher runs first.
 void allow_large_smem() {
   static const bool allowed = [] {
     for (const void* f : {reinterpret_cast<const void*>(chunk_sums_kernel<true>),
                           reinterpret_cast<const void*>(chunk_sums_kernel<false>),
                           reinterpret_cast<const void*>(chunk_cb_kernel<true>),
-                          reinterpret_cast<const void*>(chunk_cb_kernel<false>),
-                          reinterpret_cast<const void*>(chunk_states_kernel)})
+                          reinterpret_cast<const void*>(chunk_cb_kernel<false>)})
       cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kMaxSmem});
     for (const void* f : {reinterpret_cast<const void*>(chunk_backward_kernel<true>),
                           reinterpret_cast<const void*>(chunk_backward_kernel<false>)})
@@ -651,25 +471,6 @@ void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s)
     chunk_sums_kernel<true><<<grid, kThreads, sums_bytes(geo), s>>>(a, geo);
   else
     chunk_sums_kernel<false><<<grid, kThreads, sums_bytes(geo), s>>>(a, geo);
-  launch_cb(a, geo, s);
-}
-
-bool ssd_chunk_states_fused(const SsdScanBackwardLaunch& a) {
-  // Opt-in (SSM_CUDA_SSD_FUSED_STATES=1) until the fused kernel is measured
-  // on a GPU; otherwise chunk_sums and chunk_pass apart, as before.
-  static const bool on = [] {
-    const char* v = std::getenv("SSM_CUDA_SSD_FUSED_STATES");
-    return v && std::string_view(v) == "1";
-  }();
-  return on && !a.split && round_up(a.P, 16) <= 16 * kMaxStateWarps;
-}
-
-void launch_ssd_chunk_states_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s) {
-  const Geometry geo = geometry_of(a);
-  allow_large_smem();
-  const dim3 grid(static_cast<unsigned>(a.B * a.H),
-                  static_cast<unsigned>(2 * ((geo.Np + kStateCols - 1) / kStateCols)));
-  chunk_states_kernel<<<grid, 32 * (geo.Pp / 16), states_bytes(geo), s>>>(a, geo);
   launch_cb(a, geo, s);
 }
 

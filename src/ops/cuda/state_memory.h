@@ -63,17 +63,6 @@ __device__ __forceinline__ void store_state(__nv_bfloat16* p, float v) {
   set_state_value(*p, v);
 }
 
-// A state entry as stored, for a kernel that keeps the next tile's state
-// in registers while it works on this one (ssd_step_kernel's wide blocks):
-// state_value widens it later, exactly as load_state would have.
-template <bool kStream, class T>
-__device__ __forceinline__ T load_state_raw(const T* p) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (kStream) return __ldcs(p);
-#endif
-  return *p;
-}
-
 // counter += 1, returning the old count, as one acquire-release atomic at
 // GPU scope: what the calling block did before it (ordered by a
 // __syncthreads) happens before what the block that sees the last count
