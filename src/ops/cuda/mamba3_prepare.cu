@@ -125,10 +125,12 @@ __global__ void __launch_bounds__(1024) phase_kernel(Mamba3PrepareLaunch a) {
 // Block per (b, t) and run of heads (heads_per_block below): dt, A, lam of
 // each head, then a thread per item: 4 consecutive entries of q and k (a
 // head, rank r, entries n0..n0+3) or of v. Each item issues all its loads
-// (16-byte ones when `vec_qk` or `vec_v`) before its stores. The rotated entries compute
-// as before the quads (a thread a pair, 4-byte accesses, 76 us a launch at
-// 1 x 2048 on an H100 for ~63 MB written, about 0.8 TB/s): the same float
-// operations per entry, bit-identical output.
+// (16-byte ones when `vec_qk` or `vec_v`) before its stores, and reduces
+// each angle once (sincosf; adjacent pairs share theirs): 71 registers,
+// three 256-thread blocks a multiprocessor, where a sine and a cosine per
+// entry took 84 and two. That kernel was latency-bound on its loads and
+// the angles' reductions, 17% of the H100's DRAM rate at 8 x 2048 (1.16 ms
+// a launch, ncu, 2026-12-07); a register bound of 64 spilled.
 __global__ void heads_kernel(Mamba3PrepareLaunch a, bool vec_qk, bool vec_v) {
   let_next_kernel_start();
   wait_for_previous_kernel();  // first: each of these reads what the one before wrote
@@ -194,6 +196,19 @@ __global__ void heads_kernel(Mamba3PrepareLaunch a, bool vec_qk, bool vec_v) {
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) ph[e] = rot[e] ? a.phases[step * S + j[e]] : 0.f;
+      // One sine and cosine an angle: adjacent pairs' entries 2i and 2i + 1
+      // share theirs (n0 is a multiple of 4), so half the reductions.
+      float cosv[4], sinv[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (!a.halves && e % 2 == 1) {
+          cosv[e] = cosv[e - 1], sinv[e] = sinv[e - 1];
+        } else if (rot[e]) {
+          sincosf(ph[e], &sinv[e], &cosv[e]);
+        } else {
+          cosv[e] = 1.f, sinv[e] = 0.f;
+        }
+      }
       float qo[4], ko[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -205,7 +220,7 @@ __global__ void heads_kernel(Mamba3PrepareLaunch a, bool vec_qk, bool vec_v) {
         // Adjacent pairs' partner is inside the quad (n0 a multiple of 4).
         const float q_par = a.halves ? cnp[e] + cbp[e] : cnv[e ^ 1] + cbv[e ^ 1];
         const float k_par = a.halves ? bnp[e] + bbp[e] : bnv[e ^ 1] + bbv[e ^ 1];
-        const float c = cosf(ph[e]), sn = sinf(ph[e]);  // (a, b) -> (a c - b s, a s + b c)
+        const float c = cosv[e], sn = sinv[e];  // (a, b) -> (a c - b s, a s + b c)
         if (!second[e]) {
           qo[e] = q_own * c - q_par * sn;
           ko[e] = k_own * c - k_par * sn;
