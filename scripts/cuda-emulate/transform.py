@@ -8,6 +8,7 @@ src = open(sys.argv[1]).read()
 src = re.sub(r'#include "ops/cuda/', '#include "ops/cuda/', src)
 # The tensor-core and async-copy primitives: the emulator's own.
 src = src.replace('#include "ops/cuda/tf32_mma.h"', '#include "emu_tf32_mma.h"')
+src = src.replace('#include "ops/cuda/f16_mma.h"', '#include "emu_f16_mma.h"')
 # CUDA's own headers (cuda_bf16.h, ...) come before emu.h redefines __device__.
 cuda_headers = re.findall(r'^#include <cuda_\w+\.h>\n', src, flags=re.M)
 src = re.sub(r'^#include <cuda_\w+\.h>\n', '', src, flags=re.M)

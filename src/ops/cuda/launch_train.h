@@ -69,6 +69,9 @@ struct SsdScanBackwardLaunch {
   // product each for a context that rounds its products
   // (CudaResources::rounds_products).
   bool split = true;
+  // Under split false, chunk_backward with FP16 operands
+  // (ssd_scan_backward_f16.cu) where it fits: CudaResources::ssd_backward_f16.
+  bool f16 = false;
 };
 // The scratch floats launch_ssd_scan_backward needs, and the chunk length
 // (split: SsdScanBackwardLaunch::split).
@@ -83,6 +86,10 @@ bool ssd_backward_tiles_fit(int64_t P, int64_t N);
 int64_t ssd_backward_cb_floats(int64_t B, int64_t L, int64_t G);
 void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s);
 void launch_ssd_chunk_backward_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s);
+// Its pass 3 with FP16 operands (ssd_scan_backward_f16.cu), opt-in: where
+// the tiles fit and its shared memory does, with chunk_cb's C B^T (cb).
+bool ssd_backward_f16_fit(int64_t P, int64_t N);
+void launch_ssd_chunk_backward_f16(const SsdScanBackwardLaunch& a, cudaStream_t s);
 
 // dtable[ids[order[i]]] += scale dout[order[i]] for the runs [seg[j],
 // seg[j+1]) of one id each (order sorted by id, rows in order within a run),

@@ -112,6 +112,10 @@ class CudaResources : public BackendResources {
   // The chunked scan's heads an output block (chunk_scan.cu), forced for
   // measuring: SSM_CUDA_SCAN_HEADS=1, 2, 4 or 8 (0: chosen by the launch).
   int scan_heads = 0;
+  // The SSD scan backward's chunk_backward with FP16 operands
+  // (ssd_scan_backward_f16.cu) in the rounding mode: on with
+  // SSM_CUDA_SSD_BACKWARD_F16=1. Off by default until measured.
+  bool ssd_backward_f16 = false;
   // Its grid barrier's two counters (zero when made), after the step counters.
   unsigned* grid_barrier = nullptr;
 

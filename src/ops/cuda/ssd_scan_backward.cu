@@ -373,7 +373,9 @@ void launch_ssd_scan_backward(const SsdScanBackwardLaunch& a, cudaStream_t s) {
     chunk_pass_kernel<4><<<blocks(entries / 4, kThreads), kThreads, 0, s>>>(a);
   else
     chunk_pass_kernel<1><<<blocks(entries, kThreads), kThreads, 0, s>>>(a);
-  if (tiles) {
+  if (tiles && a.f16 && a.cb && ssd_backward_f16_fit(a.P, a.N)) {
+    launch_ssd_chunk_backward_f16(a, s);
+  } else if (tiles) {
     launch_ssd_chunk_backward_tiles(a, s);
   } else {
     cudaFuncSetAttribute(chunk_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -21,6 +21,7 @@ void ssd_scan_backward(Context& ctx, const ops::SsdScanBackwardArgs& a) {
   l.N = f.B.cols() / l.G;
   if (l.B * l.L == 0) return;
   l.split = !resources(ctx).rounds_products();
+  l.f16 = resources(ctx).ssd_backward_f16;
   l.Q = ssd_backward_chunk(l.P, l.N, l.split);
   Arena::Scope scope(ctx.arena());
   const int64_t nc = (l.L + l.Q - 1) / l.Q, PN = l.P * l.N;

@@ -22,12 +22,20 @@
 #include <algorithm>
 
 #include "ops/cuda/launch_train.h"
+#include "ops/cuda/ssd_backward_chunk.h"
 #include "ops/cuda/tf32_mma.h"
 #include "ops/cuda/tf32_warp_tiles.h"
 
 namespace ssm::cuda {
 namespace {
 
+using ssd_chunk::Chunk;
+using ssd_chunk::chunk_of;
+using ssd_chunk::Geometry;
+using ssd_chunk::geometry_of;
+using ssd_chunk::kRows;
+using ssd_chunk::load_decay;
+using ssd_chunk::row_sums;
 using tiles::Acc;
 using tiles::for_each_acc;
 using tiles::kTileCols;
@@ -37,63 +45,12 @@ using tiles::round_up;
 using tiles::Smem;
 using tiles::warp_mma;
 
-constexpr int kRows = 64;  // steps per chunk
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kBackWarps = 16;  // chunk_backward's
 constexpr int kBackThreads = kBackWarps * 32;
 constexpr size_t kMaxSmem = 200 * 1024;      // chunk_sums', of the H100's 227 KiB per block
 constexpr size_t kMaxBackSmem = 227 * 1024;  // chunk_backward's: all of it (one block an SM)
-
-struct Geometry {
-  int P, N, Pp, Np;  // sizes, and padded to 16
-  int64_t chunks;
-  bool vec_x, vec_dy, vec_B, vec_C, vec_state, vec_cb;  // rows copied in 16-byte pieces
-};
-
-struct Chunk {
-  int64_t b, h, g, row0, slot;  // slot: (b H + h) chunks + c, the scratch's order
-  int64_t cb;                   // (b G + g) chunks + c: the chunk's C B^T
-  int len;
-};
-
-// Heads fastest: the heads of a group, which read the same B and C rows,
-// run side by side and share them in L2.
-__device__ Chunk chunk_of(const SsdScanBackwardLaunch& a, const Geometry& geo) {
-  Chunk k;
-  k.h = blockIdx.x % a.H;
-  const int64_t c = (blockIdx.x / a.H) % geo.chunks;
-  k.b = blockIdx.x / (a.H * geo.chunks);
-  k.g = k.h / (a.H / a.G);
-  k.row0 = k.b * a.L + c * kRows;
-  k.slot = (k.b * a.H + k.h) * geo.chunks + c;
-  k.cb = (k.b * a.G + k.g) * geo.chunks + c;
-  k.len = static_cast<int>(min(int64_t{kRows}, a.L - c * kRows));
-  return k;
-}
-
-// The chunk's dt (zeros past its end) and cs_t = sum_{u<=t} dt_u A, the
-// first warp scanning with shuffles. Ends with a barrier.
-__device__ void load_decay(const SsdScanBackwardLaunch& a, const Chunk& k, float* dt, float* cs) {
-  if (threadIdx.x < 32) {
-    const int l = threadIdx.x;
-    const float* src = a.dt.p + k.row0 * a.dt.stride + k.h;
-    const float d0 = l < k.len ? src[l * a.dt.stride] : 0.f;
-    const float d1 = l + 32 < k.len ? src[(l + 32) * a.dt.stride] : 0.f;
-    dt[l] = d0;
-    dt[l + 32] = d1;
-    const float A = a.A[k.h];
-    float x0 = d0 * A, x1 = d1 * A;
-    for (int o = 1; o < 32; o *= 2) {
-      const float y0 = __shfl_up_sync(0xffffffffu, x0, o), y1 = __shfl_up_sync(0xffffffffu, x1, o);
-      if (l >= o) x0 += y0, x1 += y1;
-    }
-    x1 += __shfl_sync(0xffffffffu, x0, 31);
-    cs[l] = x0;
-    cs[l + 32] = x1;
-  }
-  __syncthreads();
-}
 
 struct SumsSmem {
   int ldv, ldk;
@@ -214,21 +171,6 @@ struct BackSmem {
            2 * size_t(g.Pp) * ldn + kBackWarps;
   }
 };
-
-// Adds over the 4 lanes of each row, in a fixed tree, a warp item's
-// per-lane sums of its rows m0 + g and m0 + g + 8 (rows[0], rows[1]), and
-// writes them to dst[g] and dst[g + 8].
-__device__ void row_sums(float (&rows)[2], float* dst) {
-  const int lane = threadIdx.x % 32;
-  for (int o = 1; o < 4; o *= 2) {
-    rows[0] += __shfl_xor_sync(0xffffffffu, rows[0], o);
-    rows[1] += __shfl_xor_sync(0xffffffffu, rows[1], o);
-  }
-  if (lane % 4 == 0) {
-    dst[lane / 4] = rows[0];
-    dst[lane / 4 + 8] = rows[1];
-  }
-}
 
 // A block per (b, h, chunk), 16 warps (one block a multiprocessor: twice
 // the warps of 8 to hide the latencies of the fragment loads and the
@@ -395,27 +337,6 @@ __global__ void __launch_bounds__(kBackThreads)
     // The chunk's decay is no longer needed (pass 2 used it): its slot holds dD's part.
     a.decay[k.slot] = sum;
   }
-}
-
-bool vec_ok(const ConstRows& v, int64_t cols) {
-  return reinterpret_cast<uintptr_t>(v.p) % 16 == 0 && v.stride % 4 == 0 && cols % 4 == 0;
-}
-
-Geometry geometry_of(const SsdScanBackwardLaunch& a) {
-  Geometry g;
-  g.P = static_cast<int>(a.P);
-  g.N = static_cast<int>(a.N);
-  g.Pp = static_cast<int>(round_up(a.P, 16));
-  g.Np = static_cast<int>(round_up(a.N, 16));
-  g.chunks = (a.L + kRows - 1) / kRows;
-  g.vec_x = vec_ok(a.x, a.P);
-  g.vec_dy = vec_ok(a.dy, a.P);
-  g.vec_B = vec_ok(a.Bm, a.N);
-  g.vec_C = vec_ok(a.C, a.N);
-  g.vec_state = reinterpret_cast<uintptr_t>(a.states) % 16 == 0 &&
-                reinterpret_cast<uintptr_t>(a.dstates) % 16 == 0 && a.N % 4 == 0;
-  g.vec_cb = reinterpret_cast<uintptr_t>(a.cb) % 16 == 0;
-  return g;
 }
 
 size_t sums_bytes(const Geometry& g) { return SumsSmem::of(g).bytes(); }
