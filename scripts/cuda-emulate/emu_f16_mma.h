@@ -67,13 +67,17 @@ inline void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t
     std::memcpy(&u, &all[lane][i], sizeof u);
     return u;
   };
-  const auto half = [](uint32_t u, int hi) { return f16_value(static_cast<uint16_t>(hi ? u >> 16 : u)); };
-  // A (16 x 16): lane (r % 8) * 4 + (k % 8) / 2 holds (r, k) in a[(r >= 8) + 2 (k >= 8)], half k % 2;
-  // B (16 x 8): lane n * 4 + (k % 8) / 2 holds (k, n) in b[k >= 8], half k % 2.
+  const auto half = [](uint32_t u, int hi) {
+    return f16_value(static_cast<uint16_t>(hi ? u >> 16 : u));
+  };
+  // A (16 x 16): lane (r % 8) * 4 + (k % 8) / 2 holds (r, k) in a[(r >= 8) + 2 (k >= 8)], half k %
+  // 2; B (16 x 8): lane n * 4 + (k % 8) / 2 holds (k, n) in b[k >= 8], half k % 2.
   const auto A = [&](int r, int k) {
     return half(reg((r % 8) * 4 + (k % 8) / 2, (r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)), k % 2);
   };
-  const auto B = [&](int k, int n) { return half(reg(n * 4 + (k % 8) / 2, 4 + (k >= 8 ? 1 : 0)), k % 2); };
+  const auto B = [&](int k, int n) {
+    return half(reg(n * 4 + (k % 8) / 2, 4 + (k >= 8 ? 1 : 0)), k % 2);
+  };
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, tg = lane % 4;
   for (int e = 0; e < 4; ++e) {
     const int row = g + (e >= 2 ? 8 : 0), col = 2 * tg + (e & 1);

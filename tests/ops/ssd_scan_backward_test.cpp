@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <string>
 #include <tuple>
 
 #include "ops/against_ref.h"
@@ -103,20 +104,35 @@ TEST_P(SsdScanBackwardTest, MatchesRef) {
 // before and after 2026-12-06 alike).
 constexpr testing::Tolerance kRoundedTol{2e-3, 1e-5}, kRoundedDaTol{1e-2, 1e-5};
 
+// run on a fresh context of `backend` with rounded products, made (and
+// run: the CPU emulator reads it at each call) while SSM_CUDA_SSD_BACKWARD_F16
+// is `f16` (unset when null).
+template <class Run>
+testing::Outputs run_rounded(const std::string& backend, const char* f16, const Run& run) {
+  if (f16) ::setenv("SSM_CUDA_SSD_BACKWARD_F16", f16, 1);
+  Context ctx(backend, 1);
+  EXPECT_TRUE(ctx.resources()->set_bf16_compute(true));
+  testing::Outputs got = run(ctx);
+  ::unsetenv("SSM_CUDA_SSD_BACKWARD_F16");
+  return got;
+}
+
 // A context that rounds its products (training with --bf16) runs the chunk
 // passes on the tensor cores where their tiles fit (cuda:
-// ssd_scan_backward_tiles.cu): near ref at the precision of its rounded
-// operands, repeatable bit for bit, and not the exact path's bits (so the
-// mode is seen to take effect). Cases: 130m-shaped heads (P 64, N 128, one
-// group shared by every head, a short last chunk, a carried state), several
-// groups of an odd number of heads with batch rows and P, N off the tile
-// sizes and the 16-byte pieces (P N odd: chunk_pass a float a thread), and
-// one head. Host backends have no such mode.
-TEST_P(SsdScanBackwardTest, RoundedProductsStayNearRef) {
+// ssd_scan_backward_tiles.cu; with SSM_CUDA_SSD_BACKWARD_F16=1 (f16 "1")
+// chunk_backward with FP16 operands, ssd_scan_backward_f16.cu): near ref at
+// the precision of its rounded operands, repeatable bit for bit, and not
+// the exact path's bits (so the mode is seen to take effect), nor with f16
+// the TF32 kernel's (so the variant is). Cases: 130m-shaped heads (P 64,
+// N 128, one group shared by every head, a short last chunk, a carried
+// state), several groups of an odd number of heads with batch rows and P, N
+// off the tile sizes and the 16-byte pieces (P N odd: chunk_pass a float a
+// thread), and one head. Host backends have no such mode.
+void expect_rounded_near_ref(const std::string& backend, const char* f16) {
   {
-    Context probe(GetParam(), 1);
+    Context probe(backend, 1);
     if (!(probe.resources() && probe.resources()->set_bf16_compute(true)))
-      GTEST_SKIP() << GetParam() << " has no rounded products";
+      GTEST_SKIP() << backend << " has no rounded products";
   }
   struct Shape {
     int64_t B, L, H, P, N, G;
@@ -128,23 +144,32 @@ TEST_P(SsdScanBackwardTest, RoundedProductsStayNearRef) {
     SCOPED_TRACE(::testing::Message() << "B " << s.B << " L " << s.L << " H " << s.H << " P " << s.P
                                       << " N " << s.N << " G " << s.G);
     const BackwardInputs in(s.B, s.L, s.H, s.P, s.N, s.G, 300 + s.L + s.H, s.with_D, s.with_state);
-    Context ref("ref", 1), exact(GetParam(), 1), rounded(GetParam(), 1), again(GetParam(), 1);
-    ASSERT_TRUE(rounded.resources()->set_bf16_compute(true));
-    ASSERT_TRUE(again.resources()->set_bf16_compute(true));
+    Context ref("ref", 1), exact(backend, 1);
     auto run = [&](Context& ctx) { return run_backward(ctx, in, 64, s.strided); };
-    const testing::Outputs want = run(ref), precise = run(exact), got = run(rounded),
-                           repeat = run(again);
+    const testing::Outputs want = run(ref), precise = run(exact),
+                           got = run_rounded(backend, f16, run),
+                           repeat = run_rounded(backend, f16, run);
     for (size_t i = 0; i < want.size(); ++i) {
       const testing::Tolerance tol = want[i].first == "dA" ? kRoundedDaTol : kRoundedTol;
       EXPECT_TRUE(testing::close(got[i].second, want[i].second, tol)) << want[i].first;
       EXPECT_TRUE(testing::bitwise_equal(got[i].second, repeat[i].second)) << want[i].first;
       if (std::getenv("SSM_PRINT_ERRORS"))
-        std::cout << "[error] rounded " << want[i].first << " "
+        std::cout << "[error] rounded" << (f16 ? " f16 " : " ") << want[i].first << " "
                   << testing::max_rel_error(got[i].second, want[i].second) << "\n";
     }
     EXPECT_FALSE(testing::bitwise_equal(got[0].second, precise[0].second));
+    if (f16) {
+      const testing::Outputs tf32 = run_rounded(backend, nullptr, run);
+      EXPECT_FALSE(testing::bitwise_equal(got[0].second, tf32[0].second));
+    }
   }
 }
+
+TEST_P(SsdScanBackwardTest, RoundedProductsStayNearRef) {
+  expect_rounded_near_ref(GetParam(), nullptr);
+}
+
+TEST_P(SsdScanBackwardTest, Fp16OperandsStayNearRef) { expect_rounded_near_ref(GetParam(), "1"); }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SsdScanBackwardTest,
                          ::testing::ValuesIn(testing::all_backends()), testing::backend_param_name);

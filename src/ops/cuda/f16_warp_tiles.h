@@ -113,8 +113,8 @@ __device__ void for_each_run(const float* src, int64_t stride, int rows, int tot
 }
 
 // This thread's largest magnitude of rows x cols of src (as for_each_run reads them).
-__device__ __forceinline__ float max_abs_rows(const float* src, int64_t stride, int rows,
-                                              int cols, bool vec) {
+__device__ __forceinline__ float max_abs_rows(const float* src, int64_t stride, int rows, int cols,
+                                              bool vec) {
   float m = 0.f;
   for_each_run(src, stride, rows, rows, cols, cols + 3 - (cols + 3) % 4, vec,
                [&](int, int, float4 v) {

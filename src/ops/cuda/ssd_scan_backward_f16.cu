@@ -212,8 +212,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int ib = item - na, m0 = (ib % kMt) * 16, n0 = (ib / kMt) * kTileCols;
       warp_mma_f16<false, true>(acc, Half16{sx, lay.wp}, Half16{sF, lay.wn}, 0, geo.Pp, m0, n0,
                                 geo.Np);
-      warp_mma_f16<true, true>(acc_m, Half16{M2, kRows}, Half16{sC, lay.wn}, m0, K, m0, n0,
-                               geo.Np);
+      warp_mma_f16<true, true>(acc_m, Half16{M2, kRows}, Half16{sC, lay.wn}, m0, K, m0, n0, geo.Np);
       const float ua = pow2(-(e[kX] + e[kF])), um = pow2(-(e[kM2] + e[kC]));
       float rows[2] = {0.f, 0.f};  // -B . dB^h over this lane's columns of rows m0 + g, m0 + g + 8
       for_each_acc(m0, n0, geo.Np, [&](int t, int n, int j, int i) {
@@ -228,8 +227,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int ic = item - na - nb, m0 = (ic % kMt) * 16, n0 = (ic / kMt) * kTileCols;
       warp_mma_f16<false, true>(acc, Half16{sdy, lay.wp}, Half16{sS0, lay.wn}, 0, geo.Pp, m0, n0,
                                 geo.Np);
-      warp_mma_f16<false, true>(acc_m, Half16{M2dt, kRows}, Half16{sB, lay.wn}, 0,
-                                min(m0 + 16, K), m0, n0, geo.Np);
+      warp_mma_f16<false, true>(acc_m, Half16{M2dt, kRows}, Half16{sB, lay.wn}, 0, min(m0 + 16, K),
+                                m0, n0, geo.Np);
       const float ua = pow2(-(e[kDy] + e[kS0])), um = pow2(-(e[kM2dt] + e[kB]));
       float rows[2] = {0.f, 0.f};  // C . dC^h
       for_each_acc(m0, n0, geo.Np, [&](int t, int n, int j, int i) {
@@ -279,8 +278,8 @@ void launch_ssd_chunk_backward_f16(const SsdScanBackwardLaunch& a, cudaStream_t 
   static const bool allowed = [] {
     cudaFuncSetAttribute(chunk_backward_f16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          int{kMaxSmem});
-    cudaFuncSetAttribute(chunk_backward_f16_kernel,
-                         cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    cudaFuncSetAttribute(chunk_backward_f16_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                         100);
     return true;
   }();
   (void)allowed;
