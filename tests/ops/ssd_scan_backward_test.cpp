@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -106,21 +107,27 @@ constexpr testing::Tolerance kRoundedTol{2e-3, 1e-5}, kRoundedDaTol{1e-2, 1e-5};
 
 // run on a fresh context of `backend` with rounded products, made (and
 // run: the CPU emulator reads it at each call) while SSM_CUDA_SSD_BACKWARD_F16
-// is `f16` (unset when null).
+// is `f16` (as it is when null); its value before is restored.
 template <class Run>
 testing::Outputs run_rounded(const std::string& backend, const char* f16, const Run& run) {
+  const char* was = std::getenv("SSM_CUDA_SSD_BACKWARD_F16");
+  const std::optional<std::string> before = was ? std::optional<std::string>(was) : std::nullopt;
   if (f16) ::setenv("SSM_CUDA_SSD_BACKWARD_F16", f16, 1);
   Context ctx(backend, 1);
   EXPECT_TRUE(ctx.resources()->set_bf16_compute(true));
   testing::Outputs got = run(ctx);
-  ::unsetenv("SSM_CUDA_SSD_BACKWARD_F16");
+  if (before)
+    ::setenv("SSM_CUDA_SSD_BACKWARD_F16", before->c_str(), 1);
+  else
+    ::unsetenv("SSM_CUDA_SSD_BACKWARD_F16");
   return got;
 }
 
 // A context that rounds its products (training with --bf16) runs the chunk
 // passes on the tensor cores where their tiles fit (cuda:
-// ssd_scan_backward_tiles.cu; with SSM_CUDA_SSD_BACKWARD_F16=1 (f16 "1")
-// chunk_backward with FP16 operands, ssd_scan_backward_f16.cu): near ref at
+// ssd_scan_backward_tiles.cu; with SSM_CUDA_SSD_BACKWARD_F16=1, from the
+// environment or f16 "1", chunk_backward with FP16 operands:
+// ssd_scan_backward_f16.cu): near ref at
 // the precision of its rounded operands, repeatable bit for bit, and not
 // the exact path's bits (so the mode is seen to take effect), nor with f16
 // the TF32 kernel's (so the variant is). Cases: 130m-shaped heads (P 64,
@@ -159,7 +166,7 @@ void expect_rounded_near_ref(const std::string& backend, const char* f16) {
     }
     EXPECT_FALSE(testing::bitwise_equal(got[0].second, precise[0].second));
     if (f16) {
-      const testing::Outputs tf32 = run_rounded(backend, nullptr, run);
+      const testing::Outputs tf32 = run_rounded(backend, "0", run);
       EXPECT_FALSE(testing::bitwise_equal(got[0].second, tf32[0].second));
     }
   }
