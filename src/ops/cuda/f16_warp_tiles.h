@@ -86,42 +86,52 @@ __device__ void warp_mma_f16(Acc& acc, Half16 A, Half16 B, int k0, int k1, int m
   }
 }
 
-// Calls f(r, c, v) for this thread's runs of 4 columns (v: float4 of the
-// values, zeros past `rows` x `cols`) of rows [0, total) x [0, ld) of src
-// (row stride `stride`); with `vec` 16-byte loads (src, stride and cols
-// multiples of 4 floats).
-template <class F>
-__device__ void for_each_run(const float* src, int64_t stride, int rows, int total, int cols,
-                             int ld, bool vec, F f) {
-  const int runs = ld / 4;
-  for (int i = threadIdx.x; i < total * runs; i += blockDim.x) {
-    const int r = i / runs, c = 4 * (i % runs);
-    float4 v{0.f, 0.f, 0.f, 0.f};
-    if (r < rows && c < cols) {
-      const float* s = src + r * stride + c;
-      if (vec) {
-        v = *reinterpret_cast<const float4*>(s);
-      } else {
-        v.x = s[0];
-        if (c + 1 < cols) v.y = s[1];
-        if (c + 2 < cols) v.z = s[2];
-        if (c + 3 < cols) v.w = s[3];
+// An operand's F32 rows held in this thread's registers from their load
+// to their staging as FP16 (the scale needs the block's largest magnitude
+// first): runs of 4 columns, run i = threadIdx.x + q blockDim.x (q < kRuns)
+// of rows [0, total) x [0, ld) at row i / (ld / 4), column 4 (i % (ld / 4));
+// the caller sees that total ld / 4 <= kRuns blockDim.x.
+template <int kRuns>
+struct HeldRows {
+  float4 v[kRuns];
+  // Rows x cols of src (row stride `stride`; zeros past them), with `vec`
+  // 16-byte loads (src, stride and cols multiples of 4 floats); returns this
+  // thread's largest magnitude.
+  __device__ float load(const float* src, int64_t stride, int rows, int cols, int ld, bool vec) {
+    const int per = ld / 4;
+    float m = 0.f;
+#pragma unroll
+    for (int q = 0; q < kRuns; ++q) {
+      const int i = threadIdx.x + q * blockDim.x, r = i / per, c = 4 * (i % per);
+      float4 x{0.f, 0.f, 0.f, 0.f};
+      if (r < rows && c < cols) {
+        const float* s = src + r * stride + c;
+        if (vec) {
+          x = *reinterpret_cast<const float4*>(s);
+        } else {
+          x.x = s[0];
+          if (c + 1 < cols) x.y = s[1];
+          if (c + 2 < cols) x.z = s[2];
+          if (c + 3 < cols) x.w = s[3];
+        }
       }
+      v[q] = x;
+      m = fmaxf(m, fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
     }
-    f(r, c, v);
+    return m;
   }
-}
-
-// This thread's largest magnitude of rows x cols of src (as for_each_run reads them).
-__device__ __forceinline__ float max_abs_rows(const float* src, int64_t stride, int rows, int cols,
-                                              bool vec) {
-  float m = 0.f;
-  for_each_run(src, stride, rows, rows, cols, cols + 3 - (cols + 3) % 4, vec,
-               [&](int, int, float4 v) {
-                 m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-               });
-  return m;
-}
+  // Rows [0, total) x [0, ld) of dst: the values times `scale` as FP16.
+  __device__ void stage(uint16_t* dst, int total, int ld, float scale) const {
+    const int per = ld / 4;
+#pragma unroll
+    for (int q = 0; q < kRuns; ++q) {
+      const int i = threadIdx.x + q * blockDim.x, r = i / per, c = 4 * (i % per);
+      if (r < total)
+        *reinterpret_cast<uint2*>(dst + at(r, c, ld)) = uint2{
+            pack_f16x2(v[q].x * scale, v[q].y * scale), pack_f16x2(v[q].z * scale, v[q].w * scale)};
+    }
+  }
+};
 
 // The block's largest of each warp's m: the warp's, by shuffles, to
 // slots[warp] (the caller's barrier, then block_max reads them).
@@ -133,16 +143,6 @@ __device__ __forceinline__ float block_max(const float* slots) {
   float m = 0.f;
   for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) m = fmaxf(m, slots[w]);
   return m;
-}
-
-// Rows [0, total) x [0, ld) of dst from src times `scale` as FP16 (zeros
-// past `rows` x `cols`).
-__device__ __forceinline__ void stage_rows(uint16_t* dst, int ld, const float* src, int64_t stride,
-                                           int rows, int total, int cols, float scale, bool vec) {
-  for_each_run(src, stride, rows, total, cols, ld, vec, [&](int r, int c, float4 v) {
-    *reinterpret_cast<uint2*>(dst + at(r, c, ld)) =
-        uint2{pack_f16x2(v.x * scale, v.y * scale), pack_f16x2(v.z * scale, v.w * scale)};
-  });
 }
 
 // Elements (r, c) and (r, c + 1) of dst (c even) as FP16.

@@ -10,10 +10,10 @@
 // they are (F32, from global memory: L2 for the heads of a group), in
 // fixed orders as the TF32 kernel's, so results repeat bit for bit.
 //
-// Each operand's scale needs its largest magnitude first: the block reads
-// x, dy, B, C, S0 and F once for the maxima and again to stage them (the
-// second read from L2), and M1, M2, M2 diag(dt) are scaled when made (each
-// warp holds its item's values across the barrier that gathers the maxima).
+// Each operand's scale needs its largest magnitude first: each thread holds
+// its pieces of the operands in registers across the barrier that gathers
+// their maxima (so P <= 64, N <= 128: the Mamba-2
+// models' 64 and 128), and M1, M2, M2 diag(dt) likewise when made.
 #include <algorithm>
 
 #include "ops/cuda/f16_mma.h"
@@ -31,10 +31,9 @@ using f16tiles::at;
 using f16tiles::block_max;
 using f16tiles::Half16;
 using f16tiles::half_pitch;
-using f16tiles::max_abs_rows;
+using f16tiles::HeldRows;
 using f16tiles::pow2;
 using f16tiles::scale_exp;
-using f16tiles::stage_rows;
 using f16tiles::store_pair;
 using f16tiles::warp_max_to;
 using f16tiles::warp_mma_f16;
@@ -55,6 +54,11 @@ constexpr int kThreads = kWarps * 32;
 constexpr size_t kMaxSmem = 227 * 1024;
 constexpr int kMt = kRows / 16, kNt = kRows / kTileCols;
 static_assert(kMt * kNt == kWarps, "M1 and M2: one item a warp");
+// The operands' rows held in registers (HeldRows) fit for P <= 64 and
+// N <= 128 (the TF32 kernel runs the others): runs of 4 of 64 x 64 (x, dy)
+// and of 64 x 128 (B, C, F, S0) a thread.
+constexpr int kMaxP = 64, kMaxN = 128;
+constexpr int kRunsP = kRows * kMaxP / 4 / kThreads, kRunsN = kRows * kMaxN / 4 / kThreads;
 
 // The staged operands, each with its own scale.
 enum Operand { kX, kDy, kB, kC, kF, kS0, kM1, kM2, kM2dt, kOperands };
@@ -114,21 +118,38 @@ __global__ void __launch_bounds__(kThreads, 2)
   const float* Cg = a.C.p + k.row0 * a.C.stride + k.g * N;
   const float* Fg = a.dstates + k.slot * P * N;
   const float* S0g = a.states + k.slot * P * N;
-  warp_max_to(max_abs_rows(xg, a.x.stride, len, P, geo.vec_x), maxima + kX * kWarps);
-  warp_max_to(max_abs_rows(dyg, a.dy.stride, len, P, geo.vec_dy), maxima + kDy * kWarps);
-  warp_max_to(max_abs_rows(Bg, a.Bm.stride, len, N, geo.vec_B), maxima + kB * kWarps);
-  warp_max_to(max_abs_rows(Cg, a.C.stride, len, N, geo.vec_C), maxima + kC * kWarps);
-  warp_max_to(max_abs_rows(Fg, N, P, N, geo.vec_state), maxima + kF * kWarps);
-  warp_max_to(max_abs_rows(S0g, N, P, N, geo.vec_state), maxima + kS0 * kWarps);
-  load_decay(a, k, dt, cs);  // its barrier: the maxima are in
-  int e[kOperands];          // the scale exponents
-  for (int o = kX; o <= kS0; ++o) e[o] = scale_exp(block_max(maxima + o * kWarps));
-  stage_rows(sx, lay.wp, xg, a.x.stride, len, kRows, P, pow2(e[kX]), geo.vec_x);
-  stage_rows(sdy, lay.wp, dyg, a.dy.stride, len, kRows, P, pow2(e[kDy]), geo.vec_dy);
-  stage_rows(sB, lay.wn, Bg, a.Bm.stride, len, kRows, N, pow2(e[kB]), geo.vec_B);
-  stage_rows(sC, lay.wn, Cg, a.C.stride, len, kRows, N, pow2(e[kC]), geo.vec_C);
-  stage_rows(sF, lay.wn, Fg, N, P, geo.Pp, N, pow2(e[kF]), geo.vec_state);
-  stage_rows(sS0, lay.wn, S0g, N, P, geo.Pp, N, pow2(e[kS0]), geo.vec_state);
+  // Held in three groups of at most 64 registers a thread (all six at once
+  // spill), each while its maxima gather: x, dy, B (load_decay's barrier),
+  // C, F, then S0.
+  int e[kOperands];  // the scale exponents
+  {
+    HeldRows<kRunsP> hx, hdy;
+    HeldRows<kRunsN> hB;
+    warp_max_to(hx.load(xg, a.x.stride, len, P, lay.wp, geo.vec_x), maxima + kX * kWarps);
+    warp_max_to(hdy.load(dyg, a.dy.stride, len, P, lay.wp, geo.vec_dy), maxima + kDy * kWarps);
+    warp_max_to(hB.load(Bg, a.Bm.stride, len, N, lay.wn, geo.vec_B), maxima + kB * kWarps);
+    load_decay(a, k, dt, cs);  // its barrier: the maxima are in
+    for (int o = kX; o <= kB; ++o) e[o] = scale_exp(block_max(maxima + o * kWarps));
+    hx.stage(sx, kRows, lay.wp, pow2(e[kX]));
+    hdy.stage(sdy, kRows, lay.wp, pow2(e[kDy]));
+    hB.stage(sB, kRows, lay.wn, pow2(e[kB]));
+  }
+  {
+    HeldRows<kRunsN> hC, hF;
+    warp_max_to(hC.load(Cg, a.C.stride, len, N, lay.wn, geo.vec_C), maxima + kC * kWarps);
+    warp_max_to(hF.load(Fg, N, P, N, lay.wn, geo.vec_state), maxima + kF * kWarps);
+    __syncthreads();
+    for (int o = kC; o <= kF; ++o) e[o] = scale_exp(block_max(maxima + o * kWarps));
+    hC.stage(sC, kRows, lay.wn, pow2(e[kC]));
+    hF.stage(sF, geo.Pp, lay.wn, pow2(e[kF]));
+  }
+  {
+    HeldRows<kRunsN> hS0;
+    warp_max_to(hS0.load(S0g, N, P, N, lay.wn, geo.vec_state), maxima + kS0 * kWarps);
+    __syncthreads();
+    e[kS0] = scale_exp(block_max(maxima + kS0 * kWarps));
+    hS0.stage(sS0, geo.Pp, lay.wn, pow2(e[kS0]));
+  }
   const float last = cs[len - 1];
   for (int t = threadIdx.x; t < kRows; t += blockDim.x) {
     eL[t] = t < len ? expf(last - cs[t]) : 0.f;
@@ -264,7 +285,7 @@ size_t f16_bytes(const Geometry& g) { return F16Smem::of(g).bytes(g); }
 }  // namespace
 
 bool ssd_backward_f16_fit(int64_t P, int64_t N) {
-  if (!ssd_backward_tiles_fit(P, N)) return false;
+  if (P > kMaxP || N > kMaxN || !ssd_backward_tiles_fit(P, N)) return false;
   SsdScanBackwardLaunch a{};
   a.P = P;
   a.N = N;
