@@ -12,8 +12,8 @@
 //
 // Each operand's scale needs its largest magnitude first: each thread holds
 // its pieces of the operands in registers across the barrier that gathers
-// their maxima (so P <= 64, N <= 128: the Mamba-2
-// models' 64 and 128), and M1, M2, M2 diag(dt) likewise when made.
+// their maxima (so P <= 64, N <= 128: the Mamba-2 models' 64 and 128), and
+// M1, M2, M2 diag(dt) likewise when made.
 #include <algorithm>
 
 #include "ops/cuda/f16_mma.h"
