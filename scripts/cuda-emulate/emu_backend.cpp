@@ -73,7 +73,7 @@ CudaResources& resources(Context& ctx) {
   const std::string_view v(heads ? heads : "");
   r.scan_heads = v == "1" || v == "2" || v == "4" || v == "8" ? v[0] - '0' : 0;
   const char* f16 = std::getenv("SSM_CUDA_SSD_BACKWARD_F16");
-  r.ssd_backward_f16 = f16 && std::string_view(f16) == "1";
+  r.ssd_backward_f16 = !(f16 && std::string_view(f16) == "0");
   const auto* own = dynamic_cast<const EmuResources*>(ctx.resources());
   r.bf16_compute = own && own->bf16_compute;
   return r;

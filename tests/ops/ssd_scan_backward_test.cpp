@@ -8,6 +8,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 
 #include "ops/against_ref.h"
@@ -107,7 +108,7 @@ constexpr testing::Tolerance kRoundedTol{2e-3, 1e-5}, kRoundedDaTol{1e-2, 1e-5};
 
 // run on a fresh context of `backend` with rounded products, made (and
 // run: the CPU emulator reads it at each call) while SSM_CUDA_SSD_BACKWARD_F16
-// is `f16` (as it is when null); its value before is restored.
+// is `f16`; its value before is restored.
 template <class Run>
 testing::Outputs run_rounded(const std::string& backend, const char* f16, const Run& run) {
   const char* was = std::getenv("SSM_CUDA_SSD_BACKWARD_F16");
@@ -125,17 +126,17 @@ testing::Outputs run_rounded(const std::string& backend, const char* f16, const 
 
 // A context that rounds its products (training with --bf16) runs the chunk
 // passes on the tensor cores where their tiles fit (cuda:
-// ssd_scan_backward_tiles.cu; with SSM_CUDA_SSD_BACKWARD_F16=1, from the
-// environment or f16 "1", chunk_backward with FP16 operands:
-// ssd_scan_backward_f16.cu): near ref at
-// the precision of its rounded operands, repeatable bit for bit, and not
-// the exact path's bits (so the mode is seen to take effect), nor with f16
-// the TF32 kernel's (so the variant is). Cases: 130m-shaped heads (P 64,
-// N 128, one group shared by every head, a short last chunk, a carried
-// state), several groups of an odd number of heads with batch rows and P, N
-// off the tile sizes and the 16-byte pieces (P N odd: chunk_pass a float a
-// thread), and one head. Host backends have no such mode.
+// ssd_scan_backward_tiles.cu, and chunk_backward with FP16 operands,
+// ssd_scan_backward_f16.cu, unless SSM_CUDA_SSD_BACKWARD_F16 is `f16` "0"):
+// near ref at the precision of its rounded operands, repeatable bit for
+// bit, and not the exact path's bits (so the mode is seen to take effect),
+// nor with FP16 the TF32 kernel's (so the variant is). Cases: 130m-shaped
+// heads (P 64, N 128, one group shared by every head, a short last chunk, a
+// carried state), several groups of an odd number of heads with batch rows
+// and P, N off the tile sizes and the 16-byte pieces (P N odd: chunk_pass a
+// float a thread), and one head. Host backends have no such mode.
 void expect_rounded_near_ref(const std::string& backend, const char* f16) {
+  const bool fp16 = std::string_view(f16) == "1";
   {
     Context probe(backend, 1);
     if (!(probe.resources() && probe.resources()->set_bf16_compute(true)))
@@ -161,11 +162,11 @@ void expect_rounded_near_ref(const std::string& backend, const char* f16) {
       EXPECT_TRUE(testing::close(got[i].second, want[i].second, tol)) << want[i].first;
       EXPECT_TRUE(testing::bitwise_equal(got[i].second, repeat[i].second)) << want[i].first;
       if (std::getenv("SSM_PRINT_ERRORS"))
-        std::cout << "[error] rounded" << (f16 ? " f16 " : " ") << want[i].first << " "
+        std::cout << "[error] rounded" << (fp16 ? " f16 " : " ") << want[i].first << " "
                   << testing::max_rel_error(got[i].second, want[i].second) << "\n";
     }
     EXPECT_FALSE(testing::bitwise_equal(got[0].second, precise[0].second));
-    if (f16) {
+    if (fp16) {
       const testing::Outputs tf32 = run_rounded(backend, "0", run);
       EXPECT_FALSE(testing::bitwise_equal(got[0].second, tf32[0].second));
     }
@@ -173,7 +174,7 @@ void expect_rounded_near_ref(const std::string& backend, const char* f16) {
 }
 
 TEST_P(SsdScanBackwardTest, RoundedProductsStayNearRef) {
-  expect_rounded_near_ref(GetParam(), nullptr);
+  expect_rounded_near_ref(GetParam(), "0");
 }
 
 TEST_P(SsdScanBackwardTest, Fp16OperandsStayNearRef) { expect_rounded_near_ref(GetParam(), "1"); }

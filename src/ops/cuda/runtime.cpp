@@ -72,7 +72,7 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
     scan_heads = v == "1" || v == "2" || v == "4" || v == "8" ? v[0] - '0' : 0;
   }
   const char* f16 = std::getenv("SSM_CUDA_SSD_BACKWARD_F16");
-  ssd_backward_f16 = f16 && std::string_view(f16) == "1";
+  ssd_backward_f16 = !(f16 && std::string_view(f16) == "0");
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, stream), "cublasSetStream");
