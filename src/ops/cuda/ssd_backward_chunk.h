@@ -77,6 +77,31 @@ __device__ __forceinline__ void row_sums(float (&rows)[2], float* dst) {
   }
 }
 
+// The chunk_backward kernels' end, after the barrier that completes the
+// partial row sums: per step, ddt (the column items' sums of x . dS B,
+// pass 5) and g = <C, dC^h> - <B, dB^h> (pass 4), a difference of nearly
+// equal sums, so its partials (F32 over 32 columns, far below the products'
+// rounding in dB^h and dC^h) are added in double; then thread 0 adds the
+// warps' dD parts into the chunk's decay slot (pass 2 is done with it).
+__device__ __forceinline__ void write_step_sums(const SsdScanBackwardLaunch& a, const Chunk& k,
+                                                int len, const float* part, int col_items,
+                                                const float* gpart, int n_items,
+                                                const float* red, int warps) {
+  for (int t = threadIdx.x; t < len; t += blockDim.x) {
+    float acc = 0;
+    for (int ci = 0; ci < col_items; ++ci) acc += part[ci * kRows + t];
+    a.ddt.p[(k.row0 + t) * a.ddt.stride + k.h] = acc;
+    double gsum = 0;
+    for (int i = 0; i < 2 * n_items; ++i) gsum += gpart[i * kRows + t];
+    a.g[(k.row0 + t) * a.H + k.h] = static_cast<float>(gsum);
+  }
+  if (threadIdx.x == 0) {
+    float sum = 0;
+    for (int w = 0; w < warps; ++w) sum += red[w];
+    a.decay[k.slot] = sum;
+  }
+}
+
 inline bool vec_ok(const ConstRows& v, int64_t cols) {
   return reinterpret_cast<uintptr_t>(v.p) % 16 == 0 && v.stride % 4 == 0 && cols % 4 == 0;
 }

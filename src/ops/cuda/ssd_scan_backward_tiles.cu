@@ -36,6 +36,7 @@ using ssd_chunk::geometry_of;
 using ssd_chunk::kRows;
 using ssd_chunk::load_decay;
 using ssd_chunk::row_sums;
+using ssd_chunk::write_step_sums;
 using tiles::Acc;
 using tiles::for_each_acc;
 using tiles::kTileCols;
@@ -320,23 +321,7 @@ __global__ void __launch_bounds__(kBackThreads)
     }
   }
   __syncthreads();  // the partial row sums are done
-  for (int t = threadIdx.x; t < len; t += blockDim.x) {
-    float acc = 0;
-    for (int ci = 0; ci < lay.col_items; ++ci) acc += part[ci * kRows + t];
-    a.ddt.p[(k.row0 + t) * a.ddt.stride + k.h] = acc;  // decay terms: pass 5
-    // Pass 4 here: g = <C, dC^h> - <B, dB^h>, a difference of nearly equal
-    // sums, so the column items' partial sums (F32 over 32 columns, far
-    // below TF32's error in dB^h and dC^h) are added in double.
-    double gsum = 0;
-    for (int i = 0; i < 2 * lay.n_items; ++i) gsum += gpart[i * kRows + t];
-    a.g[(k.row0 + t) * a.H + k.h] = static_cast<float>(gsum);
-  }
-  if (threadIdx.x == 0) {
-    float sum = 0;
-    for (int w = 0; w < kBackWarps; ++w) sum += red[w];
-    // The chunk's decay is no longer needed (pass 2 used it): its slot holds dD's part.
-    a.decay[k.slot] = sum;
-  }
+  write_step_sums(a, k, len, part, lay.col_items, gpart, lay.n_items, red, kBackWarps);
 }
 
 size_t sums_bytes(const Geometry& g) { return SumsSmem::of(g).bytes(); }
