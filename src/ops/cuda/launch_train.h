@@ -86,8 +86,9 @@ bool ssd_backward_tiles_fit(int64_t P, int64_t N);
 int64_t ssd_backward_cb_floats(int64_t B, int64_t L, int64_t G);
 void launch_ssd_chunk_sums_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s);
 void launch_ssd_chunk_backward_tiles(const SsdScanBackwardLaunch& a, cudaStream_t s);
-// Its pass 3 with FP16 operands (ssd_scan_backward_f16.cu), opt-in: where
-// the tiles fit and its shared memory does, with chunk_cb's C B^T (cb).
+// Its pass 3 with FP16 operands (ssd_scan_backward_f16.cu; the default
+// where it fits, SsdScanBackwardLaunch::f16): where the tiles fit and its
+// shared memory does, with chunk_cb's C B^T (cb).
 bool ssd_backward_f16_fit(int64_t P, int64_t N);
 void launch_ssd_chunk_backward_f16(const SsdScanBackwardLaunch& a, cudaStream_t s);
 

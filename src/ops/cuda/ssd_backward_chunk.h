@@ -77,6 +77,31 @@ __device__ __forceinline__ void row_sums(float (&rows)[2], float* dst) {
   }
 }
 
+// The chunk's step weights: eL[t] = exp(cs_last - cs_t) (a source's
+// weight at the chunk's end) and eS[t] = exp(cs_t) (the start state's at
+// step t), zeros past its end.
+__device__ __forceinline__ void chunk_step_weights(const float* cs, int len, float* eL, float* eS) {
+  const float last = cs[len - 1];
+  for (int t = threadIdx.x; t < kRows; t += blockDim.x) {
+    eL[t] = t < len ? expf(last - cs[t]) : 0.f;
+    eS[t] = t < len ? expf(cs[t]) : 0.f;
+  }
+}
+
+// dD's part, dy . x over the chunk's len x P entries (rows ld floats
+// apart): each thread's run, then a fixed tree in each warp, its sum to
+// red[warp] (write_step_sums adds the warps in order).
+__device__ __forceinline__ void warp_dd_part(const float* dy, int64_t ldy, const float* x, int64_t ldx,
+                                             int len, int P, float* red) {
+  float dD = 0;
+  for (int i = threadIdx.x; i < len * P; i += blockDim.x) {
+    const int t = i / P, p = i % P;
+    dD += dy[t * ldy + p] * x[t * ldx + p];
+  }
+  for (int o = 16; o > 0; o /= 2) dD += __shfl_xor_sync(0xffffffffu, dD, o);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = dD;
+}
+
 // The chunk_backward kernels' end, after the barrier that completes the
 // partial row sums: per step, ddt (the column items' sums of x . dS B,
 // pass 5) and g = <C, dC^h> - <B, dB^h> (pass 4), a difference of nearly

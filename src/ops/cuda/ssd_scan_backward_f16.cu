@@ -39,11 +39,13 @@ using f16tiles::warp_max_to;
 using f16tiles::warp_mma_f16;
 using ssd_chunk::Chunk;
 using ssd_chunk::chunk_of;
+using ssd_chunk::chunk_step_weights;
 using ssd_chunk::Geometry;
 using ssd_chunk::geometry_of;
 using ssd_chunk::kRows;
 using ssd_chunk::load_decay;
 using ssd_chunk::row_sums;
+using ssd_chunk::warp_dd_part;
 using ssd_chunk::write_step_sums;
 using tiles::Acc;
 using tiles::for_each_acc;
@@ -151,11 +153,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     e[kS0] = scale_exp(block_max(maxima + kS0 * kWarps));
     hS0.stage(sS0, geo.Pp, lay.wn, pow2(e[kS0]));
   }
-  const float last = cs[len - 1];
-  for (int t = threadIdx.x; t < kRows; t += blockDim.x) {
-    eL[t] = t < len ? expf(last - cs[t]) : 0.f;
-    eS[t] = t < len ? expf(cs[t]) : 0.f;
-  }
+  chunk_step_weights(cs, len, eL, eS);
   __syncthreads();
   // M1 and M2, a warp item each (16 x 32): tiles right of the diagonal
   // block are all masked. M1 is chunk_cb's C B^T (the TF32 product, as the
@@ -195,15 +193,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
   }
-  // dD's part: dy . x over the chunk (F32, as loaded), each thread's run,
-  // then a fixed tree in each warp, then thread 0 over the warps in order.
-  float dD = 0;
-  for (int i = threadIdx.x; i < len * P; i += blockDim.x) {
-    const int t = i / P, p = i % P;
-    dD += dyg[t * a.dy.stride + p] * xg[t * a.x.stride + p];
-  }
-  for (int o = 16; o > 0; o /= 2) dD += __shfl_xor_sync(0xffffffffu, dD, o);
-  if (lane == 0) red[warp] = dD;
+  warp_dd_part(dyg, a.dy.stride, xg, a.x.stride, len, P, red);  // F32, as loaded
   __syncthreads();  // M1, M2, M2dt staged
   const float Dh = a.D ? a.D[k.h] : 0.f;
   const int K = static_cast<int>(round_up(len, 16));  // steps that can be nonzero

@@ -31,11 +31,13 @@ namespace {
 
 using ssd_chunk::Chunk;
 using ssd_chunk::chunk_of;
+using ssd_chunk::chunk_step_weights;
 using ssd_chunk::Geometry;
 using ssd_chunk::geometry_of;
 using ssd_chunk::kRows;
 using ssd_chunk::load_decay;
 using ssd_chunk::row_sums;
+using ssd_chunk::warp_dd_part;
 using ssd_chunk::write_step_sums;
 using tiles::Acc;
 using tiles::for_each_acc;
@@ -228,12 +230,8 @@ __global__ void __launch_bounds__(kBackThreads)
   }
   const auto staged = [](float v) { return kR ? tiles::round_tf32(v) : v; };
   load_decay(a, k, dt, cs);
-  const float last = cs[len - 1];
-  for (int t = threadIdx.x; t < kRows; t += blockDim.x) {
-    eL[t] = t < len ? expf(last - cs[t]) : 0.f;
-    eS[t] = t < len ? expf(cs[t]) : 0.f;
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  chunk_step_weights(cs, len, eL, eS);
+  const int warp = threadIdx.x / 32;
   constexpr int kMt = kRows / 16, kNt = kRows / kTileCols;
   // M1 and M2: tiles right of the diagonal block are all masked.
   for (int item = warp; item < 2 * kMt * kNt; item += kBackWarps) {
@@ -256,15 +254,7 @@ __global__ void __launch_bounds__(kBackThreads)
       if (second) M2dt[tp * lay.ldm + t] = staged(v * dt[t]);
     });
   }
-  // dD's part: dy . x over the chunk, each thread's run, then a fixed tree
-  // in each warp, then thread 0 over the warps in order.
-  float dD = 0;
-  for (int i = threadIdx.x; i < len * P; i += blockDim.x) {
-    const int t = i / P, p = i % P;
-    dD += sdy[t * lay.ldx + p] * sx[t * lay.ldx + p];
-  }
-  for (int o = 16; o > 0; o /= 2) dD += __shfl_xor_sync(0xffffffffu, dD, o);
-  if (lane == 0) red[warp] = dD;
+  warp_dd_part(sdy, lay.ldx, sx, lay.ldx, len, P, red);
   __syncthreads();
   const float Dh = a.D ? a.D[k.h] : 0.f;
   const int K = static_cast<int>(round_up(len, 8));  // steps that can be nonzero
