@@ -5,8 +5,9 @@
 // norm groups with the norm before the gate, the plain gate, the weightless
 // RMSNorm, inputs and outputs in column blocks of wider rows, rows too many
 // for the few-row kernel, rows whose width is not a multiple of a 16-byte
-// piece of W, and one row at the widths where the cuda kernel keeps 8 and 16
-// values a thread and just past them (composed).
+// piece of W, one row at the widths where the cuda kernel keeps 8 and 16
+// values a thread and just past them (composed), and several rows of one
+// norm group (the cuda kernel's norm at warp level).
 #include <gtest/gtest.h>
 
 #include "ops/against_ref.h"
@@ -37,6 +38,9 @@ const NormLinearCase kCases[] = {
     {1, 40, 5, false, false, 0, false, false, true, true, DType::kF32},      // weightless RMSNorm
     {1, 64, 9, true, false, 0, false, true, true, false, DType::kF16},       // the plain gate, one row
     {12, 32, 16, true, true, 16, false, true, false, false, DType::kBF16},   // more than 8 rows
+    {8, 768, 40, false, true, 0, false, true, true, false, DType::kBF16},    // 8 rows' RMSNorm
+    {5, 256, 24, true, true, 0, false, false, true, false, DType::kF32},     // 5 rows' gated norm, one group
+    {2, 512, 16, true, true, 0, true, true, false, false, DType::kF16},      // 2 rows, the gate after the norm
     {1, 36, 7, true, true, 12, true, false, false, true, DType::kBF16},      // 36: no 16-byte pieces
     {1, 1024, 12, true, true, 0, true, true, true, false, DType::kBF16},     // one group, gate after the norm
     {1, 2048, 24, false, true, 0, false, false, true, false, DType::kBF16},  // cuda: 16 values a thread

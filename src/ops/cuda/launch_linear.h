@@ -36,6 +36,9 @@ struct SkinnyLinear {
   int64_t norm_group = 0;              // > 0, divides K
   float eps = 0.f;
   bool norm_before_gate = false;
+  // The norm at warp level (warp_norm_kernel: no shared memory, no
+  // barrier), where skinny_warp_norm_fits (FusedDecode::kWarp).
+  bool warp_norm = false;
 };
 // Whether launch_skinny_linear takes a's norm: the normalised rows and their
 // factors fit in 48 KB of shared memory.
@@ -43,6 +46,9 @@ bool skinny_norm_fits(const SkinnyLinear& a);
 // Whether launch_skinny_linear runs a in one wave: every block resident at
 // once, every weight load issued before the wait.
 bool skinny_in_one_wave(const SkinnyLinear& a);
+// Whether the warp-level norm takes a: at most kSkinnyRows rows, one norm
+// group over all of K, 16-byte pieces of W, x, the gate and the weight.
+bool skinny_warp_norm_fits(const SkinnyLinear& a);
 void launch_skinny_linear(const SkinnyLinear& a, cudaStream_t s);
 
 }  // namespace ssm::cuda

@@ -4,7 +4,8 @@
 // row (8 bf16/f16 values or 4 floats, when the rows allow it; else one
 // value at a time, multi-wave only), each lane keeping the partial sums of
 // all M rows; the lanes' sums are combined by shuffles in a fixed order.
-// norm_linear's variants first normalise x's rows into shared memory.
+// norm_linear's variants first normalise x's rows into shared memory, or
+// (warp_norm_kernel) sum their squares beside the products.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -263,6 +264,107 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(SkinnyLinear a) {
   store_column(a, acc, M, n, lane);
 }
 
+// norm_linear with the norm at warp level (FusedDecode::kWarp): a warp a
+// column, as the multi-wave kernel, but no shared memory and no barrier.
+// One norm group spans K (the decode step's RMSNorm before in_proj and its
+// gated norm at one group before out_proj), and a warp's lanes already
+// read all of x's row for their dot product, so each warp sums the row's
+// squares beside it and scales at the end:
+//   y_n = rsqrt(mean(g^2) + eps) * sum_k W_nk g_k f_k,
+// g = x (times SiLU(gate) before the norm), f = the norm's weight (times
+// SiLU(gate) after it). Every warp sums the squares in the same order, so
+// every column of a row gets the same factor, and a row's result does not
+// depend on the other rows (M <= MR). The block-level prologue
+// (normalise_rows) paid a block's reduction and two barriers before any
+// product, in every wave; this pays about K / 32 products a lane.
+template <WeightType T, int MR>
+__global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) {
+  let_next_kernel_start();
+  constexpr int V = kVec<T>;
+  const int64_t n = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
+  const bool column = n < a.y.cols;  // the whole warp
+  const int lane = threadIdx.x % 32, M = static_cast<int>(a.x.rows);
+  const int64_t K = a.x.cols;
+  const void* row = static_cast<const char*>(a.W) + (column ? n : 0) * a.w_stride * (T == WeightType::kF32 ? 4 : 2);
+  uint4 ahead[kAhead] = {};
+#pragma unroll
+  for (int i = 0; i < kAhead; ++i) {
+    const int64_t k = (int64_t{lane} + 32 * i) * V;
+    if (column && k < K) ahead[i] = load_piece<T>(row, k);
+  }
+  wait_for_previous_kernel();
+  if (!column) return;
+  const bool gated = a.gate.p != nullptr;
+  const bool normalised = !gated || a.norm_weight;  // as normalise_rows
+  const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
+  float acc[MR], ss[MR];
+#pragma unroll
+  for (int m = 0; m < MR; ++m) acc[m] = 0.f, ss[m] = 0.f;
+  const auto add = [&](const uint4 raw, int64_t k) {
+    float w[V], f[V];
+    widen_piece<T>(raw, w);
+#pragma unroll
+    for (int i = 0; i < V; i += 4) {
+      const float4 fv = a.norm_weight ? *reinterpret_cast<const float4*>(a.norm_weight + k + i)
+                                      : make_float4(1.f, 1.f, 1.f, 1.f);
+      f[i] = fv.x, f[i + 1] = fv.y, f[i + 2] = fv.z, f[i + 3] = fv.w;
+    }
+#pragma unroll
+    for (int m = 0; m < MR; ++m)
+      if (m < M) {
+        float g[V], fm[V];
+#pragma unroll
+        for (int i = 0; i < V; i += 4) {
+          const float4 xv = *reinterpret_cast<const float4*>(a.x.p + m * a.x.stride + k + i);
+          g[i] = xv.x, g[i + 1] = xv.y, g[i + 2] = xv.z, g[i + 3] = xv.w;
+        }
+#pragma unroll
+        for (int i = 0; i < V; ++i) fm[i] = f[i];
+        if (gated) {
+#pragma unroll
+          for (int i = 0; i < V; i += 4) {
+            const float4 zv = *reinterpret_cast<const float4*>(a.gate.p + m * a.gate.stride + k + i);
+            const float z[4] = {zv.x, zv.y, zv.z, zv.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              if (gate_after) fm[i + e] *= silu(z[e]);
+              else g[i + e] *= silu(z[e]);
+            }
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < V; i += 4) {
+          ss[m] += g[i] * g[i] + g[i + 1] * g[i + 1] + g[i + 2] * g[i + 2] + g[i + 3] * g[i + 3];
+          acc[m] += w[i] * (g[i] * fm[i]) + w[i + 1] * (g[i + 1] * fm[i + 1]) + w[i + 2] * (g[i + 2] * fm[i + 2]) +
+                    w[i + 3] * (g[i + 3] * fm[i + 3]);
+        }
+      }
+  };
+  // Each lane's pieces in order of k, as the multi-wave kernel's.
+#pragma unroll
+  for (int i = 0; i < kAhead; ++i) {
+    const int64_t k = (int64_t{lane} + 32 * i) * V;
+    if (k < K) add(ahead[i], k);
+  }
+#pragma unroll 2
+  for (int64_t k = (int64_t{lane} + 32 * kAhead) * V; k < K; k += 32 * V) add(load_piece<T>(row, k), k);
+#pragma unroll
+  for (int m = 0; m < MR; ++m)
+    if (m < M) {
+      float v = acc[m], q = ss[m];
+      for (int o = 16; o > 0; o /= 2) {
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+        q += __shfl_xor_sync(0xffffffffu, q, o);
+      }
+      if (lane == 0) {
+        if (normalised) v *= rsqrtf(q / static_cast<float>(K) + a.eps);
+        if (a.bias) v += a.bias[n];
+        float* y = a.y.p + m * a.y.stride + n;
+        *y = a.accumulate ? *y + v : v;
+      }
+    }
+}
+
 // The one-wave kernel's 16-byte pieces a lane, all held in registers from
 // before the wait: 48 registers. A 130m decode step's bf16 projections
 // take 3 (in_proj, K = 768) or 6 (out_proj, K = 1536) a column, so two
@@ -366,6 +468,12 @@ Plan plan_typed(const SkinnyLinear& a) {
   const bool vec = K % V == 0 && (a.w_stride * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 &&
                    (a.norm || (a.x.stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x.p) % 16 == 0));
   Plan p;
+  if (a.norm && a.warp_norm) {
+    // skinny_warp_norm_fits has checked the pieces' alignment and the group.
+    p.multi = a.x.rows == 1 ? warp_norm_kernel<T, 1> : warp_norm_kernel<T, M_MAX>;
+    p.blocks = static_cast<unsigned>((N + kWarps - 1) / kWarps);
+    return p;
+  }
   p.smem = a.norm ? norm_smem_floats(a) * sizeof(float) : 0;
   // Half the values a thread where they do: 40 registers fewer, so that a
   // 130m in_proj's 838 blocks take two waves of the multiprocessors, not three.
@@ -409,6 +517,15 @@ bool skinny_norm_fits(const SkinnyLinear& a) {
   return a.norm_group > 0 && a.x.cols % a.norm_group == 0 &&
          a.x.rows * a.x.cols <= int64_t{kNormPer} * kWarps * 32 &&
          norm_smem_floats(a) * sizeof(float) <= size_t{48} << 10;
+}
+
+bool skinny_warp_norm_fits(const SkinnyLinear& a) {
+  const int64_t V = a.type == WeightType::kF32 ? 4 : 8, elem = a.type == WeightType::kF32 ? 4 : 2;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return a.x.rows <= kSkinnyRows && a.norm_group == a.x.cols && a.x.cols % V == 0 &&
+         (a.w_stride * elem) % 16 == 0 && aligned(a.W) && a.x.stride % 4 == 0 && aligned(a.x.p) &&
+         (a.gate.p == nullptr || (a.gate.stride % 4 == 0 && aligned(a.gate.p))) &&
+         (a.norm_weight == nullptr || aligned(a.norm_weight));
 }
 
 bool skinny_in_one_wave(const SkinnyLinear& a) { return a.y.rows * a.y.cols > 0 && plan_of(a).one_wave; }

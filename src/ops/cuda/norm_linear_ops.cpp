@@ -51,8 +51,17 @@ void norm_linear(Context& ctx, const ops::NormLinearArgs& a) {
   // are issued; with the multi-wave kernel every wave paid it again and the
   // step was slower (CudaResources::fused_decode).
   const FusedDecode mode = resources(ctx).fused_decode;
+  // The norm at warp level (the default) needs neither shared memory nor a
+  // barrier, so no wave pays a prologue: up to kSkinnyRows rows, each
+  // row's result independent of the others.
+  if (mode == FusedDecode::kWarp && skinny_warp_norm_fits(l)) {
+    l.warp_norm = true;
+    launch_skinny_linear(l, stream(ctx));
+    check_launch("norm_linear (few rows, warp norm)");
+    return;
+  }
   if (M > 1 || mode == FusedDecode::kNever || !skinny_norm_fits(l) ||
-      (mode == FusedDecode::kOneWave && !skinny_in_one_wave(l)))
+      (mode != FusedDecode::kAlways && !skinny_in_one_wave(l)))
     return ops::detail::norm_linear_composed(ctx, a);
   launch_skinny_linear(l, stream(ctx));
   check_launch("norm_linear (few rows)");

@@ -61,7 +61,10 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   one_wave_projections = one_wave && std::string_view(one_wave) == "1";
   if (const char* fused = std::getenv("SSM_CUDA_FUSED_DECODE")) {
     const std::string_view v(fused);
-    fused_decode = v == "0" ? FusedDecode::kNever : v == "1" ? FusedDecode::kAlways : FusedDecode::kOneWave;
+    fused_decode = v == "0"          ? FusedDecode::kNever
+                   : v == "1"        ? FusedDecode::kAlways
+                   : v == "one_wave" ? FusedDecode::kOneWave
+                                     : FusedDecode::kWarp;
   }
   if (const char* persistent = std::getenv("SSM_CUDA_PERSISTENT_DECODE")) {
     const std::string_view v(persistent);

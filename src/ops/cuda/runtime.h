@@ -24,8 +24,10 @@ struct StepRecording;  // step_record.h
 void check(cudaError_t status, const char* what);
 void check(cublasStatus_t status, const char* what);
 
-// When norm_linear normalises inside the few-row projection (fused_decode).
-enum class FusedDecode { kNever, kOneWave, kAlways };
+// When norm_linear normalises inside the few-row projection (fused_decode):
+// never; at block level where the projection runs in one wave; at block
+// level always; at warp level where that fits (else as kOneWave).
+enum class FusedDecode { kNever, kOneWave, kAlways, kWarp };
 
 // A context's stream and handles live on one device. Kernels launch on the
 // calling thread's current device, so resources(ctx) makes the context's
@@ -98,12 +100,15 @@ class CudaResources : public BackendResources {
   // H100 it made a 130m Mamba-2's decode slower (1,616 against 1,922
   // tokens/s at batch 1, 6,453 against 7,066 at batch 8; docs/CUDA.md).
   bool one_wave_projections = false;
-  // The decode step's fused kernels: norm_linear's one-row kernel normalises
-  // inside the projection (else the norm, then linear). By default where the
-  // projection runs in one wave; SSM_CUDA_FUSED_DECODE=0 never, =1 also in
-  // the multi-wave kernel, where on an H100 it made the step slower
-  // (docs/CUDA.md: Mamba-2 1,220 against 1,832 tokens/s at batch 1).
-  FusedDecode fused_decode = FusedDecode::kOneWave;
+  // The decode step's fused kernels: norm_linear's few-row kernels normalise
+  // inside the projection (else the norm, then linear). By default at warp
+  // level where it fits (up to 8 rows, one norm group), else at block level
+  // where the projection runs in one wave; SSM_CUDA_FUSED_DECODE=0 never,
+  // =one_wave the block level where in one wave only (the default before),
+  // =1 the block level also in the multi-wave kernel, where on an H100 it
+  // made the step slower (docs/CUDA.md: Mamba-2 1,220 against 1,832
+  // tokens/s at batch 1).
+  FusedDecode fused_decode = FusedDecode::kWarp;
   // mamba2_decode_stack's kernel (mamba2_decode_stack.cu) for a decode step
   // through Mamba-2 layers: 0 off (the layers' own kernels), 1 one
   // cooperative launch a step, 2 a launch per phase (a check of the first):
