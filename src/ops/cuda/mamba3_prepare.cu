@@ -96,8 +96,11 @@ __global__ void __launch_bounds__(1024) phase_kernel(Mamba3PrepareLaunch a) {
   const int64_t per = (L + K - 1) / K, t0 = g * per, t1 = live ? min(L, t0 + per) : t0;
   const int64_t row0 = b * L;
   const float entering = live ? a.phase[bh * S + j] : 0.f;  // read by all before the barrier
+  // The advance rounded before it is added (__fmul_rn: never fused into an
+  // FMA), so that mamba3_step.cu's phase step is this one to the bit
+  // whatever the compiler fuses in either kernel.
   auto advance = [&](int64_t t) {
-    return a.ang_rate[(row0 + t) * S + j] * step_dt(a, row0 + t, h);
+    return __fmul_rn(a.ang_rate[(row0 + t) * S + j], step_dt(a, row0 + t, h));
   };
   float sum = 0.f;
   walk_ahead(t0, t1, advance, [&](int64_t, float adv) { sum += adv; });
