@@ -30,20 +30,26 @@
 #include <cuda_bf16.h>
 
 #include "ops/cuda/launch_mamba3.h"
+#include "ops/cuda/mamba3_scalars.h"
 #include "ops/cuda/overlap_launch.h"
 #include "ops/cuda/state_memory.h"
 
 namespace ssm::cuda {
 namespace {
 
-constexpr float kPi = 3.14159265358979323846f;
-
-// As mamba3_prepare.cu's.
-__device__ float softplus_f(float x) { return x > 20.f ? x : (x < -20.f ? expf(x) : log1pf(expf(x))); }
-__device__ float sigmoid_f(float x) {
-  return x >= 0.f ? 1.f / (1.f + expf(-x)) : expf(x) / (1.f + expf(x));
+// alpha st + beta up + gamma u as nvcc 13 compiles it in mamba3_scan.cu's
+// scan_kernel (every instantiation; read in its PTX): fma(gamma, u,
+// fma(alpha, st, beta up)). Written out, so that this kernel's state is
+// the scan's to the bit: left to the compiler here, it made
+// fma(gamma, u, fma(beta, up, alpha st)). The CPU emulator has no FMA (nor
+// the scan there): rounded products and sums, the same on both sides.
+__device__ __forceinline__ float scan_update(float alpha, float st, float beta, float up, float gamma, float u) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(gamma, u, __fmaf_rn(alpha, st, __fmul_rn(beta, up)));
+#else
+  return alpha * st + beta * up + gamma * u;
+#endif
 }
-__device__ float heavy_tail_f(float v) { return v >= 0.f ? 1.f + v : 1.f / (1.f - v); }
 
 // The rows a thread keeps for PER entries a row, and the most threads a
 // block: at the 130m models' N 128 (16 slices of PER 8) 512 threads of two
@@ -128,16 +134,16 @@ __global__ void __launch_bounds__(max_threads(PER), 1) step_kernel(Mamba3Prepare
       if (writes_norms) out[n] = dst[n];
     }
   }
-  const float dt = softplus_f(a.ddt.p[b * a.ddt.stride + h] + a.dt_bias[h]);
+  const float dt = mamba3_softplus(a.ddt.p[b * a.ddt.stride + h] + a.dt_bias[h]);
   if (tid == 0) {
-    const float A = fminf(-heavy_tail_f(a.ddA.p[b * a.ddA.stride + h]), -a.A_floor);
-    const float lam = sigmoid_f(a.trap.p[b * a.trap.stride + h]);
+    const float A = fminf(-mamba3_heavy_tail(a.ddA.p[b * a.ddA.stride + h]), -a.A_floor);
+    const float lam = mamba3_sigmoid(a.trap.p[b * a.trap.stride + h]);
     sc[0] = dt, sc[1] = A, sc[2] = lam, sc[3] = s.D ? s.D[h] : 0.f;
     a.dt[bh] = dt, a.A[bh] = A, a.lam[bh] = lam;
   }
   // The phase walk of one step (phase_kernel), the rotation's angle once.
   for (int jj = tid; jj < Si; jj += threads) {
-    const float rate = kPi * tanhf(a.ang.p[b * a.ang.stride + jj]);
+    const float rate = kMamba3Pi * tanhf(a.ang.p[b * a.ang.stride + jj]);
     if (h == 0) a.ang_rate[b * Si + jj] = rate;
     const float adv = __fmul_rn(rate, dt);  // as phase_kernel's: rounded, never fused
     float phase = jj == tid ? entering : a.phase[bh * Si + jj];
@@ -166,10 +172,11 @@ __global__ void __launch_bounds__(max_threads(PER), 1) step_kernel(Mamba3Prepare
       const float q1 = q[n1] + cb[n1], q2 = q[n2] + cb[n2];
       const float k1 = k[n1] + bb[n1], k2 = k[n2] + bb[n2];
       const float c = cs[u], sv = sn[u];  // (a, b) -> (a c - b s, a s + b c)
-      q[n1] = q1 * c - q2 * sv;
-      k[n1] = k1 * c - k2 * sv;
-      q[n2] = q1 * sv + q2 * c;
-      k[n2] = k1 * sv + k2 * c;
+      // Products rounded (never fused), as the heads kernel's.
+      q[n1] = __fmul_rn(q1, c) - __fmul_rn(q2, sv);
+      k[n1] = __fmul_rn(k1, c) - __fmul_rn(k2, sv);
+      q[n2] = __fmul_rn(q1, sv) + __fmul_rn(q2, c);
+      k[n2] = __fmul_rn(k1, sv) + __fmul_rn(k2, c);
     } else {
       // Unrotated: adjacent pairs' [2S, N); halves' [S, N/2) and [N/2 + S, N).
       const int e = u - Si;
@@ -199,7 +206,7 @@ __global__ void __launch_bounds__(max_threads(PER), 1) step_kernel(Mamba3Prepare
           if (ssm)
             for (int r = 0; r < R; ++r) up += vp[r * P + p] * kp[r * N + n];
           for (int r = 0; r < R; ++r) u += vs[r * P + p] * ks[r * N + n];
-          st[w][e] = alpha * st[w][e] + beta * up + gamma * u;
+          st[w][e] = scan_update(alpha, st[w][e], beta, up, gamma, u);
         }
       }
       for (int r = 0; r < R; ++r) {
