@@ -74,12 +74,12 @@ void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& a) {
 }
 
 // A decode step (L = 1) in one kernel (mamba3_step.cu) where its block
-// fits; otherwise, and for prefill, the two ops.
+// fits; otherwise, for prefill and with SSM_CUDA_M3_STEP=0, the two ops.
 void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& a) {
   const ops::Mamba3PrepareArgs& p = a.prepare;
   Mamba3PrepareLaunch l;
   static_cast<Mamba3PrepareInputs&>(l) = mamba3_prepare_inputs(p);
-  if (l.L != 1 || l.S > 1024 || !mamba3_step_fits(l.R, l.N, l.P, l.S)) {
+  if (l.L != 1 || !resources(ctx).fused_mamba3_step || l.S > 1024 || !mamba3_step_fits(l.R, l.N, l.P, l.S)) {
     // Qualified: ops::'s of the same names are found by their arguments.
     cuda::mamba3_prepare(ctx, p);
     cuda::mamba3_scan(ctx, a.scan);
