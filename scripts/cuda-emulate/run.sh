@@ -8,7 +8,8 @@
 # per slice and fused (loss_optimizer.cu, optimizer_ops.cpp), of the few-row projection with
 # its norm (norm_linear and linear's few rows: linear_skinny.cu), of conv1d, the norms and the chunked
 # SSD and Mamba-3 scans (chunk_scan.cu, with emu_tf32_mma.h for its
-# tensor-core products; mamba3_scan.cu) and the SSD scan's backward
+# tensor-core products; mamba3_scan.cu; the fused Mamba-3 decode step,
+# mamba3_step.cu) and the SSD scan's backward
 # (ssd_scan_backward.cu, ssd_scan_backward_tiles.cu, ssd_scan_backward_f16.cu
 # with emu_f16_mma.h for its FP16 products) and the Mamba-3 scan's
 # backward tiles (mamba3_scan_backward_tiles.cu), the norms' and conv1d's backward
@@ -41,7 +42,7 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${1:-/tmp/ssm-cuda-emulate}
-FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionForward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/NormLinearTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*:Backends/DropoutTest.*:Backends/HeadCrossEntropy.*:Backends/AdamW.*:Backends/Mamba2DecodeStackTest.*:Backends/Bf16StateTest.*-*BenchVocabulary*'}
+FILTER=${2:-'Backends/Mamba3Prepare.*:Backends/Mamba3Output.*:Backends/Mamba3ScanBackward.*:Backends/Mamba3PrepareBackward.*:Backends/AttentionForward.*:Backends/AttentionBackward.*:Backends/SelectiveScanBackwardTest.*:Backends/MoeBackwardTest.*:Backends/ActivationBackwardTest.*:Backends/SsdStepTest.*:Backends/NormLinearTest.*:Backends/Conv1dTest.*:Backends/RmsNormTest.*:Backends/SsdScanTest.*:Backends/Mamba3Scan.*:Backends/SsdScanBackwardTest.*:Backends/DropoutTest.*:Backends/HeadCrossEntropy.*:Backends/AdamW.*:Backends/Mamba2DecodeStackTest.*:Backends/Bf16StateTest.*:Backends/Mamba3PrepareScan.*-*BenchVocabulary*'}
 HERE=$SRC/scripts/cuda-emulate
 B=$SRC/build
 mkdir -p "$WORK"
@@ -50,7 +51,7 @@ CXX=${CXX:-g++}
 FLAGS="-std=c++20 -O2 -g -pthread -I$SRC/src -I$SRC/include -I$SRC/tests -I$HERE -isystem /usr/local/cuda/include -DSSM_GPU_TESTS=1 -DSSM_GOLDEN_DIR=\"$SRC/tests/golden\""
 kernels="mamba3_prepare mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention attention_backward hybrid_backward hybrid_kernels
   conv_ssd norms chunk_scan mamba3_scan ssd_scan_backward ssd_scan_backward_tiles ssd_scan_backward_f16 mamba3_scan_backward_tiles
-  linear_skinny dropout norms_backward mixer_backward loss_optimizer mamba2_decode_stack"
+  linear_skinny dropout norms_backward mixer_backward loss_optimizer mamba2_decode_stack mamba3_step"
 # An object is rebuilt when it is older than its source or the emulator's
 # headers (the engine's headers are not followed: a fresh WORK_DIR rebuilds
 # everything).
@@ -97,7 +98,7 @@ tests=""
 for t in mamba3_scan_backward_test mamba3_output_test mamba3_prepare_test attention_test attention_backward_test \
   selective_scan_backward_test moe_backward_test activation_backward_test ssd_step_test conv1d_test \
   rms_norm_test ssd_scan_test mamba3_scan_test ssd_scan_backward_test norm_linear_test dropout_test \
-  cross_entropy_test adamw_test mamba2_decode_test linear_test bf16_state_test; do
+  cross_entropy_test adamw_test mamba2_decode_test linear_test bf16_state_test mamba3_prepare_scan_test; do
   if stale "$t.o" "$SRC/tests/ops/$t.cpp"; then $CXX $FLAGS -c "$SRC/tests/ops/$t.cpp" -o "$t.o"; fi
   tests="$tests $t.o"
 done

@@ -58,6 +58,14 @@ void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s);
 // k_prev, v_prev <- the k and v of step L-1 (after a scan; nothing without a state).
 void launch_mamba3_last_step(const Mamba3ScanLaunch& a, cudaStream_t s);
 
+// mamba3_prepare then mamba3_scan at L = 1 in one launch (mamba3_step.cu),
+// for inference: prepare's q, k, v and phases are not written (nor read),
+// the rest of both launches' outputs are, as the two ops write them. Fits:
+// N <= 1024 and the block's shared memory (R (3 N + 2 P) + 2 S floats)
+// within 48 KiB.
+bool mamba3_step_fits(int64_t R, int64_t N, int64_t P, int64_t S);
+void launch_mamba3_step(const Mamba3PrepareLaunch& prepare, const Mamba3ScanLaunch& scan, cudaStream_t s);
+
 struct Mamba3OutputInputs {
   int64_t B = 0, L = 0, H = 0, R = 1, P = 0;
   const float* o = nullptr;  // (B, H, L, R, P)

@@ -1,4 +1,5 @@
-// The Mamba-3 forward ops on the GPU (mamba3_prepare.cu, mamba3_scan.cu):
+// The Mamba-3 forward ops on the GPU (mamba3_prepare.cu, mamba3_scan.cu,
+// and the decode step's fused prepare and scan, mamba3_step.cu):
 // the sizes the kernels keep in registers or shared memory checked here,
 // then the launchers. The backward ops come with training on the GPU.
 #include "ops/cuda/kernels.h"
@@ -72,6 +73,42 @@ void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& a) {
   check_launch("mamba3_scan");
 }
 
+// A decode step (L = 1) in one kernel (mamba3_step.cu) where its block
+// fits; otherwise, for prefill and with SSM_CUDA_M3_STEP=0, the two ops.
+void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& a) {
+  const ops::Mamba3PrepareArgs& p = a.prepare;
+  Mamba3PrepareLaunch l;
+  static_cast<Mamba3PrepareInputs&>(l) = mamba3_prepare_inputs(p);
+  if (l.L != 1 || !resources(ctx).fused_mamba3_step || l.S > 1024 || !mamba3_step_fits(l.R, l.N, l.P, l.S)) {
+    // Qualified: ops::'s of the same names are found by their arguments.
+    cuda::mamba3_prepare(ctx, p);
+    cuda::mamba3_scan(ctx, a.scan);
+    return;
+  }
+  if (l.B * l.H == 0) return;
+  l.B_bias = p.B_bias.data<float>();
+  l.C_bias = p.C_bias.data<float>();
+  l.phase = ptr_or_null(p.phase);
+  l.B_normed = ops::elements<float>(p.B_normed);
+  l.C_normed = ops::elements<float>(p.C_normed);
+  l.ang_rate = ptr_or_null(p.ang_rate);
+  l.dt = ops::elements<float>(p.dt);
+  l.A = ops::elements<float>(p.A);
+  l.lam = ops::elements<float>(p.lam);
+  Mamba3ScanLaunch s;
+  static_cast<Mamba3ScanInputs&>(s) = mamba3_scan_inputs(a.scan);
+  s.o = ops::elements<float>(a.scan.o);
+  if (a.scan.ssm.defined()) {
+    s.ssm = state_or_null(a.scan.ssm);
+    s.k_prev = ops::elements<float>(a.scan.k_prev);
+    s.v_prev = ops::elements<float>(a.scan.v_prev);
+  }
+  // Its kernel starts while the one before finishes (in_proj).
+  l.overlap = resources(ctx).overlap_launches;
+  launch_mamba3_step(l, s, stream(ctx));
+  check_launch("mamba3_prepare_scan");
+}
+
 void mamba3_output(Context& ctx, const ops::Mamba3OutputArgs& a) {
   Mamba3OutputLaunch l;
   static_cast<Mamba3OutputInputs&>(l) = mamba3_output_inputs(a);
@@ -89,6 +126,7 @@ void mamba3_output(Context& ctx, const ops::Mamba3OutputArgs& a) {
 void add_mamba3_kernels(OpTable& t) {
   t.mamba3_prepare = &mamba3_prepare;
   t.mamba3_scan = &mamba3_scan;
+  t.mamba3_prepare_scan = &mamba3_prepare_scan;
   t.mamba3_output = &mamba3_output;
 }
 

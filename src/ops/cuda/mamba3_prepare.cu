@@ -13,22 +13,16 @@
 
 #include "ops/cuda/float_runs.h"
 #include "ops/cuda/launch_mamba3.h"
+#include "ops/cuda/mamba3_scalars.h"
 #include "ops/cuda/overlap_launch.h"
 
 namespace ssm::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr float kPi = 3.14159265358979323846f;
-
-__device__ float softplus_f(float x) { return x > 20.f ? x : (x < -20.f ? expf(x) : log1pf(expf(x))); }
-__device__ float sigmoid_f(float x) {
-  return x >= 0.f ? 1.f / (1.f + expf(-x)) : expf(x) / (1.f + expf(x));
-}
-__device__ float heavy_tail_f(float v) { return v >= 0.f ? 1.f + v : 1.f / (1.f - v); }
 
 __device__ float step_dt(const Mamba3PrepareLaunch& a, int64_t row, int64_t h) {
-  return softplus_f(a.ddt.p[row * a.ddt.stride + h] + a.dt_bias[h]);
+  return mamba3_softplus(a.ddt.p[row * a.ddt.stride + h] + a.dt_bias[h]);
 }
 
 __global__ void rows_kernel(Mamba3PrepareLaunch a) {
@@ -51,7 +45,8 @@ __global__ void rows_kernel(Mamba3PrepareLaunch a) {
   const float s = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(a.N) + a.norm_eps));
   for (int64_t n = lane; n < a.N; n += 32) dst[n] = in[n] * s * w[n];
   if (i == 0)
-    for (int64_t j = lane; j < a.S; j += 32) a.ang_rate[row * a.S + j] = kPi * tanhf(a.ang.p[row * a.ang.stride + j]);
+    for (int64_t j = lane; j < a.S; j += 32)
+      a.ang_rate[row * a.S + j] = kMamba3Pi * tanhf(a.ang.p[row * a.ang.stride + j]);
 }
 
 // use(t, advance(t)) for the steps [t0, t1) in order, kAhead steps' loads
@@ -96,8 +91,11 @@ __global__ void __launch_bounds__(1024) phase_kernel(Mamba3PrepareLaunch a) {
   const int64_t per = (L + K - 1) / K, t0 = g * per, t1 = live ? min(L, t0 + per) : t0;
   const int64_t row0 = b * L;
   const float entering = live ? a.phase[bh * S + j] : 0.f;  // read by all before the barrier
+  // The advance rounded before it is added (__fmul_rn: never fused into an
+  // FMA), so that mamba3_step.cu's phase step is this one to the bit
+  // whatever the compiler fuses in either kernel.
   auto advance = [&](int64_t t) {
-    return a.ang_rate[(row0 + t) * S + j] * step_dt(a, row0 + t, h);
+    return __fmul_rn(a.ang_rate[(row0 + t) * S + j], step_dt(a, row0 + t, h));
   };
   float sum = 0.f;
   walk_ahead(t0, t1, advance, [&](int64_t, float adv) { sum += adv; });
@@ -143,8 +141,8 @@ __global__ void heads_kernel(Mamba3PrepareLaunch a, bool vec_qk, bool vec_v) {
   for (int i = threadIdx.x; i < heads; i += blockDim.x) {
     const int64_t h = h0 + i, step = (b * H + h) * L + t;
     a.dt[step] = step_dt(a, row, h);
-    a.A[step] = fminf(-heavy_tail_f(a.ddA.p[row * a.ddA.stride + h]), -a.A_floor);
-    a.lam[step] = sigmoid_f(a.trap.p[row * a.trap.stride + h]);
+    a.A[step] = fminf(-mamba3_heavy_tail(a.ddA.p[row * a.ddA.stride + h]), -a.A_floor);
+    a.lam[step] = mamba3_sigmoid(a.trap.p[row * a.trap.stride + h]);
   }
   // 32-bit indices inside the row: no 64-bit divisions per item.
   const int N = static_cast<int>(a.N), P = static_cast<int>(a.P), R = static_cast<int>(a.R);
@@ -221,12 +219,15 @@ __global__ void heads_kernel(Mamba3PrepareLaunch a, bool vec_qk, bool vec_v) {
         const float q_par = a.halves ? cnp[e] + cbp[e] : cnv[e ^ 1] + cbv[e ^ 1];
         const float k_par = a.halves ? bnp[e] + bbp[e] : bnv[e ^ 1] + bbv[e ^ 1];
         const float c = cosv[e], sn = sinv[e];  // (a, b) -> (a c - b s, a s + b c)
+        // Products rounded (__fmul_rn: never fused into an FMA), so that
+        // mamba3_step.cu's rotation is this one to the bit whatever the
+        // compiler would fuse in either kernel.
         if (!second[e]) {
-          qo[e] = q_own * c - q_par * sn;
-          ko[e] = k_own * c - k_par * sn;
+          qo[e] = __fmul_rn(q_own, c) - __fmul_rn(q_par, sn);
+          ko[e] = __fmul_rn(k_own, c) - __fmul_rn(k_par, sn);
         } else {
-          qo[e] = q_par * sn + q_own * c;
-          ko[e] = k_par * sn + k_own * c;
+          qo[e] = __fmul_rn(q_par, sn) + __fmul_rn(q_own, c);
+          ko[e] = __fmul_rn(k_par, sn) + __fmul_rn(k_own, c);
         }
       }
       store_quad(a.q + (step * R + r) * N + n0, qo, count, vec_qk);

@@ -57,6 +57,8 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   keep_weight_copies_ = !(copies && std::string_view(copies) == "0");
   const char* overlap = std::getenv("SSM_CUDA_OVERLAP");
   overlap_launches = !(overlap && std::string_view(overlap) == "0");
+  const char* m3_step = std::getenv("SSM_CUDA_M3_STEP");
+  fused_mamba3_step = !(m3_step && std::string_view(m3_step) == "0");
   const char* one_wave = std::getenv("SSM_CUDA_ONE_WAVE");
   one_wave_projections = one_wave && std::string_view(one_wave) == "1";
   if (const char* fused = std::getenv("SSM_CUDA_FUSED_DECODE")) {

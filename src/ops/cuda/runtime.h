@@ -94,6 +94,10 @@ class CudaResources : public BackendResources {
   // programmatic dependent launch (overlap_launch.h), so that each starts
   // while the one before finishes: off with SSM_CUDA_OVERLAP=0.
   bool overlap_launches = true;
+  // mamba3_prepare_scan's decode step as one kernel (mamba3_step.cu) where
+  // it fits; off with SSM_CUDA_M3_STEP=0 (the prepare op's three kernels,
+  // then the scan's two), for measuring one against the other.
+  bool fused_mamba3_step = true;
   // The few-row projections' one-wave kernel (linear_skinny.cu: the whole
   // grid resident, every weight load issued before the wait) where W fits
   // in its registers: on with SSM_CUDA_ONE_WAVE=1. Off by default: on an
