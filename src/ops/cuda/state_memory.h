@@ -63,6 +63,24 @@ __device__ __forceinline__ void store_state(__nv_bfloat16* p, float v) {
   set_state_value(*p, v);
 }
 
+// 16 bytes of state at p (16-byte aligned), streamed: the many-sequence
+// decode step's loads and stores (ssd_step_wide.cu), a row's 8 adjacent
+// BF16 entries or 4 F32 ones an instruction.
+__device__ __forceinline__ uint4 load_state16(const void* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldcs(static_cast<const uint4*>(p));
+#else
+  return *static_cast<const uint4*>(p);
+#endif
+}
+__device__ __forceinline__ void store_state16(void* p, uint4 v) {
+#if defined(__CUDA_ARCH__)
+  __stcs(static_cast<uint4*>(p), v);
+#else
+  *static_cast<uint4*>(p) = v;
+#endif
+}
+
 // counter += 1, returning the old count, as one acquire-release atomic at
 // GPU scope: what the calling block did before it (ordered by a
 // __syncthreads) happens before what the block that sees the last count
