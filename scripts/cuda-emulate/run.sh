@@ -8,7 +8,7 @@
 # per slice and fused (loss_optimizer.cu, optimizer_ops.cpp), of the few-row projection with
 # its norm (norm_linear and linear's few rows: linear_skinny.cu), of conv1d, the norms and the chunked
 # SSD and Mamba-3 scans (chunk_scan.cu, with emu_tf32_mma.h for its
-# tensor-core products; mamba3_scan.cu) and the SSD scan's backward
+# tensor-core products; mamba3_scan.cu, mamba3_scan_step.cu) and the SSD scan's backward
 # (ssd_scan_backward.cu, ssd_scan_backward_tiles.cu, ssd_scan_backward_f16.cu
 # with emu_f16_mma.h for its FP16 products) and the Mamba-3 scan's
 # backward tiles (mamba3_scan_backward_tiles.cu), the norms' and conv1d's backward
@@ -49,7 +49,7 @@ cd "$WORK"
 CXX=${CXX:-g++}
 FLAGS="-std=c++20 -O2 -g -pthread -I$SRC/src -I$SRC/include -I$SRC/tests -I$HERE -isystem /usr/local/cuda/include -DSSM_GPU_TESTS=1 -DSSM_GOLDEN_DIR=\"$SRC/tests/golden\""
 kernels="mamba3_prepare mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention attention_backward hybrid_backward hybrid_kernels
-  conv_ssd ssd_step_wide norms chunk_scan mamba3_scan ssd_scan_backward ssd_scan_backward_tiles ssd_scan_backward_f16 mamba3_scan_backward_tiles
+  conv_ssd ssd_step_wide norms chunk_scan mamba3_scan mamba3_scan_step ssd_scan_backward ssd_scan_backward_tiles ssd_scan_backward_f16 mamba3_scan_backward_tiles
   linear_skinny dropout norms_backward mixer_backward loss_optimizer mamba2_decode_stack"
 # An object is rebuilt when it is older than its source or the emulator's
 # headers (the engine's headers are not followed: a fresh WORK_DIR rebuilds

@@ -8,7 +8,7 @@
 
 #include "ops/cuda/launch_ssd_step.h"
 #include "ops/cuda/overlap_launch.h"
-#include "ops/cuda/ssd_step_math.h"
+#include "ops/cuda/state_step_math.h"
 #include "ops/cuda/state_memory.h"
 
 namespace ssm::cuda {
@@ -121,7 +121,7 @@ __global__ void ssd_prepare_kernel(ConstRows dt_raw, const float* dt_bias, const
 // Block per (b, h, block of kRowsPerBlock state rows p); thread (p, j)
 // keeps the PER adjacent state entries n = j PER + k of row p in registers
 // (S = slices, a power of two <= 32, so the S threads of a row are lanes
-// of one warp and sum y_t[p] with shuffles: ssd_step_math.h's order, the
+// of one warp and sum y_t[p] with shuffles: state_step_math.h's order, the
 // decode step's). Time runs in order inside the block
 // (the sequential definition, in F32, for prefill and the L = 1 decode step
 // alike); B_t, C_t, x_t and exp(dt_t A) of `stage` steps at a time are first

@@ -41,6 +41,7 @@ void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& a) {
   // form on the tensor cores (chunk_scan.cu), when its tiles fit.
   if (l.L == 1 || !chunk_scan_fits(l.R, l.N, l.P)) {
     l.overlap = l.L == 1 && resources(ctx).overlap_launches;
+    l.stream_state = resources(ctx).stream_state_step;
     launch_mamba3_scan(l, stream(ctx));
     check_launch("mamba3_scan");
     return;

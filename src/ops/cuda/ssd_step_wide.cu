@@ -9,16 +9,15 @@
 // sequence's convolution step, dt and exp(dt A) once and writes them to
 // a.rows; the second only streams the state: no shared memory, no barrier,
 // no atomic, each thread 16 bytes of state a row, loaded before the wait.
-// Both compute as ssd_step_kernel does (ssd_step_math.h), so a sequence
+// Both compute as ssd_step_kernel does (state_step_math.h), so a sequence
 // gets the same bits at any batch.
 #include <cstdint>
-#include <cstring>
 
 #include <cuda_bf16.h>
 
 #include "ops/cuda/launch_ssd_step.h"
 #include "ops/cuda/overlap_launch.h"
-#include "ops/cuda/ssd_step_math.h"
+#include "ops/cuda/state_step_math.h"
 #include "ops/cuda/state_memory.h"
 
 namespace ssm::cuda {
@@ -81,44 +80,8 @@ __global__ void __launch_bounds__(kThreads) ssd_step_inputs_kernel(SsdStepLaunch
   }
 }
 
-// 8 adjacent entries of a state row as loaded: one uint4 of BF16, two of F32.
-template <class T>
-struct Piece {
-  static constexpr int kWords = static_cast<int>(8 * sizeof(T) / 16);
-  uint4 w[kWords];
-};
-
-template <class T>
-__device__ __forceinline__ Piece<T> load_piece(const T* p) {
-  Piece<T> v;
-#pragma unroll
-  for (int i = 0; i < Piece<T>::kWords; ++i) v.w[i] = load_state16(reinterpret_cast<const uint4*>(p) + i);
-  return v;
-}
-
-// Widened and rounded as load_state and store_state do (state_memory.h), so
-// the entries' values are ssd_step_kernel's.
-template <class T>
-__device__ __forceinline__ void unpack(const Piece<T>& v, float (&h)[8]) {
-  T e[8];
-  memcpy(e, v.w, sizeof e);
-#pragma unroll
-  for (int k = 0; k < 8; ++k) h[k] = state_value(e[k]);
-}
-
-template <class T>
-__device__ __forceinline__ void store_piece(T* p, const float (&h)[8]) {
-  T e[8];
-#pragma unroll
-  for (int k = 0; k < 8; ++k) set_state_value(e[k], h[k]);
-  uint4 w[Piece<T>::kWords];
-  memcpy(w, e, sizeof e);
-#pragma unroll
-  for (int i = 0; i < Piece<T>::kWords; ++i) store_state16(reinterpret_cast<uint4*>(p) + i, w[i]);
-}
-
 // Block of kThreads per (b, h, block of rows): S threads a state row (S =
-// ssd_slices(N), lane j owning entries 8j to 8j + 7: ssd_step_math.h's
+// ssd_slices(N), lane j owning entries 8j to 8j + 7: state_step_math.h's
 // order), kThreads / S rows side by side, each thread RPT of them (rows pl,
 // pl + kThreads / S, ...: a warp's loads are whole adjacent rows). RPT is
 // 4 for BF16, 2 for F32: 64 bytes of state a thread in flight across the

@@ -1,6 +1,8 @@
-// The arithmetic of a Mamba-2 decode step, written once for the kernels
-// that must give one another's bits: ssd_scan_kernel and ssd_step_kernel
-// (conv_ssd.cu) and the many-sequence step's two launches (ssd_step_wide.cu).
+// The arithmetic of the Mamba-2 and Mamba-3 state steps, written once for
+// the kernels that must give one another's bits: ssd_scan_kernel and
+// ssd_step_kernel (conv_ssd.cu) and the many-sequence step's two launches
+// (ssd_step_wide.cu); Mamba-3's scan_kernel (mamba3_scan.cu) and its
+// many-sequence step (mamba3_scan_step.cu).
 // A sequence's step must not depend on the batch it runs in (ssm serve
 // batches sessions, and a session's tokens are those it gets alone), yet
 // launch_ssd_step takes another kernel from about eight sequences on. So
@@ -39,5 +41,23 @@ __device__ __forceinline__ float y_term(float acc, float h, float c) { return fm
 
 // y + D x.
 __device__ __forceinline__ float y_out(float y, float D, float x) { return fmaf(D, x, y); }
+
+// Mamba-3: a rank's term of U_n = sum_r v_r k_r,n.
+__device__ __forceinline__ float rank_term(float u, float v, float k) { return fmaf(v, k, u); }
+
+// Mamba-3's step scalars from dt, lambda and A: alpha = exp(A dt), beta =
+// (1 - lambda) dt alpha, gamma = lambda dt.
+struct Mamba3Coefs {
+  float alpha, beta, gamma;
+};
+__device__ __forceinline__ Mamba3Coefs mamba3_coefs(float dt, float lam, float A) {
+  const float alpha = expf(A * dt);
+  return {alpha, (1.f - lam) * dt * alpha, lam * dt};
+}
+
+// Mamba-3's state entry: alpha S + beta U_{t-1} + gamma U_t.
+__device__ __forceinline__ float mamba3_entry(float s, const Mamba3Coefs& c, float up, float u) {
+  return fmaf(c.alpha, s, fmaf(c.beta, up, c.gamma * u));
+}
 
 }  // namespace ssm::cuda
