@@ -229,6 +229,9 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
 // counter) around 8 KB of it; 64 rows a block carry 32 KB of state loads in
 // flight and pay that a quarter as often. The state is streamed there
 // (state_memory.h); one sequence's 96 blocks at batch 1 keep plain loads.
+// Since ssd_step_wide.cu, many sequences take these wide blocks only where
+// its 16-byte pieces do not fit (N not a multiple of 8) or with
+// SSM_CUDA_STATE_STREAM=0.
 // T: the state's element type, as in ssd_scan_kernel.
 template <int PER, int ROWS, class T>
 __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {

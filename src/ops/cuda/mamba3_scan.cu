@@ -261,7 +261,8 @@ void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s) {
   // Not MIMO: on an H100 the 130m MIMO R = 4 model decoded at batch 64 at
   // 7,572 tokens/s with them against 8,315 without (SISO 13,344 against
   // 12,051): R products a row and step make the wide blocks' threads too
-  // long for their few blocks.
+  // long for their few blocks. Where its 16-byte pieces fit, the streamed
+  // step of mamba3_scan_step.cu instead.
   const bool wide = a.L == 1 && a.R == 1 && narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 &&
                     need <= 8 &&
                     step_bytes(a.R, a.N, kWideRows * kRowsPerBlock) <= 48 * 1024;
