@@ -4,7 +4,7 @@
 // model in BF16), and ssd_step_kernel's wide blocks spent their time on
 // what each block does once around it (the B and C channels' convolution,
 // the count-in atomic, the last block's shift of the convolution state,
-// barriers) with 118 registers a thread and two blocks a multiprocessor:
+// barriers) with 118-128 registers a thread and two blocks a multiprocessor:
 // 0.88 TB/s on an H100 (docs/CUDA.md). Here a first small launch does the
 // sequence's convolution step, dt and exp(dt A) once and writes them to
 // a.rows; the second only streams the state: no shared memory, no barrier,
