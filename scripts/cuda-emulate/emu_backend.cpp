@@ -77,6 +77,8 @@ CudaResources& resources(Context& ctx) {
   r.scan_heads = v == "1" || v == "2" || v == "4" || v == "8" ? v[0] - '0' : 0;
   const char* f16 = std::getenv("SSM_CUDA_SSD_BACKWARD_F16");
   r.ssd_backward_f16 = !(f16 && std::string_view(f16) == "0");
+  const char* stream_state = std::getenv("SSM_CUDA_STATE_STREAM");
+  r.stream_state_step = !(stream_state && std::string_view(stream_state) == "0");
   const auto* own = dynamic_cast<const EmuResources*>(ctx.resources());
   r.bf16_compute = own && own->bf16_compute;
   return r;

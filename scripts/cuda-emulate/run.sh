@@ -3,12 +3,12 @@
 # mamba3_prepare, of attention with a KV cache (attention.cu, its host side
 # in hybrid_ops.cpp), of the Mamba-3, attention and HF hybrid (selective scan,
 # MoE, relu^2, GELU product) backward ops, of dropout and of the fused Mamba-2 decode
-# step (ssd_step: conv_ssd.cu, norms.cu) and of the decode stack
+# step (ssd_step: conv_ssd.cu, ssd_step_wide.cu, norms.cu) and of the decode stack
 # (mamba2_decode_stack.cu: a launch a phase, or all phases on one block), AdamW
 # per slice and fused (loss_optimizer.cu, optimizer_ops.cpp), of the few-row projection with
 # its norm (norm_linear and linear's few rows: linear_skinny.cu), of conv1d, the norms and the chunked
 # SSD and Mamba-3 scans (chunk_scan.cu, with emu_tf32_mma.h for its
-# tensor-core products; mamba3_scan.cu; the fused Mamba-3 decode step,
+# tensor-core products; mamba3_scan.cu, mamba3_scan_step.cu; the fused Mamba-3 decode step,
 # mamba3_step.cu) and the SSD scan's backward
 # (ssd_scan_backward.cu, ssd_scan_backward_tiles.cu, ssd_scan_backward_f16.cu
 # with emu_f16_mma.h for its FP16 products) and the Mamba-3 scan's
@@ -50,7 +50,7 @@ cd "$WORK"
 CXX=${CXX:-g++}
 FLAGS="-std=c++20 -O2 -g -pthread -I$SRC/src -I$SRC/include -I$SRC/tests -I$HERE -isystem /usr/local/cuda/include -DSSM_GPU_TESTS=1 -DSSM_GOLDEN_DIR=\"$SRC/tests/golden\""
 kernels="mamba3_prepare mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention attention_backward hybrid_backward hybrid_kernels
-  conv_ssd norms chunk_scan mamba3_scan ssd_scan_backward ssd_scan_backward_tiles ssd_scan_backward_f16 mamba3_scan_backward_tiles
+  conv_ssd ssd_step_wide norms chunk_scan mamba3_scan mamba3_scan_step ssd_scan_backward ssd_scan_backward_tiles ssd_scan_backward_f16 mamba3_scan_backward_tiles
   linear_skinny dropout norms_backward mixer_backward loss_optimizer mamba2_decode_stack mamba3_step"
 # An object is rebuilt when it is older than its source or the emulator's
 # headers (the engine's headers are not followed: a fresh WORK_DIR rebuilds

@@ -99,6 +99,7 @@ using testing::m3::ScanCase;
 using testing::m3::ScanInputs;
 const ScanCase kM3Cases[] = {
     {2, 1, 3, 16, 32, 1, 64},  // SISO step
+    {64, 1, 4, 24, 64, 1, 64},  // SISO step, many sequences (cuda: mamba3_scan_step.cu)
     {2, 1, 3, 16, 32, 4, 64},  // MIMO step, rank 4
     {1, 1, 2, 8, 20, 3, 64},   // rank 3 (the any-rank step), N off the vector width
     {1, 9, 2, 16, 32, 1, 4},   // SISO chunks

@@ -1,9 +1,10 @@
 // mamba3_scan on every backend against ref (the sequential recurrence in
 // double): SISO and MIMO R = 2, 4, chunks that do or do not divide the
 // length, chunks of one step, one chunk for the whole sequence, L = 1 (the
-// decode step, and at batch 52 and 26: the cuda kernel's wide blocks, SISO),
-// batch > 1, saved and fresh states, with and without D; 1 and
-// 2 threads, which give identical results. Then what the state means: L
+// decode step, and at batch 52 and 26: the cuda kernel's wide blocks, SISO;
+// at 64 and 32 its streamed step), batch > 1, saved and fresh states, with
+// and without D; 1 and 2 threads, which give identical results; a
+// sequence's step alone and in a batch, bitwise. Then what the state means: L
 // single steps equal one pass, a split sequence carrying its state equals one
 // pass, and a fresh sequence equals one from a zero state. The reference
 // itself is checked against the recurrence's closed form.
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/against_ref.h"
 #include "ops/cpu/x86_kernels.h"
 #include "ops/mamba3_scan_util.h"
 #include "ops/ref/mamba3_ref.h"
@@ -42,7 +44,15 @@ const ScanCase kCases[] = {
     {2, 1, 2, 4, 8, 4, 64, false},        // one step, fresh
     {52, 1, 2, 80, 40, 1, 64},            // one step, many sequences (cuda: rows 64 + 16 a block)
     {26, 1, 4, 80, 20, 2, 64},            // the same, MIMO R = 2 (cuda: rows 16 a block)
+    // Many sequences, SISO: cuda's streamed step (mamba3_scan_step.cu; the
+    // 52-sequence case too) with 24 rows of a block's 64 or 128, and with
+    // the 130m head (16 lanes a row); N not a multiple of 8: the wide blocks.
+    {64, 1, 4, 24, 64, 1, 64},
+    {32, 1, 4, 64, 128, 1, 64},
+    {64, 1, 3, 40, 36, 1, 64},
 };
+// The many-sequence SISO steps above.
+const size_t kManySiso[] = {14, 16, 17, 18};
 
 // The chunked form reorders the F32 sums of the recurrence into matrix
 // products; against the double recurrence its error stays near 1e-6.
@@ -168,6 +178,48 @@ TEST_P(Mamba3Scan, Bf16StateProductsStayNearRef) {
     }
     const bool has_bf16 = GetParam() == "cpu" && cpu::cpu_bf16_dot_products_fast();
     EXPECT_EQ(static_cast<bool>(identical(rounded.o, precise.o)), !has_bf16);
+  }
+}
+
+// A sequence's decode step gives the same bits whatever the batch around it
+// (ssm serve batches sessions): at batch 1 cuda's scan_kernel takes blocks
+// of 16 rows, with many sequences its wide blocks or mamba3_scan_step.cu.
+// Two steps, F32 and BF16 states, three sequences of each batch.
+TEST_P(Mamba3Scan, ASequenceHasTheSameBitsAtAnyBatch) {
+  for (const size_t i : kManySiso) {
+    for (const bool bf16 : {false, true}) {
+      const ScanCase& c = kCases[i];
+      SCOPED_TRACE(::testing::Message() << c << (bf16 ? " bf16" : " f32"));
+      ScanCase one = c;
+      one.B = 1;
+      const ScanInputs in(c, 42 + c.L);
+      Context ctx(GetParam(), 2);
+      const Place at = Place::of(ctx);
+      const auto state_of = [&](const Tensor& t) { return testing::on(ctx, bf16 ? t.to_dtype(DType::kBF16) : t); };
+      ops::Mamba3ScanArgs batch = scan_args(c, in, at);
+      batch.ssm = state_of(in.ssm);
+      const int64_t picks[] = {0, c.B / 2, c.B - 1};
+      std::vector<ops::Mamba3ScanArgs> each;
+      for (const int64_t b : picks) {
+        ScanInputs mine = in;
+        for (Tensor* t : {&mine.q, &mine.k, &mine.v, &mine.dt, &mine.A, &mine.lam, &mine.ssm, &mine.k_prev,
+                          &mine.v_prev})
+          *t = t->rows(b, b + 1).clone();
+        each.push_back(scan_args(one, mine, at));
+        each.back().ssm = state_of(mine.ssm);
+      }
+      for (int step = 0; step < 2; ++step) {
+        ops::mamba3_scan(ctx, batch);
+        for (size_t s = 0; s < each.size(); ++s) {
+          ops::mamba3_scan(ctx, each[s]);
+          const Named got = results(batch), want = results(each[s]);
+          for (size_t k = 0; k < got.size(); ++k)
+            EXPECT_TRUE(testing::bitwise_equal(host(got[k].second).rows(picks[s], picks[s] + 1),
+                                               host(want[k].second)))
+                << got[k].first << ", sequence " << picks[s] << ", step " << step;
+        }
+      }
+    }
   }
 }
 

@@ -3,7 +3,8 @@
 // the convolution state and the scan state after the step, with the
 // inputs as the layer passes them (column blocks of in_proj's row), the
 // 130m shape, several groups, partial row blocks, odd state sizes, no norm
-// and no biases; ref's op against those four ops called one by one, and
+// and no biases, many sequences (cuda's wide and streamed paths); each
+// sequence of a batch alone against it in the batch, bitwise; ref's op against those four ops called one by one, and
 // the cpu's (its own fused loop) against its four ops, bitwise.
 #include <gtest/gtest.h>
 
@@ -33,8 +34,16 @@ const StepCase kCases[] = {
     {1, 2, 16, 300, 1, 2, 2, false, true, false},  // 32 threads of 10 entries a row
     {2, 2, 4, 600, 1, 4, 1, false, true, true},    // cuda: larger than its kernel, the four ops
     {52, 2, 80, 40, 2, 4, 2, false, true, true},   // cuda: many sequences, blocks of 64 rows + 16
+    // cuda: many sequences, the state step streamed (ssd_step_wide.cu): G =
+    // 2, 24 rows of a block's 64 (F32) or 128 (BF16); the 130m head's 16
+    // threads a row; N not a multiple of 8 (ssd_step_kernel's wide blocks).
+    {64, 4, 24, 64, 2, 4, 2, true, true, true},
+    {32, 4, 64, 128, 1, 4, 1, false, true, true},
+    {64, 3, 40, 36, 1, 4, 0, false, false, false},
 };
 constexpr size_t kManySequences = 5;
+// The cases of many sequences (cuda: the wide and the streamed paths).
+constexpr size_t kMany[] = {5, 6, 7, 8};
 
 // The step's inputs on the host; in_proj's row is [z | xBC | dt] with a
 // few columns of padding after it.
@@ -147,7 +156,7 @@ TEST_P(SsdStepTest, MatchesRef) {
 // A second step on the same states: the first left the convolution state
 // shifted and (cuda) its counters back at zero.
 TEST_P(SsdStepTest, TwoStepsMatchRef) {
-  for (const size_t c : {size_t{1}, kManySequences}) {
+  for (const size_t c : {size_t{1}, kManySequences, size_t{6}, size_t{7}}) {
     const StepCase& s = kCases[c];
     SCOPED_TRACE(::testing::Message() << "case " << c);
     const StepInputs in(s);
@@ -160,6 +169,53 @@ TEST_P(SsdStepTest, TwoStepsMatchRef) {
       second.insert(second.end(), first.begin(), first.end());
       return second;
     });
+  }
+}
+
+// One sequence of a batch's inputs as a batch of its own.
+StepInputs alone(const StepCase& s, const StepInputs& batch, int64_t b) {
+  StepCase one = s;
+  one.B = 1;
+  StepInputs in(one);
+  in.zxbcdt = batch.zxbcdt.rows(b, b + 1).clone();
+  in.conv_state = batch.conv_state.rows(b, b + 1).clone();
+  in.state = batch.state.rows(b, b + 1).clone();
+  return in;
+}
+
+// A sequence's step gives the same bits whatever the batch around it (ssm
+// serve batches sessions): at batch 1 cuda takes ssd_step_kernel's narrow
+// blocks, with many sequences its wide blocks or the two launches of
+// ssd_step_wide.cu. Two steps, F32 and BF16 states, three sequences of
+// each batch.
+TEST_P(SsdStepTest, ASequenceHasTheSameBitsAtAnyBatch) {
+  for (const size_t c : kMany) {
+    for (const bool bf16 : {false, true}) {
+      const StepCase& s = kCases[c];
+      SCOPED_TRACE(::testing::Message() << "case " << c << " bf16 " << bf16);
+      StepCase one = s;
+      one.B = 1;
+      StepInputs batch(s);
+      if (bf16) batch.state = batch.state.to_dtype(DType::kBF16);
+      const int64_t picks[] = {0, s.B / 2, s.B - 1};
+      std::vector<StepInputs> each;
+      for (const int64_t b : picks) each.push_back(alone(s, batch, b));
+      Context ctx(GetParam(), 2);
+      for (int step = 0; step < 2; ++step) {
+        const testing::Outputs got = run_step(ctx, s, batch, true);
+        for (size_t i = 0; i < each.size(); ++i) {
+          const testing::Outputs want = run_step(ctx, one, each[i], true);
+          for (size_t k = 0; k < got.size(); ++k)
+            EXPECT_TRUE(testing::bitwise_equal(testing::host(got[k].second).rows(picks[i], picks[i] + 1),
+                                               testing::host(want[k].second)))
+                << got[k].first << ", sequence " << picks[i] << ", step " << step;
+          each[i].conv_state = testing::host(want[1].second);
+          each[i].state = testing::host(want[2].second);
+        }
+        batch.conv_state = testing::host(got[1].second);
+        batch.state = testing::host(got[2].second);
+      }
+    }
   }
 }
 

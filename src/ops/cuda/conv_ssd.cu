@@ -8,6 +8,7 @@
 
 #include "ops/cuda/launch_ssd_step.h"
 #include "ops/cuda/overlap_launch.h"
+#include "ops/cuda/state_step_math.h"
 #include "ops/cuda/state_memory.h"
 
 namespace ssm::cuda {
@@ -15,8 +16,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxTaps = 17;  // K - 1 <= 16 state rows kept in registers
-
-__device__ float silu(float z) { return z / (1.f + expf(-z)); }
 
 // Block (256 channels, strip of kConvStrip steps of one sequence); each
 // thread walks its channel through the strip's steps in order, so an input
@@ -108,8 +107,6 @@ __global__ void conv1d_step_kernel(Conv1dLaunch a) {
   a.out.p[b * a.out.stride + c] = a.silu ? silu(acc) : acc;
 }
 
-__device__ float softplus(float x) { return x > 20.f ? x : (x < -20.f ? expf(x) : log1pf(expf(x))); }
-
 __global__ void ssd_prepare_kernel(ConstRows dt_raw, const float* dt_bias, const float* A_log, float dt_min,
                                    float dt_max, Rows dt, float* A) {
   const int64_t H = dt_raw.cols, n = dt_raw.rows * H;
@@ -122,9 +119,10 @@ __global__ void ssd_prepare_kernel(ConstRows dt_raw, const float* dt_bias, const
 }
 
 // Block per (b, h, block of kRowsPerBlock state rows p); thread (p, j)
-// keeps the PER state entries n = j, j + S, ... of row p in registers (S =
-// slices, a power of two <= 32, so the S threads of a row are lanes of one
-// warp and sum y_t[p] with shuffles). Time runs in order inside the block
+// keeps the PER adjacent state entries n = j PER + k of row p in registers
+// (S = slices, a power of two <= 32, so the S threads of a row are lanes
+// of one warp and sum y_t[p] with shuffles: state_step_math.h's order, the
+// decode step's). Time runs in order inside the block
 // (the sequential definition, in F32, for prefill and the L = 1 decode step
 // alike); B_t, C_t, x_t and exp(dt_t A) of `stage` steps at a time are first
 // copied to shared memory, so the steps themselves wait on no global memory.
@@ -157,7 +155,7 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
   T* state = a.state.p ? static_cast<T*>(a.state.p) + ((b * a.H + h) * a.P + p) * a.N : nullptr;
 #pragma unroll
   for (int k = 0; k < PER; ++k) {
-    const int n = j + S * k;
+    const int n = j * PER + k;
     st[k] = (n < N && state) ? load_state<false>(state + n) : 0.f;
   }
   const float A = a.A[h], Dh = a.D ? a.D[h] : 0.f;
@@ -189,21 +187,21 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
       float acc = 0.f;
 #pragma unroll
       for (int k = 0; k < PER; ++k) {
-        const int n = j + S * k;
+        const int n = j * PER + k;
         if (n < N) {
-          st[k] = decay * st[k] + coef * Bt[n];
-          acc += st[k] * Ct[n];
+          st[k] = step_entry(st[k], decay, coef, Bt[n]);
+          acc = y_term(acc, st[k], Ct[n]);
         }
       }
       for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
-      if (active && j == 0) a.y.p[(row0 + tt) * a.y.stride + h * a.P + p] = acc + Dh * xv;
+      if (active && j == 0) a.y.p[(row0 + tt) * a.y.stride + h * a.P + p] = y_out(acc, Dh, xv);
     }
     __syncthreads();
   }
   if (state && active) {
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
-      const int n = j + S * k;
+      const int n = j * PER + k;
       if (n < N) store_state<false>(state + n, st[k]);
     }
   }
@@ -231,6 +229,9 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
 // counter) around 8 KB of it; 64 rows a block carry 32 KB of state loads in
 // flight and pay that a quarter as often. The state is streamed there
 // (state_memory.h); one sequence's 96 blocks at batch 1 keep plain loads.
+// Since ssd_step_wide.cu, many sequences take these wide blocks only where
+// its 16-byte pieces do not fit (N not a multiple of 8) or with
+// SSM_CUDA_STATE_STREAM=0.
 // T: the state's element type, as in ssd_scan_kernel.
 template <int PER, int ROWS, class T>
 __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
@@ -272,7 +273,7 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   for (int r = 0; r < ROWS; ++r) {
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
-      const int n = j + S * k;
+      const int n = j * PER + k;
       st[r][k] = n < N ? load_state<kStream>(state + row(r) * N + n) : 0.f;
     }
   }
@@ -289,34 +290,33 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   float bc_acc = 0.f, x_acc = 0.f;
   if (bc_channel >= 0) {
     bc_acc = a.conv_bias ? a.conv_bias[bc_channel] : 0.f;
-    for (int k = 0; k < W; ++k) bc_acc += a.conv_weight[bc_channel * K + k] * cst[k * C + bc_channel];
+    for (int k = 0; k < W; ++k) bc_acc = conv_tap(bc_acc, a.conv_weight[bc_channel * K + k], cst[k * C + bc_channel]);
   }
   if (x_channel >= 0) {
     x_acc = a.conv_bias ? a.conv_bias[x_channel] : 0.f;
     for (int k = 0; k < W; ++k) {
       const float v = cst[k * C + x_channel];
-      x_acc += a.conv_weight[x_channel * K + k] * v;
+      x_acc = conv_tap(x_acc, a.conv_weight[x_channel * K + k], v);
       if (k > 0) cst[(k - 1) * C + x_channel] = v;
     }
   }
   const float dt_bias = a.dt_bias[h], A = -expf(a.A_log[h]), Dh = a.D ? a.D[h] : 0.f;
   wait_for_previous_kernel();
   const float* in = a.xbc.p + b * a.xbc.stride;
-  if (bc_channel >= 0) sBC[t] = silu(bc_acc + a.conv_weight[bc_channel * K + W] * in[bc_channel]);
+  if (bc_channel >= 0) sBC[t] = silu(conv_tap(bc_acc, a.conv_weight[bc_channel * K + W], in[bc_channel]));
   for (int i = bc_hoisted ? 2 * N : t; i < 2 * N; i += blockDim.x) {
     const int c = bc_of(i);
     float acc = a.conv_bias ? a.conv_bias[c] : 0.f;
-    for (int k = 0; k < W; ++k) acc += a.conv_weight[c * K + k] * cst[k * C + c];
-    sBC[i] = silu(acc + a.conv_weight[c * K + W] * in[c]);
+    for (int k = 0; k < W; ++k) acc = conv_tap(acc, a.conv_weight[c * K + k], cst[k * C + c]);
+    sBC[i] = silu(conv_tap(acc, a.conv_weight[c * K + W], in[c]));
   }
   if (x_channel >= 0) {
     const float v = in[x_channel];
     if (W > 0) cst[(W - 1) * C + x_channel] = v;
-    sx[t] = silu(x_acc + a.conv_weight[x_channel * K + W] * v);
+    sx[t] = silu(conv_tap(x_acc, a.conv_weight[x_channel * K + W], v));
   }
   if (t == 0) {
-    const float sp = softplus(a.dt_raw.p[b * a.dt_raw.stride + h] + dt_bias);
-    const float dt = fminf(fmaxf(sp, a.dt_min), a.dt_max);
+    const float dt = step_dt(a.dt_raw.p[b * a.dt_raw.stride + h], dt_bias, a.dt_min, a.dt_max);
     sstep[0] = dt;
     sstep[1] = expf(dt * A);
   }
@@ -334,18 +334,18 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
     float acc = 0.f;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
-      const int n = j + S * k;
+      const int n = j * PER + k;
       if (n < N) {
-        st[r][k] = decay * st[r][k] + coef * sBC[n];
-        acc += st[r][k] * sBC[N + n];
+        st[r][k] = step_entry(st[r][k], decay, coef, sBC[n]);
+        acc = y_term(acc, st[r][k], sBC[N + n]);
       }
     }
     for (int o = S / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, S);
     if (pl + r * kRowsPerBlock < rows_here) {
-      if (j == 0) a.out.p[b * a.out.stride + h * P + p0 + pr] = acc + Dh * xv;
+      if (j == 0) a.out.p[b * a.out.stride + h * P + p0 + pr] = y_out(acc, Dh, xv);
 #pragma unroll
       for (int k = 0; k < PER; ++k) {
-        const int n = j + S * k;
+        const int n = j * PER + k;
         if (n < N) store_state<kStream>(state + pr * N + n, st[r][k]);
       }
     }
@@ -443,16 +443,36 @@ static auto ssd_step_kernel_for(bool wide, int64_t need) -> void (*)(SsdStepLaun
                       : ssd_step_kernel<16, 1, T>;
 }
 
-void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
-  if (a.B == 0) return;
+// Wide blocks where they have a thread for each of their x channels, and
+// 8 entries a row a thread (one instantiation; N from 17 to 256).
+static bool takes_wide_blocks(const SsdStepLaunch& a) {
   const int S = ssd_slices(a.N);
   const int64_t need = (a.N + S - 1) / S;
   const int64_t threads = std::min<int64_t>(a.P, kRowsPerBlock) * S;
   const int64_t narrow_blocks = a.B * a.H * ((a.P + kRowsPerBlock - 1) / kRowsPerBlock);
-  // Wide blocks where they have a thread for each of their x channels, and
-  // 8 entries a row a thread (one instantiation; N from 17 to 256).
-  const bool wide = narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 && need <= 8 &&
-                    threads >= kWideRows * kRowsPerBlock;
+  return narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 && need <= 8 &&
+         threads >= kWideRows * kRowsPerBlock;
+}
+
+// The wide blocks' launches streamed by ssd_step_wide.cu instead, where its
+// 16-byte pieces of 8 entries fit the rows (and the off switch,
+// CudaResources::stream_state_step, is the caller's: it gives no a.rows).
+bool ssd_step_streams(const SsdStepLaunch& a) {
+  return a.B > 0 && takes_wide_blocks(a) && a.N % 8 == 0 && a.state.p &&
+         reinterpret_cast<uintptr_t>(a.state.p) % 16 == 0;
+}
+
+void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s) {
+  if (a.B == 0) return;
+  if (a.rows && ssd_step_streams(a)) {
+    launch_ssd_step_wide(a, s);
+    if (a.gated) launch_ssd_step_norm(a, s);
+    return;
+  }
+  const int S = ssd_slices(a.N);
+  const int64_t need = (a.N + S - 1) / S;
+  const int64_t threads = std::min<int64_t>(a.P, kRowsPerBlock) * S;
+  const bool wide = takes_wide_blocks(a);
   const int64_t rows = wide ? kWideRows * kRowsPerBlock : kRowsPerBlock;
   const size_t smem = static_cast<size_t>(2 * a.N + rows + 2) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(a.B * a.H * ((a.P + rows - 1) / rows)));

@@ -50,11 +50,24 @@ struct Mamba3ScanLaunch : Mamba3ScanInputs {
   StatePtr ssm;
   float *k_prev = nullptr, *v_prev = nullptr;
   bool overlap = false;
+  // A SISO decode step of many sequences may take the streamed state step
+  // (mamba3_scan_step.cu; CudaResources::stream_state_step).
+  bool stream_state = false;
 };
 // Shared memory the scan needs for one time step (bytes); the launcher
 // takes N and R whose one step fits in 48 KiB.
 int64_t mamba3_scan_step_bytes(int64_t R, int64_t N);
 void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s);
+// Whether the shape and memory suit mamba3_scan_step.cu's kernel (L = 1,
+// R = 1, N a multiple of 8 up to 256, the state and k, q, k_prev 16-byte
+// aligned, stream_state); launch_mamba3_scan takes it where it would take
+// scan_kernel's wide blocks. W: the lanes a state row.
+bool mamba3_scan_streams(const Mamba3ScanLaunch& a);
+// Whether launch_mamba3_scan takes that streamed step for a (many
+// sequences: its wide-block rule), where the fused decode step
+// (mamba3_step.cu, a block per (b, h)) would keep one block a multiprocessor.
+bool mamba3_scan_streams_wide(const Mamba3ScanLaunch& a);
+void launch_mamba3_scan_step(const Mamba3ScanLaunch& a, int W, cudaStream_t s);
 // k_prev, v_prev <- the k and v of step L-1 (after a scan; nothing without a state).
 void launch_mamba3_last_step(const Mamba3ScanLaunch& a, cudaStream_t s);
 

@@ -29,6 +29,11 @@ struct SsdStepLaunch {
   // channels' convolution state.
   unsigned* counters;
   bool overlap;  // the first kernel launched to overlap the one before (overlap_launch.h)
+  // Where ssd_step_streams: B rows of ssd_step_row_floats floats (the
+  // convolved x, B and C channels, dt and exp(dt A) of each sequence),
+  // which the step then takes in two launches (ssd_step_wide.cu); null:
+  // the one launch (ssd_step_kernel).
+  float* rows = nullptr;
 };
 // The sequences a step takes (CudaResources::step_counters' size); more
 // take the four ops.
@@ -38,5 +43,13 @@ inline constexpr int64_t kStepCounters = 4096;
 // place (launch_ssd_step_norm, norms.cu).
 void launch_ssd_step(const SsdStepLaunch& a, cudaStream_t s);  // N <= 512
 void launch_ssd_step_norm(const SsdStepLaunch& a, cudaStream_t s);
+// Whether the step's shape takes the many-sequence kernels of
+// ssd_step_wide.cu when given a.rows (conv_ssd.cu: the wide blocks' rule,
+// N a multiple of 8, the state 16-byte aligned), and the floats of a row.
+bool ssd_step_streams(const SsdStepLaunch& a);
+int64_t ssd_step_row_floats(const SsdStepLaunch& a);
+// The two launches (ssd_step_wide.cu): the convolution step and dt, then
+// the state step; without the gated norm (launch_ssd_step adds it).
+void launch_ssd_step_wide(const SsdStepLaunch& a, cudaStream_t s);
 
 }  // namespace ssm::cuda

@@ -42,6 +42,7 @@ void mamba3_scan(Context& ctx, const ops::Mamba3ScanArgs& a) {
   // form on the tensor cores (chunk_scan.cu), when its tiles fit.
   if (l.L == 1 || !chunk_scan_fits(l.R, l.N, l.P)) {
     l.overlap = l.L == 1 && resources(ctx).overlap_launches;
+    l.stream_state = resources(ctx).stream_state_step;
     launch_mamba3_scan(l, stream(ctx));
     check_launch("mamba3_scan");
     return;
@@ -79,7 +80,20 @@ void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& a) {
   const ops::Mamba3PrepareArgs& p = a.prepare;
   Mamba3PrepareLaunch l;
   static_cast<Mamba3PrepareInputs&>(l) = mamba3_prepare_inputs(p);
-  if (l.L != 1 || !resources(ctx).fused_mamba3_step || l.S > 1024 || !mamba3_step_fits(l.R, l.N, l.P, l.S)) {
+  Mamba3ScanLaunch s;
+  static_cast<Mamba3ScanInputs&>(s) = mamba3_scan_inputs(a.scan);
+  s.o = ops::elements<float>(a.scan.o);
+  if (a.scan.ssm.defined()) {
+    s.ssm = state_or_null(a.scan.ssm);
+    s.k_prev = ops::elements<float>(a.scan.k_prev);
+    s.v_prev = ops::elements<float>(a.scan.v_prev);
+  }
+  s.stream_state = resources(ctx).stream_state_step;
+  // Many sequences take the two ops where the scan streams its state
+  // (mamba3_scan_step.cu: four 256-thread blocks a multiprocessor, where
+  // the fused step's 512-thread blocks of 120 registers fit one).
+  if (l.L != 1 || !resources(ctx).fused_mamba3_step || l.S > 1024 || !mamba3_step_fits(l.R, l.N, l.P, l.S) ||
+      mamba3_scan_streams_wide(s)) {
     // Qualified: ops::'s of the same names are found by their arguments.
     cuda::mamba3_prepare(ctx, p);
     cuda::mamba3_scan(ctx, a.scan);
@@ -95,14 +109,6 @@ void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& a) {
   l.dt = ops::elements<float>(p.dt);
   l.A = ops::elements<float>(p.A);
   l.lam = ops::elements<float>(p.lam);
-  Mamba3ScanLaunch s;
-  static_cast<Mamba3ScanInputs&>(s) = mamba3_scan_inputs(a.scan);
-  s.o = ops::elements<float>(a.scan.o);
-  if (a.scan.ssm.defined()) {
-    s.ssm = state_or_null(a.scan.ssm);
-    s.k_prev = ops::elements<float>(a.scan.k_prev);
-    s.v_prev = ops::elements<float>(a.scan.v_prev);
-  }
   // Its kernel starts while the one before finishes (in_proj).
   l.overlap = resources(ctx).overlap_launches;
   launch_mamba3_step(l, s, stream(ctx));

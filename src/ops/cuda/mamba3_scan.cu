@@ -3,10 +3,11 @@
 // The scan is the sequential trapezoidal recurrence in F32, written with
 // U_t = sum_r v_t,r k_t,r^T:  S_t = alpha_t S_{t-1} + beta_t U_{t-1} + gamma_t U_t,
 // o_t,r = S_t q_t,r + D v_t,r. Like ssd_scan (conv_ssd.cu): a block per
-// (b, h, 16 state rows p; 64 in a decode step of many sequences); thread (p, j) keeps the state entries
-// n = j, j + W, ... of row p and the same entries of U_{t-1} in registers
+// (b, h, 16 state rows p; 64 in a decode step of many sequences); thread (p, j) keeps the PER
+// adjacent state entries n = j PER + e of row p and the same entries of U_{t-1} in registers
 // (W slices, a power of two <= 32 lanes of one warp, which sum o_t,r[p]
-// with shuffles); k_t, q_t, v_t and the step scalars of `stage` steps at a
+// with shuffles: state_step_math.h's order and arithmetic, those of the
+// many-sequence decode step, mamba3_scan_step.cu); k_t, q_t, v_t and the step scalars of `stage` steps at a
 // time are staged in shared memory. After the scan a second kernel stores
 // k and v of the last step as the state's k_prev, v_prev (the scan's blocks
 // read the old ones, so they are replaced only once all have run).
@@ -20,6 +21,7 @@
 #include "ops/cuda/launch_mamba3.h"
 #include "ops/cuda/overlap_launch.h"
 #include "ops/cuda/state_memory.h"
+#include "ops/cuda/state_step_math.h"
 
 namespace ssm::cuda {
 namespace {
@@ -68,13 +70,13 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
     const int64_t p = p0 + row(rw);
 #pragma unroll
     for (int e = 0; e < PER; ++e) {
-      const int n = j + W * e;
+      const int n = j * PER + e;
       st[rw][e] = 0.f;
       up[rw][e] = 0.f;
       if (n < N && ssm) {
         st[rw][e] = load_state<kStream>(ssm + (bh * P + p) * N + n);
         for (int r = 0; r < R; ++r)
-          up[rw][e] += a.v_prev[(bh * R + r) * P + p] * a.k_prev[(bh * R + r) * N + n];
+          up[rw][e] = rank_term(up[rw][e], a.v_prev[(bh * R + r) * P + p], a.k_prev[(bh * R + r) * N + n]);
       }
     }
   }
@@ -102,14 +104,14 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
     }
     for (int tt = threadIdx.x; tt < steps; tt += blockDim.x) {
       const int64_t s = bh * L + t0 + tt;
-      const float dt = a.dt[s], lam = a.lam[s], alpha = expf(a.A[s] * dt);
-      sco[3 * tt] = alpha;
-      sco[3 * tt + 1] = (1.f - lam) * dt * alpha;
-      sco[3 * tt + 2] = lam * dt;
+      const Mamba3Coefs c = mamba3_coefs(a.dt[s], a.lam[s], a.A[s]);
+      sco[3 * tt] = c.alpha;
+      sco[3 * tt + 1] = c.beta;
+      sco[3 * tt + 2] = c.gamma;
     }
     __syncthreads();
     for (int tt = 0; tt < steps; ++tt) {
-      const float alpha = sco[3 * tt], beta = sco[3 * tt + 1], gamma = sco[3 * tt + 2];
+      const Mamba3Coefs c = {sco[3 * tt], sco[3 * tt + 1], sco[3 * tt + 2]};
       const float* kt = sk + tt * RN;
       const float* qt = sq + tt * RN;
       const float* vt = sv + tt * R * kRows;
@@ -118,11 +120,11 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
         const int pr = row(rw);
 #pragma unroll
         for (int e = 0; e < PER; ++e) {
-          const int n = j + W * e;
+          const int n = j * PER + e;
           if (n < N) {
             float u = 0.f;
-            for (int r = 0; r < R; ++r) u += vt[r * kRows + pr] * kt[r * N + n];
-            st[rw][e] = alpha * st[rw][e] + beta * up[rw][e] + gamma * u;
+            for (int r = 0; r < R; ++r) u = rank_term(u, vt[r * kRows + pr], kt[r * N + n]);
+            st[rw][e] = mamba3_entry(st[rw][e], c, up[rw][e], u);
             up[rw][e] = u;
           }
         }
@@ -130,12 +132,12 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
           float acc = 0.f;
 #pragma unroll
           for (int e = 0; e < PER; ++e) {
-            const int n = j + W * e;
-            if (n < N) acc += st[rw][e] * qt[r * N + n];
+            const int n = j * PER + e;
+            if (n < N) acc = y_term(acc, st[rw][e], qt[r * N + n]);
           }
           for (int o = W / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, W);
           if (pl + rw * kRowsPerBlock < rows_here && j == 0)
-            ob[((t0 + tt) * R + r) * P + p0 + pr] = acc + Dh * vt[r * kRows + pr];
+            ob[((t0 + tt) * R + r) * P + p0 + pr] = y_out(acc, Dh, vt[r * kRows + pr]);
         }
       }
     }
@@ -148,7 +150,7 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
       const int64_t p = p0 + row(rw);
 #pragma unroll
       for (int e = 0; e < PER; ++e) {
-        const int n = j + W * e;
+        const int n = j * PER + e;
         if (n < N) store_state<kStream>(ssm + (bh * P + p) * N + n, st[rw][e]);
       }
     }
@@ -249,20 +251,33 @@ static auto scan_kernel_for(bool wide, int64_t need) -> void (*)(Mamba3ScanLaunc
                       : scan_kernel<32, 1, T>;
 }
 
+// Wide blocks for a SISO decode step whose thread keeps 8 entries a row
+// (one instantiation; N from 17 to 256), when its one step fits 48 KiB.
+// Not MIMO: on an H100 the 130m MIMO R = 4 model decoded at batch 64 at
+// 7,572 tokens/s with them against 8,315 without (SISO 13,344 against
+// 12,051): R products a row and step make the wide blocks' threads too
+// long for their few blocks. Where its 16-byte pieces fit, the streamed
+// step of mamba3_scan_step.cu instead.
+static bool scan_wide(const Mamba3ScanLaunch& a) {
+  const int W = scan_slices(a.N);
+  const int64_t need = (a.N + W - 1) / W;
+  const int64_t narrow_blocks = a.B * a.H * ((a.P + kRowsPerBlock - 1) / kRowsPerBlock);
+  return a.L == 1 && a.R == 1 && narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 && need <= 8 &&
+         step_bytes(a.R, a.N, kWideRows * kRowsPerBlock) <= 48 * 1024;
+}
+
+bool mamba3_scan_streams_wide(const Mamba3ScanLaunch& a) { return scan_wide(a) && mamba3_scan_streams(a); }
+
 void launch_mamba3_scan(const Mamba3ScanLaunch& a, cudaStream_t s) {
   if (a.B * a.H * a.L == 0) return;
   const int W = scan_slices(a.N);
   const int64_t need = (a.N + W - 1) / W;
-  const int64_t narrow_blocks = a.B * a.H * ((a.P + kRowsPerBlock - 1) / kRowsPerBlock);
-  // Wide blocks for a SISO decode step whose thread keeps 8 entries a row
-  // (one instantiation; N from 17 to 256), when its one step fits 48 KiB.
-  // Not MIMO: on an H100 the 130m MIMO R = 4 model decoded at batch 64 at
-  // 7,572 tokens/s with them against 8,315 without (SISO 13,344 against
-  // 12,051): R products a row and step make the wide blocks' threads too
-  // long for their few blocks.
-  const bool wide = a.L == 1 && a.R == 1 && narrow_blocks >= kWideFrom && a.P > kRowsPerBlock && need > 4 &&
-                    need <= 8 &&
-                    step_bytes(a.R, a.N, kWideRows * kRowsPerBlock) <= 48 * 1024;
+  const bool wide = scan_wide(a);
+  if (wide && mamba3_scan_streams(a)) {
+    launch_mamba3_scan_step(a, W, s);
+    launch_mamba3_last_step(a, s);
+    return;
+  }
   const int64_t rows = wide ? kWideRows * kRowsPerBlock : kRowsPerBlock;
   // As many steps per stage as fit in 40 KiB of shared memory (at most 64),
   // and at least one (the host wrapper takes steps of at most 48 KiB).

@@ -33,23 +33,10 @@
 #include "ops/cuda/mamba3_scalars.h"
 #include "ops/cuda/overlap_launch.h"
 #include "ops/cuda/state_memory.h"
+#include "ops/cuda/state_step_math.h"
 
 namespace ssm::cuda {
 namespace {
-
-// alpha st + beta up + gamma u as nvcc 13 compiles it in mamba3_scan.cu's
-// scan_kernel (every instantiation; read in its PTX): fma(gamma, u,
-// fma(alpha, st, beta up)). Written out, so that this kernel's state is
-// the scan's to the bit: left to the compiler here, it made
-// fma(gamma, u, fma(beta, up, alpha st)). The CPU emulator has no FMA (nor
-// the scan there): rounded products and sums, the same on both sides.
-__device__ __forceinline__ float scan_update(float alpha, float st, float beta, float up, float gamma, float u) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(gamma, u, __fmaf_rn(alpha, st, __fmul_rn(beta, up)));
-#else
-  return alpha * st + beta * up + gamma * u;
-#endif
-}
 
 // The rows a thread keeps for PER entries a row, and the most threads a
 // block: at the 130m models' N 128 (16 slices of PER 8) 512 threads of two
@@ -59,8 +46,8 @@ __host__ __device__ constexpr int rows_for(int PER) { return PER <= 8 ? 2 : 1; }
 __host__ __device__ constexpr int max_threads(int PER) { return PER <= 16 ? 512 : 256; }
 
 // Thread (pl, j) of a pass keeps state rows p0 + pl + w T / W (w <
-// rows_for(PER)), entries n = j + W e (W slices: the scan's scan_slices, so
-// its shuffle tree's order); a block of T threads takes rows_for(PER) T / W
+// rows_for(PER)), entries n = j PER + e (W slices: the scan's scan_slices,
+// and its order: state_step_math.h); a block of T threads takes rows_for(PER) T / W
 // rows a pass. Rows past P compute row 0 and write nothing (every lane is in
 // the shuffles).
 template <int PER, class T>
@@ -99,7 +86,7 @@ __global__ void __launch_bounds__(max_threads(PER), 1) step_kernel(Mamba3Prepare
       const int64_t p = row_of(p0, w);
 #pragma unroll
       for (int e = 0; e < PER; ++e) {
-        const int n = j + W * e;
+        const int n = j * PER + e;
         st[w][e] = n < N && ssm ? load((bh * P + p) * N + n) : 0.f;
       }
     }
@@ -188,8 +175,7 @@ __global__ void __launch_bounds__(max_threads(PER), 1) step_kernel(Mamba3Prepare
   __syncthreads();
 
   // C. The scan's step (mamba3_scan.cu's scan_kernel at L = 1).
-  const float alpha = expf(sc[1] * sc[0]);
-  const float beta = (1.f - sc[2]) * sc[0] * alpha, gamma = sc[2] * sc[0];
+  const Mamba3Coefs c = mamba3_coefs(sc[0], sc[2], sc[1]);
   const float Dh = sc[3];
   const unsigned mask = 0xffffffffu;
   for (int p0 = 0; p0 < P; p0 += rows_per_pass) {
@@ -199,30 +185,30 @@ __global__ void __launch_bounds__(max_threads(PER), 1) step_kernel(Mamba3Prepare
       const int p = row_of(p0, w);
 #pragma unroll
       for (int e = 0; e < PER; ++e) {
-        const int n = j + W * e;
+        const int n = j * PER + e;
         if (n < N) {
           // U_{t-1} (the scan keeps it from its prologue) and U_t.
           float up = 0.f, u = 0.f;
           if (ssm)
-            for (int r = 0; r < R; ++r) up += vp[r * P + p] * kp[r * N + n];
-          for (int r = 0; r < R; ++r) u += vs[r * P + p] * ks[r * N + n];
-          st[w][e] = scan_update(alpha, st[w][e], beta, up, gamma, u);
+            for (int r = 0; r < R; ++r) up = rank_term(up, vp[r * P + p], kp[r * N + n]);
+          for (int r = 0; r < R; ++r) u = rank_term(u, vs[r * P + p], ks[r * N + n]);
+          st[w][e] = mamba3_entry(st[w][e], c, up, u);
         }
       }
       for (int r = 0; r < R; ++r) {
         float acc = 0.f;
 #pragma unroll
         for (int e = 0; e < PER; ++e) {
-          const int n = j + W * e;
-          if (n < N) acc += st[w][e] * qs[r * N + n];
+          const int n = j * PER + e;
+          if (n < N) acc = y_term(acc, st[w][e], qs[r * N + n]);
         }
         for (int o = W / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, W);
-        if (live(p0, w) && j == 0) s.o[(bh * R + r) * P + p] = acc + Dh * vs[r * P + p];
+        if (live(p0, w) && j == 0) s.o[(bh * R + r) * P + p] = y_out(acc, Dh, vs[r * P + p]);
       }
       if (ssm && live(p0, w)) {
 #pragma unroll
         for (int e = 0; e < PER; ++e) {
-          const int n = j + W * e;
+          const int n = j * PER + e;
           if (n < N) {
             const int64_t at = (bh * P + p) * N + n;
             if (stream) store_state<true>(ssm + at, st[w][e]);

@@ -78,6 +78,8 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   }
   const char* f16 = std::getenv("SSM_CUDA_SSD_BACKWARD_F16");
   ssd_backward_f16 = !(f16 && std::string_view(f16) == "0");
+  const char* stream_state = std::getenv("SSM_CUDA_STATE_STREAM");
+  stream_state_step = !(stream_state && std::string_view(stream_state) == "0");
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, stream), "cublasSetStream");

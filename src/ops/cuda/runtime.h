@@ -127,6 +127,12 @@ class CudaResources : public BackendResources {
   // TF32 kernel, 1-2.6% off a 130m training step), off with
   // SSM_CUDA_SSD_BACKWARD_F16=0.
   bool ssd_backward_f16 = true;
+  // ssd_step's many-sequence path as two launches, the convolution step
+  // then a state step that only streams (ssd_step_wide.cu), and Mamba-3's
+  // SISO decode step likewise (mamba3_scan_step.cu); off with
+  // SSM_CUDA_STATE_STREAM=0 (the wide blocks of ssd_step_kernel and
+  // scan_kernel, for an A/B).
+  bool stream_state_step = true;
   // Its grid barrier's two counters (zero when made), after the step counters.
   unsigned* grid_barrier = nullptr;
 

@@ -44,6 +44,10 @@ void ssd_step(Context& ctx, const ops::SsdStepArgs& a) {
   l.gated = a.gated;
   l.counters = resources(ctx).step_counters;
   l.overlap = resources(ctx).overlap_launches;
+  // Many sequences: the convolved rows for the two-launch step, from the
+  // op's workspace (allocated once per batch, reused by a recorded step).
+  if (resources(ctx).stream_state_step && ssd_step_streams(l))
+    l.rows = ctx.arena().alloc(DType::kF32, {l.B, ssd_step_row_floats(l)}).data<float>();
   launch_ssd_step(l, stream(ctx));
   check_launch("ssd_step");
 }

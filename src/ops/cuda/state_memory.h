@@ -15,6 +15,8 @@
 
 #include <cuda_bf16.h>
 
+#include <cstring>
+
 namespace ssm::cuda {
 
 template <bool kStream>
@@ -61,6 +63,61 @@ __device__ __forceinline__ void store_state(__nv_bfloat16* p, float v) {
   }
 #endif
   set_state_value(*p, v);
+}
+
+// 16 bytes of state at p (16-byte aligned), streamed: the many-sequence
+// decode steps' loads and stores (ssd_step_wide.cu, mamba3_scan_step.cu),
+// a row's 8 adjacent BF16 entries or 4 F32 ones an instruction.
+__device__ __forceinline__ uint4 load_state16(const void* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldcs(static_cast<const uint4*>(p));
+#else
+  return *static_cast<const uint4*>(p);
+#endif
+}
+__device__ __forceinline__ void store_state16(void* p, uint4 v) {
+#if defined(__CUDA_ARCH__)
+  __stcs(static_cast<uint4*>(p), v);
+#else
+  *static_cast<uint4*>(p) = v;
+#endif
+}
+
+// 8 adjacent entries of a state row as the many-sequence steps load them
+// (ssd_step_wide.cu, mamba3_scan_step.cu): one uint4 of BF16, two of F32.
+template <class T>
+struct Piece {
+  static constexpr int kWords = static_cast<int>(8 * sizeof(T) / 16);
+  uint4 w[kWords];
+};
+
+template <class T>
+__device__ __forceinline__ Piece<T> load_piece(const T* p) {
+  Piece<T> v;
+#pragma unroll
+  for (int i = 0; i < Piece<T>::kWords; ++i) v.w[i] = load_state16(reinterpret_cast<const uint4*>(p) + i);
+  return v;
+}
+
+// Widened and rounded as load_state and store_state do, so that the
+// entries' values are those of the kernels that load them one at a time.
+template <class T>
+__device__ __forceinline__ void unpack(const Piece<T>& v, float (&h)[8]) {
+  T e[8];
+  memcpy(e, v.w, sizeof e);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) h[k] = state_value(e[k]);
+}
+
+template <class T>
+__device__ __forceinline__ void store_piece(T* p, const float (&h)[8]) {
+  T e[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) set_state_value(e[k], h[k]);
+  uint4 w[Piece<T>::kWords];
+  memcpy(w, e, sizeof e);
+#pragma unroll
+  for (int i = 0; i < Piece<T>::kWords; ++i) store_state16(reinterpret_cast<uint4*>(p) + i, w[i]);
 }
 
 // counter += 1, returning the old count, as one acquire-release atomic at
