@@ -46,8 +46,8 @@ bool skinny_norm_fits(const SkinnyLinear& a);
 // Whether launch_skinny_linear runs a in one wave: every block resident at
 // once, every weight load issued before the wait.
 bool skinny_in_one_wave(const SkinnyLinear& a);
-// Whether the warp-level norm takes a: at most kSkinnyRows rows, one norm
-// group over all of K, 16-byte pieces of W, x, the gate and the weight.
+// Whether the warp-level norm takes a: one row, one norm group over all of
+// K, 16-byte pieces of W, x, the gate and the weight.
 bool skinny_warp_norm_fits(const SkinnyLinear& a);
 void launch_skinny_linear(const SkinnyLinear& a, cudaStream_t s);
 

@@ -273,8 +273,10 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(SkinnyLinear a) {
 //   y_n = rsqrt(mean(g^2) + eps) * sum_k W_nk g_k f_k,
 // g = x (times SiLU(gate) before the norm), f = the norm's weight (times
 // SiLU(gate) after it). Every warp sums the squares in the same order, so
-// every column of a row gets the same factor, and a row's result does not
-// depend on the other rows (M <= MR). The block-level prologue
+// every column of a row gets the same factor. One row only (MR = 1): at 8
+// rows (MR = 8, 128 registers) a 130m Mamba-2 decoded 3,890 tokens/s at
+// batch 8 on an H100 against 6,390 with the norm apart (docs/CUDA.md). The
+// block-level prologue
 // (normalise_rows) paid a block's reduction and two barriers before any
 // product, in every wave; this pays about K / 32 products a lane.
 template <WeightType T, int MR>
@@ -470,7 +472,7 @@ Plan plan_typed(const SkinnyLinear& a) {
   Plan p;
   if (a.norm && a.warp_norm) {
     // skinny_warp_norm_fits has checked the pieces' alignment and the group.
-    p.multi = a.x.rows == 1 ? warp_norm_kernel<T, 1> : warp_norm_kernel<T, M_MAX>;
+    p.multi = warp_norm_kernel<T, 1>;
     p.blocks = static_cast<unsigned>((N + kWarps - 1) / kWarps);
     return p;
   }
@@ -522,7 +524,7 @@ bool skinny_norm_fits(const SkinnyLinear& a) {
 bool skinny_warp_norm_fits(const SkinnyLinear& a) {
   const int64_t V = a.type == WeightType::kF32 ? 4 : 8, elem = a.type == WeightType::kF32 ? 4 : 2;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return a.x.rows <= kSkinnyRows && a.norm_group == a.x.cols && a.x.cols % V == 0 &&
+  return a.x.rows == 1 && a.norm_group == a.x.cols && a.x.cols % V == 0 &&
          (a.w_stride * elem) % 16 == 0 && aligned(a.W) && a.x.stride % 4 == 0 && aligned(a.x.p) &&
          (a.gate.p == nullptr || (a.gate.stride % 4 == 0 && aligned(a.gate.p))) &&
          (a.norm_weight == nullptr || aligned(a.norm_weight));

@@ -91,9 +91,12 @@ void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& a) {
   s.stream_state = resources(ctx).stream_state_step;
   // Many sequences take the two ops where the scan streams its state
   // (mamba3_scan_step.cu: four 256-thread blocks a multiprocessor, where
-  // the fused step's 512-thread blocks of 120 registers fit one).
-  if (l.L != 1 || !resources(ctx).fused_mamba3_step || l.S > 1024 || !mamba3_step_fits(l.R, l.N, l.P, l.S) ||
-      mamba3_scan_streams_wide(s)) {
+  // the fused step's 512-thread blocks of 120 registers fit one), and so
+  // does MIMO: its R products a row and step in a block a head made the
+  // 130m R = 4 model slower on an H100 (834 against 936 tokens/s at batch
+  // 1, 2,960 against 3,880 at 8; docs/CUDA.md).
+  if (l.L != 1 || l.R != 1 || !resources(ctx).fused_mamba3_step || l.S > 1024 ||
+      !mamba3_step_fits(l.R, l.N, l.P, l.S) || mamba3_scan_streams_wide(s)) {
     // Qualified: ops::'s of the same names are found by their arguments.
     cuda::mamba3_prepare(ctx, p);
     cuda::mamba3_scan(ctx, a.scan);

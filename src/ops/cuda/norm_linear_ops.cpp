@@ -52,8 +52,7 @@ void norm_linear(Context& ctx, const ops::NormLinearArgs& a) {
   // step was slower (CudaResources::fused_decode).
   const FusedDecode mode = resources(ctx).fused_decode;
   // The norm at warp level (the default) needs neither shared memory nor a
-  // barrier, so no wave pays a prologue: up to kSkinnyRows rows, each
-  // row's result independent of the others.
+  // barrier, so no wave pays a prologue: one row (decode at batch 1).
   if (mode == FusedDecode::kWarp && skinny_warp_norm_fits(l)) {
     l.warp_norm = true;
     launch_skinny_linear(l, stream(ctx));

@@ -106,7 +106,7 @@ class CudaResources : public BackendResources {
   bool one_wave_projections = false;
   // The decode step's fused kernels: norm_linear's few-row kernels normalise
   // inside the projection (else the norm, then linear). By default at warp
-  // level where it fits (up to 8 rows, one norm group), else at block level
+  // level where it fits (one row, one norm group), else at block level
   // where the projection runs in one wave; SSM_CUDA_FUSED_DECODE=0 never,
   // =one_wave the block level where in one wave only (the default before),
   // =1 the block level also in the multi-wave kernel, where on an H100 it
