@@ -7,7 +7,7 @@
 // for the few-row kernel, rows whose width is not a multiple of a 16-byte
 // piece of W, one row at the widths where the cuda kernel keeps 8 and 16
 // values a thread and just past them (composed), and several rows of one
-// norm group (the cuda kernel's norm at warp level).
+// norm group (on cuda, composed: its norm at warp level takes one row).
 #include <gtest/gtest.h>
 
 #include "ops/against_ref.h"
