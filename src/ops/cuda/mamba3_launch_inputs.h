@@ -47,9 +47,10 @@ inline Mamba3PrepareInputs mamba3_prepare_inputs(const ops::Mamba3PrepareArgs& a
 // holds an Arena::Scope open until the launch has been queued; the scratch
 // is the same size on every decode step, so a recorded step finds the
 // arena grown by the first).
-inline Mamba3PrepareLaunch mamba3_prepare_launch(Context& ctx, const ops::Mamba3PrepareArgs& a) {
-  Mamba3PrepareLaunch l;
-  static_cast<Mamba3PrepareInputs&>(l) = mamba3_prepare_inputs(a);
+// What the prepare op's kernels and the fused decode step (mamba3_step.cu)
+// both take beyond the inputs: the biases, the entering phase, the per-step
+// outputs they write.
+inline void set_prepare_outputs(Mamba3PrepareLaunch& l, const ops::Mamba3PrepareArgs& a) {
   l.B_bias = a.B_bias.data<float>();
   l.C_bias = a.C_bias.data<float>();
   l.phase = ptr_or_null(a.phase);
@@ -59,6 +60,12 @@ inline Mamba3PrepareLaunch mamba3_prepare_launch(Context& ctx, const ops::Mamba3
   l.dt = ops::elements<float>(a.dt);
   l.A = ops::elements<float>(a.A);
   l.lam = ops::elements<float>(a.lam);
+}
+
+inline Mamba3PrepareLaunch mamba3_prepare_launch(Context& ctx, const ops::Mamba3PrepareArgs& a) {
+  Mamba3PrepareLaunch l;
+  static_cast<Mamba3PrepareInputs&>(l) = mamba3_prepare_inputs(a);
+  set_prepare_outputs(l, a);
   l.q = ops::elements<float>(a.q);
   l.k = ops::elements<float>(a.k);
   l.v = ops::elements<float>(a.v);

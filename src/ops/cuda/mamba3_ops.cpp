@@ -103,15 +103,7 @@ void mamba3_prepare_scan(Context& ctx, const ops::Mamba3PrepareScanArgs& a) {
     return;
   }
   if (l.B * l.H == 0) return;
-  l.B_bias = p.B_bias.data<float>();
-  l.C_bias = p.C_bias.data<float>();
-  l.phase = ptr_or_null(p.phase);
-  l.B_normed = ops::elements<float>(p.B_normed);
-  l.C_normed = ops::elements<float>(p.C_normed);
-  l.ang_rate = ptr_or_null(p.ang_rate);
-  l.dt = ops::elements<float>(p.dt);
-  l.A = ops::elements<float>(p.A);
-  l.lam = ops::elements<float>(p.lam);
+  set_prepare_outputs(l, p);
   // Its kernel starts while the one before finishes (in_proj).
   l.overlap = resources(ctx).overlap_launches;
   launch_mamba3_step(l, s, stream(ctx));
