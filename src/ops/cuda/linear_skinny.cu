@@ -273,19 +273,20 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(SkinnyLinear a) {
 //   y_n = rsqrt(mean(g^2) + eps) * sum_k W_nk g_k f_k,
 // g = x (times SiLU(gate) before the norm), f = the norm's weight (times
 // SiLU(gate) after it). Every warp sums the squares in the same order, so
-// every column of a row gets the same factor. One row only (MR = 1): at 8
-// rows (MR = 8, 128 registers) a 130m Mamba-2 decoded 3,890 tokens/s at
-// batch 8 on an H100 against 6,390 with the norm apart (docs/CUDA.md). The
+// every column gets the same factor. One row only: at 8 rows (128
+// registers, and every warp taking SiLU of all 8 gate rows) a 130m Mamba-2
+// decoded 3,890 tokens/s at batch 8 on an H100 against 6,390 with the norm
+// apart (docs/CUDA.md). The
 // block-level prologue
 // (normalise_rows) paid a block's reduction and two barriers before any
 // product, in every wave; this pays about K / 32 products a lane.
-template <WeightType T, int MR>
+template <WeightType T>
 __global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) {
   let_next_kernel_start();
   constexpr int V = kVec<T>;
   const int64_t n = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
   const bool column = n < a.y.cols;  // the whole warp
-  const int lane = threadIdx.x % 32, M = static_cast<int>(a.x.rows);
+  const int lane = threadIdx.x % 32;
   const int64_t K = a.x.cols;
   const void* row = static_cast<const char*>(a.W) + (column ? n : 0) * a.w_stride * (T == WeightType::kF32 ? 4 : 2);
   uint4 ahead[kAhead] = {};
@@ -299,48 +300,28 @@ __global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) 
   const bool gated = a.gate.p != nullptr;
   const bool normalised = !gated || a.norm_weight;  // as normalise_rows
   const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
-  float acc[MR], ss[MR];
-#pragma unroll
-  for (int m = 0; m < MR; ++m) acc[m] = 0.f, ss[m] = 0.f;
+  float acc = 0.f, ss = 0.f;
   const auto add = [&](const uint4 raw, int64_t k) {
-    float w[V], f[V];
+    float w[V];
     widen_piece<T>(raw, w);
 #pragma unroll
     for (int i = 0; i < V; i += 4) {
+      const float4 xv = *reinterpret_cast<const float4*>(a.x.p + k + i);
       const float4 fv = a.norm_weight ? *reinterpret_cast<const float4*>(a.norm_weight + k + i)
                                       : make_float4(1.f, 1.f, 1.f, 1.f);
-      f[i] = fv.x, f[i + 1] = fv.y, f[i + 2] = fv.z, f[i + 3] = fv.w;
-    }
+      float g[4] = {xv.x, xv.y, xv.z, xv.w}, f[4] = {fv.x, fv.y, fv.z, fv.w};
+      if (gated) {
+        const float4 zv = *reinterpret_cast<const float4*>(a.gate.p + k + i);
+        const float z[4] = {zv.x, zv.y, zv.z, zv.w};
 #pragma unroll
-    for (int m = 0; m < MR; ++m)
-      if (m < M) {
-        float g[V], fm[V];
-#pragma unroll
-        for (int i = 0; i < V; i += 4) {
-          const float4 xv = *reinterpret_cast<const float4*>(a.x.p + m * a.x.stride + k + i);
-          g[i] = xv.x, g[i + 1] = xv.y, g[i + 2] = xv.z, g[i + 3] = xv.w;
-        }
-#pragma unroll
-        for (int i = 0; i < V; ++i) fm[i] = f[i];
-        if (gated) {
-#pragma unroll
-          for (int i = 0; i < V; i += 4) {
-            const float4 zv = *reinterpret_cast<const float4*>(a.gate.p + m * a.gate.stride + k + i);
-            const float z[4] = {zv.x, zv.y, zv.z, zv.w};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              if (gate_after) fm[i + e] *= silu(z[e]);
-              else g[i + e] *= silu(z[e]);
-            }
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < V; i += 4) {
-          ss[m] += g[i] * g[i] + g[i + 1] * g[i + 1] + g[i + 2] * g[i + 2] + g[i + 3] * g[i + 3];
-          acc[m] += w[i] * (g[i] * fm[i]) + w[i + 1] * (g[i + 1] * fm[i + 1]) + w[i + 2] * (g[i + 2] * fm[i + 2]) +
-                    w[i + 3] * (g[i + 3] * fm[i + 3]);
+        for (int e = 0; e < 4; ++e) {
+          if (gate_after) f[e] *= silu(z[e]);
+          else g[e] *= silu(z[e]);
         }
       }
+      ss += g[0] * g[0] + g[1] * g[1] + g[2] * g[2] + g[3] * g[3];
+      acc += w[i] * (g[0] * f[0]) + w[i + 1] * (g[1] * f[1]) + w[i + 2] * (g[2] * f[2]) + w[i + 3] * (g[3] * f[3]);
+    }
   };
   // Each lane's pieces in order of k, as the multi-wave kernel's.
 #pragma unroll
@@ -350,21 +331,16 @@ __global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) 
   }
 #pragma unroll 2
   for (int64_t k = (int64_t{lane} + 32 * kAhead) * V; k < K; k += 32 * V) add(load_piece<T>(row, k), k);
-#pragma unroll
-  for (int m = 0; m < MR; ++m)
-    if (m < M) {
-      float v = acc[m], q = ss[m];
-      for (int o = 16; o > 0; o /= 2) {
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-        q += __shfl_xor_sync(0xffffffffu, q, o);
-      }
-      if (lane == 0) {
-        if (normalised) v *= rsqrtf(q / static_cast<float>(K) + a.eps);
-        if (a.bias) v += a.bias[n];
-        float* y = a.y.p + m * a.y.stride + n;
-        *y = a.accumulate ? *y + v : v;
-      }
-    }
+  for (int o = 16; o > 0; o /= 2) {
+    acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  }
+  if (lane == 0) {
+    if (normalised) acc *= rsqrtf(ss / static_cast<float>(K) + a.eps);
+    if (a.bias) acc += a.bias[n];
+    float* y = a.y.p + n;
+    *y = a.accumulate ? *y + acc : acc;
+  }
 }
 
 // The one-wave kernel's 16-byte pieces a lane, all held in registers from
@@ -472,7 +448,7 @@ Plan plan_typed(const SkinnyLinear& a) {
   Plan p;
   if (a.norm && a.warp_norm) {
     // skinny_warp_norm_fits has checked the pieces' alignment and the group.
-    p.multi = warp_norm_kernel<T, 1>;
+    p.multi = warp_norm_kernel<T>;
     p.blocks = static_cast<unsigned>((N + kWarps - 1) / kWarps);
     return p;
   }
