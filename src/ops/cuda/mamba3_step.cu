@@ -11,7 +11,7 @@
 //
 // The arithmetic is the two ops', expression for expression (the rows
 // kernel's norms in double with a warp's shuffle tree, the heads kernel's
-// rotation, the scan's slices and its shuffle tree over them), so that
+// rotation, the scan's step and sums from state_step_math.h), so that
 // every output matches theirs to the bit; q, k and v stay in shared memory
 // (the op leaves those tensors unspecified).
 //
