@@ -129,13 +129,7 @@ __global__ void scan_kernel(Mamba3ScanLaunch a, int W, int stage) {
           }
         }
         for (int r = 0; r < R; ++r) {
-          float acc = 0.f;
-#pragma unroll
-          for (int e = 0; e < PER; ++e) {
-            const int n = j * PER + e;
-            if (n < N) acc = y_term(acc, st[rw][e], qt[r * N + n]);
-          }
-          for (int o = W / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, W);
+          const float acc = row_y<PER>(st[rw], qt + r * N, j, N, mask, W);
           if (pl + rw * kRowsPerBlock < rows_here && j == 0)
             ob[((t0 + tt) * R + r) * P + p0 + pr] = y_out(acc, Dh, vt[r * kRows + pr]);
         }

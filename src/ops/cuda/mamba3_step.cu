@@ -196,13 +196,7 @@ __global__ void __launch_bounds__(max_threads(PER), 1) step_kernel(Mamba3Prepare
         }
       }
       for (int r = 0; r < R; ++r) {
-        float acc = 0.f;
-#pragma unroll
-        for (int e = 0; e < PER; ++e) {
-          const int n = j * PER + e;
-          if (n < N) acc = y_term(acc, st[w][e], qs[r * N + n]);
-        }
-        for (int o = W / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, W);
+        const float acc = row_y<PER>(st[w], qs + r * N, j, N, mask, W);
         if (live(p0, w) && j == 0) s.o[(bh * R + r) * P + p] = y_out(acc, Dh, vs[r * P + p]);
       }
       if (ssm && live(p0, w)) {

@@ -39,6 +39,22 @@ __device__ __forceinline__ float step_entry(float h, float decay, float coef, fl
 // The entry's term of y: acc + h C_n.
 __device__ __forceinline__ float y_term(float acc, float h, float c) { return fmaf(h, c, acc); }
 
+// A state row's y: thread j of the row's W adjacent lanes sums its PER
+// entries n = j PER + e against C (or q) in e order, then the W partial
+// sums are added by xor shuffles (W/2, ..., 1); every lane gets the sum.
+template <int PER>
+__device__ __forceinline__ float row_y(const float (&h)[PER], const float* c, int j, int N, unsigned mask,
+                                       int W) {
+  float acc = 0.f;
+#pragma unroll
+  for (int e = 0; e < PER; ++e) {
+    const int n = j * PER + e;
+    if (n < N) acc = y_term(acc, h[e], c[n]);
+  }
+  for (int o = W / 2; o > 0; o /= 2) acc += __shfl_xor_sync(mask, acc, o, W);
+  return acc;
+}
+
 // y + D x.
 __device__ __forceinline__ float y_out(float y, float D, float x) { return fmaf(D, x, y); }
 
