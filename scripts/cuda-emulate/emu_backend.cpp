@@ -63,10 +63,13 @@ CudaResources& resources(Context& ctx) {
   r.step_counters = counters.data();
   // norm_linear's fused kernel wherever it fits and the one-wave kernel
   // (opt-in on the GPU), so that both kernels and their norms are checked.
-  // SSM_CUDA_FUSED_DECODE=warp checks the warp-level norm instead (read at
-  // every call).
+  // SSM_CUDA_FUSED_DECODE=warp or =split checks the warp-level norm, a warp
+  // or several a column, instead (read at every call).
   const char* fused = std::getenv("SSM_CUDA_FUSED_DECODE");
-  r.fused_decode = fused && std::string_view(fused) == "warp" ? cuda::FusedDecode::kWarp : cuda::FusedDecode::kAlways;
+  const std::string_view mode(fused ? fused : "");
+  r.fused_decode = mode == "warp"    ? cuda::FusedDecode::kWarp
+                   : mode == "split" ? cuda::FusedDecode::kSplit
+                                     : cuda::FusedDecode::kAlways;
   r.one_wave_projections = true;
   r.overlap_launches = false;
   r.persistent_decode = 2;  // the decode stack's kernel, a launch a phase (tests ask for the other)

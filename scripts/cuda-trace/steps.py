@@ -31,11 +31,23 @@ if not rows:
     sys.exit("no kernels in " + path)
 names = sorted({r[4] for r in rows})
 plain = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
-short = {}
-for mangled, demangled in zip(names, plain):
-    s = re.sub(r"\(.*$", "", demangled or mangled)  # drop the parameters
-    s = re.sub(r"^.*::", "", s.split("<")[0]) + ("<" + s.split("<", 1)[1] if "<" in s else "")
-    short[mangled] = s[:90]
+def shorten(name):
+    """ssm::cuda::(anonymous namespace)::k<T>(args) -> k<T>"""
+    name = name.replace("(anonymous namespace)::", "")
+    if name.startswith("void "):
+        name = name[5:]
+    depth = 0
+    for i, ch in enumerate(name):  # cut at the parameters' '(' (outside <...>)
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "(" and depth == 0:
+            name = name[:i]
+            break
+    head, sep, rest = name.partition("<")
+    return (head.split("::")[-1] + sep + rest)[:90]
+
+
+short = {m: shorten(d or m) for m, d in zip(names, plain)}
 
 marks = [i for i, r in enumerate(rows) if re.search(marker, short[r[4]])]
 if len(marks) < 2:

@@ -45,6 +45,11 @@ const NormLinearCase kCases[] = {
     {1, 1024, 12, true, true, 0, true, true, true, false, DType::kBF16},     // one group, gate after the norm
     {1, 2048, 24, false, true, 0, false, false, true, false, DType::kBF16},  // cuda: 16 values a thread
     {1, 2080, 8, true, true, 0, false, false, true, false, DType::kBF16},    // cuda: composed, too wide
+    // cuda's split norm (a column over several warps) at 2 and 4 pieces a lane
+    // (more columns than the emulator's one wave), and wider than it takes.
+    {1, 1536, 200, true, true, 0, false, true, true, false, DType::kBF16},
+    {1, 4096, 3, false, true, 0, false, false, false, false, DType::kF32},
+    {1, 9216, 2, false, true, 0, false, false, true, false, DType::kBF16},
 };
 
 testing::Outputs run_case(Context& ctx, const NormLinearCase& s) {

@@ -233,6 +233,8 @@ __global__ void ssd_scan_kernel(SsdScanLaunch a, int S, int stage) {
 // its 16-byte pieces do not fit (N not a multiple of 8) or with
 // SSM_CUDA_STATE_STREAM=0.
 // T: the state's element type, as in ssd_scan_kernel.
+constexpr int kHeldTaps = 4;  // convolutions of up to 5 taps
+
 template <int PER, int ROWS, class T>
 __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   // Launched to overlap the in projection's tail (a.overlap). Before the
@@ -287,10 +289,21 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   const bool bc_hoisted = 2 * N <= static_cast<int>(blockDim.x);
   const int bc_channel = bc_hoisted && t < 2 * N ? bc_of(t) : -1;
   const int x_channel = t < rows_here ? h * P + p0 + t : -1;
+  // A B or C channel's taps stay in registers for the conv state's shift
+  // (held: one group, a thread a channel, W <= kHeldTaps), so the last
+  // block's shift stores without loading them again at the kernel's tail.
+  const bool held = bc_hoisted && a.G == 1 && W <= kHeldTaps;
+  float taps[kHeldTaps] = {}, bc_in = 0.f;
   float bc_acc = 0.f, x_acc = 0.f;
   if (bc_channel >= 0) {
     bc_acc = a.conv_bias ? a.conv_bias[bc_channel] : 0.f;
-    for (int k = 0; k < W; ++k) bc_acc = conv_tap(bc_acc, a.conv_weight[bc_channel * K + k], cst[k * C + bc_channel]);
+    for (int k = 0; k < W; ++k) {
+      const float v = cst[k * C + bc_channel];
+#pragma unroll
+      for (int i = 0; i < kHeldTaps; ++i)
+        if (i == k) taps[i] = v;
+      bc_acc = conv_tap(bc_acc, a.conv_weight[bc_channel * K + k], v);
+    }
   }
   if (x_channel >= 0) {
     x_acc = a.conv_bias ? a.conv_bias[x_channel] : 0.f;
@@ -303,7 +316,10 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
   const float dt_bias = a.dt_bias[h], A = -expf(a.A_log[h]), Dh = a.D ? a.D[h] : 0.f;
   wait_for_previous_kernel();
   const float* in = a.xbc.p + b * a.xbc.stride;
-  if (bc_channel >= 0) sBC[t] = silu(conv_tap(bc_acc, a.conv_weight[bc_channel * K + W], in[bc_channel]));
+  if (bc_channel >= 0) {
+    bc_in = in[bc_channel];
+    sBC[t] = silu(conv_tap(bc_acc, a.conv_weight[bc_channel * K + W], bc_in));
+  }
   for (int i = bc_hoisted ? 2 * N : t; i < 2 * N; i += blockDim.x) {
     const int c = bc_of(i);
     float acc = a.conv_bias ? a.conv_bias[c] : 0.f;
@@ -351,7 +367,14 @@ __global__ void ssd_step_kernel(SsdStepLaunch a, int S) {
     }
   }
   __syncthreads();  // last_of_sequence, written before the step, is seen by all
-  if (last_of_sequence && W > 0) {
+  if (last_of_sequence && W > 0 && held) {
+    if (bc_channel >= 0) {
+#pragma unroll
+      for (int i = 1; i < kHeldTaps; ++i)
+        if (i < W) cst[(i - 1) * C + bc_channel] = taps[i];
+      cst[(W - 1) * C + bc_channel] = bc_in;
+    }
+  } else if (last_of_sequence && W > 0) {
     for (int64_t c = HP + threadIdx.x; c < C; c += blockDim.x) {
       for (int64_t k = 1; k < W; ++k) cst[(k - 1) * C + c] = cst[k * C + c];
       cst[(W - 1) * C + c] = in[c];

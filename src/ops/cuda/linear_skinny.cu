@@ -264,6 +264,35 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(SkinnyLinear a) {
   store_column(a, acc, M, n, lane);
 }
 
+// One 16-byte piece of W's row at k, for the norm inside the projection:
+// ss += g^2 and acc += W g f over its values (g = x, times SiLU(gate)
+// before the norm; f = the norm's weight, times SiLU(gate) after it).
+template <WeightType T>
+__device__ void add_norm_piece(const SkinnyLinear& a, bool gated, bool gate_after, const uint4 raw, int64_t k,
+                               float& acc, float& ss) {
+  constexpr int V = kVec<T>;
+  float w[V];
+  widen_piece<T>(raw, w);
+#pragma unroll
+  for (int i = 0; i < V; i += 4) {
+    const float4 xv = *reinterpret_cast<const float4*>(a.x.p + k + i);
+    const float4 fv = a.norm_weight ? *reinterpret_cast<const float4*>(a.norm_weight + k + i)
+                                    : make_float4(1.f, 1.f, 1.f, 1.f);
+    float g[4] = {xv.x, xv.y, xv.z, xv.w}, f[4] = {fv.x, fv.y, fv.z, fv.w};
+    if (gated) {
+      const float4 zv = *reinterpret_cast<const float4*>(a.gate.p + k + i);
+      const float z[4] = {zv.x, zv.y, zv.z, zv.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (gate_after) f[e] *= silu(z[e]);
+        else g[e] *= silu(z[e]);
+      }
+    }
+    ss += g[0] * g[0] + g[1] * g[1] + g[2] * g[2] + g[3] * g[3];
+    acc += w[i] * (g[0] * f[0]) + w[i + 1] * (g[1] * f[1]) + w[i + 2] * (g[2] * f[2]) + w[i + 3] * (g[3] * f[3]);
+  }
+}
+
 // norm_linear with the norm at warp level (FusedDecode::kWarp): a warp a
 // column, as the multi-wave kernel, but no shared memory and no barrier.
 // One norm group spans K (the decode step's RMSNorm before in_proj and its
@@ -301,28 +330,7 @@ __global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) 
   const bool normalised = !gated || a.norm_weight;  // as normalise_rows
   const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
   float acc = 0.f, ss = 0.f;
-  const auto add = [&](const uint4 raw, int64_t k) {
-    float w[V];
-    widen_piece<T>(raw, w);
-#pragma unroll
-    for (int i = 0; i < V; i += 4) {
-      const float4 xv = *reinterpret_cast<const float4*>(a.x.p + k + i);
-      const float4 fv = a.norm_weight ? *reinterpret_cast<const float4*>(a.norm_weight + k + i)
-                                      : make_float4(1.f, 1.f, 1.f, 1.f);
-      float g[4] = {xv.x, xv.y, xv.z, xv.w}, f[4] = {fv.x, fv.y, fv.z, fv.w};
-      if (gated) {
-        const float4 zv = *reinterpret_cast<const float4*>(a.gate.p + k + i);
-        const float z[4] = {zv.x, zv.y, zv.z, zv.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (gate_after) f[e] *= silu(z[e]);
-          else g[e] *= silu(z[e]);
-        }
-      }
-      ss += g[0] * g[0] + g[1] * g[1] + g[2] * g[2] + g[3] * g[3];
-      acc += w[i] * (g[0] * f[0]) + w[i + 1] * (g[1] * f[1]) + w[i + 2] * (g[2] * f[2]) + w[i + 3] * (g[3] * f[3]);
-    }
-  };
+  const auto add = [&](const uint4 raw, int64_t k) { add_norm_piece<T>(a, gated, gate_after, raw, k, acc, ss); };
   // Each lane's pieces in order of k, as the multi-wave kernel's.
 #pragma unroll
   for (int i = 0; i < kAhead; ++i) {
@@ -341,6 +349,63 @@ __global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) 
     float* y = a.y.p + n;
     *y = a.accumulate ? *y + acc : acc;
   }
+}
+
+// The warp-level norm with a column's K split over `wpc` warps of a block
+// (FusedDecode::kSplit, the default), PPL pieces a lane at most, all loaded
+// before the wait. With a warp a column, the 130m out_proj (K = 1536, gated)
+// gave each lane 48 values' SiLU and products in sequence, with 768 warps on
+// the H200's 528 schedulers to hide their latency: 7.0 us a launch, the
+// largest part of a batch-1 decode layer (docs/CUDA.md, the kernel trace).
+// Here a lane takes 8 values (one piece) where the grid still fits in one
+// wave. Each warp sums its lanes by shuffles, then the column's warps' sums
+// are added in warp order by one thread: every column gets the same factor.
+// `columns` columns a block, `wpc` warps each (columns x wpc <= kSplitWarps).
+constexpr int kSplitWarps = 8;
+
+template <WeightType T, int PPL>
+__global__ void __launch_bounds__(kSplitWarps * 32) split_norm_kernel(SkinnyLinear a, int wpc) {
+  let_next_kernel_start();
+  constexpr int V = kVec<T>;
+  const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
+  const int columns = static_cast<int>(blockDim.x) / (32 * wpc), in_block = warp / wpc;
+  const int lanes = 32 * wpc, tc = (warp % wpc) * 32 + lane;  // the column's lanes, this one's index
+  const int64_t n = blockIdx.x * int64_t{columns} + in_block;
+  const bool column = n < a.y.cols;  // the whole warp
+  const int64_t K = a.x.cols;
+  const void* row = static_cast<const char*>(a.W) + (column ? n : 0) * a.w_stride * (T == WeightType::kF32 ? 4 : 2);
+  uint4 ahead[PPL] = {};
+#pragma unroll
+  for (int i = 0; i < PPL; ++i) {
+    const int64_t k = (int64_t{tc} + int64_t{lanes} * i) * V;
+    if (column && k < K) ahead[i] = load_piece<T>(row, k);
+  }
+  wait_for_previous_kernel();
+  const bool gated = a.gate.p != nullptr;
+  const bool normalised = !gated || a.norm_weight;  // as normalise_rows
+  const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
+  float acc = 0.f, ss = 0.f;
+  if (column) {
+#pragma unroll
+    for (int i = 0; i < PPL; ++i) {
+      const int64_t k = (int64_t{tc} + int64_t{lanes} * i) * V;
+      if (k < K) add_norm_piece<T>(a, gated, gate_after, ahead[i], k, acc, ss);
+    }
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  }
+  __shared__ float sums[2][kSplitWarps];
+  if (lane == 0) sums[0][warp] = acc, sums[1][warp] = ss;
+  __syncthreads();
+  if (!column || tc != 0) return;
+  float dot = 0.f, squares = 0.f;
+  for (int w = warp; w < warp + wpc; ++w) dot += sums[0][w], squares += sums[1][w];
+  if (normalised) dot *= rsqrtf(squares / static_cast<float>(K) + a.eps);
+  if (a.bias) dot += a.bias[n];
+  float* y = a.y.p + n;
+  *y = a.accumulate ? *y + dot : dot;
 }
 
 // The one-wave kernel's 16-byte pieces a lane, all held in registers from
@@ -406,36 +471,61 @@ __global__ void __launch_bounds__(kWarps * 32) one_wave_kernel(SkinnyLinear a, i
 // run one after another, as many as an H100 has multiprocessors: a 130m
 // out_proj then takes two columns a warp, and the tests' widest rows fall
 // back to the multi-wave kernel.
-int resident_blocks(const void* kernel, size_t smem) {
+int resident_blocks(const void* kernel, size_t smem, int threads = kWarps * 32) {
 #ifdef SSM_CUDA_EMULATOR
-  (void)kernel, (void)smem;
+  (void)kernel, (void)smem, (void)threads;
   return 132;
 #else
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return 0;
   static std::mutex mu;
-  static std::map<std::tuple<const void*, int, size_t>, int> known;
+  static std::map<std::tuple<const void*, int, size_t, int>, int> known;
   const std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(kernel, device, smem);
+  const auto key = std::make_tuple(kernel, device, smem, threads);
   if (const auto it = known.find(key); it != known.end()) return it->second;
   int sms = 0, per_sm = 0;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem) != cudaSuccess)
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess)
     sms = per_sm = 0;
   return known[key] = sms * per_sm;
 #endif
 }
 
 // How launch_typed runs a: the one-wave kernel (one_wave set, blocks, and
-// its columns and pieces a warp) or the multi-wave one.
+// its columns and pieces a warp), the split norm (split set: wpc warps a
+// column, threads a block) or the multi-wave one.
 struct Plan {
   bool one_wave = false;
   void (*multi)(SkinnyLinear) = nullptr;
   void (*single)(SkinnyLinear, int, int) = nullptr;
-  unsigned blocks = 0;
-  int columns = 0, per_column = 0;
+  void (*split)(SkinnyLinear, int) = nullptr;
+  unsigned blocks = 0, threads = kWarps * 32;
+  int columns = 0, per_column = 0, wpc = 0;
   size_t smem = 0;
 };
+
+// split_norm_kernel's plan: the fewest pieces a lane (1, 2 or 4) whose grid
+// the device holds in one wave, else 4; none (split unset) where one warp a
+// column would do (warp_norm_kernel) or a column would need more than
+// kSplitWarps warps of 4 pieces a lane.
+template <WeightType T>
+Plan split_plan(const SkinnyLinear& a) {
+  constexpr int V = kVec<T>;
+  const int64_t pieces = (a.x.cols + V - 1) / V, N = a.y.cols;
+  Plan p;
+  for (const int ppl : {1, 2, 4}) {
+    const int64_t wpc = (pieces + 32 * ppl - 1) / (32 * ppl);
+    if (wpc > kSplitWarps) continue;
+    if (wpc == 1) return Plan{};  // warp_norm_kernel's work, without the barrier
+    const int64_t columns = kSplitWarps / wpc;
+    p.split = ppl == 1 ? split_norm_kernel<T, 1> : ppl == 2 ? split_norm_kernel<T, 2> : split_norm_kernel<T, 4>;
+    p.wpc = static_cast<int>(wpc);
+    p.threads = static_cast<unsigned>(columns * wpc * 32);
+    p.blocks = static_cast<unsigned>((N + columns - 1) / columns);
+    if (int64_t{p.blocks} <= resident_blocks(reinterpret_cast<const void*>(p.split), 0, static_cast<int>(p.threads))) break;
+  }
+  return p;
+}
 
 template <WeightType T>
 Plan plan_typed(const SkinnyLinear& a) {
@@ -445,6 +535,8 @@ Plan plan_typed(const SkinnyLinear& a) {
   // (the normalised rows in shared memory are).
   const bool vec = K % V == 0 && (a.w_stride * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 &&
                    (a.norm || (a.x.stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x.p) % 16 == 0));
+  if (a.norm && a.warp_norm && a.split_norm)
+    if (Plan p = split_plan<T>(a); p.split) return p;
   Plan p;
   if (a.norm && a.warp_norm) {
     // skinny_warp_norm_fits has checked the pieces' alignment and the group.
@@ -512,7 +604,9 @@ void launch_skinny_linear(const SkinnyLinear& a, cudaStream_t s) {
   if (a.y.rows * a.y.cols == 0) return;
   const Plan p = plan_of(a);
   const dim3 block(kWarps * 32);
-  if (p.one_wave)
+  if (p.split)
+    launch_overlapped(a.overlap, p.split, dim3(p.blocks), dim3(p.threads), 0, s, a, p.wpc);
+  else if (p.one_wave)
     launch_overlapped(a.overlap, p.single, dim3(p.blocks), block, p.smem, s, a, p.columns, p.per_column);
   else
     launch_overlapped(a.overlap, p.multi, dim3(p.blocks), block, p.smem, s, a);

@@ -66,7 +66,8 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
     fused_decode = v == "0"          ? FusedDecode::kNever
                    : v == "1"        ? FusedDecode::kAlways
                    : v == "one_wave" ? FusedDecode::kOneWave
-                                     : FusedDecode::kWarp;
+                   : v == "warp"     ? FusedDecode::kWarp
+                                     : FusedDecode::kSplit;
   }
   if (const char* persistent = std::getenv("SSM_CUDA_PERSISTENT_DECODE")) {
     const std::string_view v(persistent);

@@ -26,8 +26,9 @@ void check(cublasStatus_t status, const char* what);
 
 // When norm_linear normalises inside the few-row projection (fused_decode):
 // never; at block level where the projection runs in one wave; at block
-// level always; at warp level where that fits (else as kOneWave).
-enum class FusedDecode { kNever, kOneWave, kAlways, kWarp };
+// level always; at warp level where that fits (else as kOneWave), a warp a
+// column or (kSplit) a column's K over several warps.
+enum class FusedDecode { kNever, kOneWave, kAlways, kWarp, kSplit };
 
 // A context's stream and handles live on one device. Kernels launch on the
 // calling thread's current device, so resources(ctx) makes the context's
@@ -106,13 +107,14 @@ class CudaResources : public BackendResources {
   bool one_wave_projections = false;
   // The decode step's fused kernels: norm_linear's few-row kernels normalise
   // inside the projection (else the norm, then linear). By default at warp
-  // level where it fits (one row, one norm group), else at block level
-  // where the projection runs in one wave; SSM_CUDA_FUSED_DECODE=0 never,
+  // level where it fits (one row, one norm group; a column's K split over
+  // several warps, =warp a warp a column), else at block level where the
+  // projection runs in one wave; SSM_CUDA_FUSED_DECODE=0 never,
   // =one_wave the block level where in one wave only (the default before),
   // =1 the block level also in the multi-wave kernel, where on an H100 it
   // made the step slower (docs/CUDA.md: Mamba-2 1,220 against 1,832
   // tokens/s at batch 1).
-  FusedDecode fused_decode = FusedDecode::kWarp;
+  FusedDecode fused_decode = FusedDecode::kSplit;
   // mamba2_decode_stack's kernel (mamba2_decode_stack.cu) for a decode step
   // through Mamba-2 layers: 0 off (the layers' own kernels), 1 one
   // cooperative launch a step, 2 a launch per phase (a check of the first):
