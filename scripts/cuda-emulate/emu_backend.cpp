@@ -71,6 +71,8 @@ CudaResources& resources(Context& ctx) {
                    : mode == "split" ? cuda::FusedDecode::kSplit
                                      : cuda::FusedDecode::kAlways;
   r.one_wave_projections = true;
+  const char* columns = std::getenv("SSM_CUDA_STREAM_COLUMNS");  // read at every call
+  r.stream_columns = !(columns && std::string_view(columns) == "0");
   r.overlap_launches = false;
   r.persistent_decode = 2;  // the decode stack's kernel, a launch a phase (tests ask for the other)
   r.grid_barrier = nullptr;

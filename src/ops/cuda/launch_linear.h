@@ -27,6 +27,9 @@ struct SkinnyLinear {
   // The one-wave kernel where W fits in its registers (linear_skinny.cu):
   // SSM_CUDA_ONE_WAVE=1 (CudaResources::one_wave_projections).
   bool one_wave = false;
+  // One row against many columns by stream_columns_kernel (the decode
+  // step's head; CudaResources::stream_columns).
+  bool stream_columns = false;
   // norm_linear (ssm/ops/linear.h): x's rows normalised as every block loads
   // them (each block recomputes the rows' sums of squares: a decode step's
   // few rows cost less than a launch), into shared memory.

@@ -264,6 +264,59 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(SkinnyLinear a) {
   store_column(a, acc, M, n, lane);
 }
 
+// One row against many columns (stream_columns: the decode step's head at
+// batch 1, 50,277 columns of the 130m models, 77 MB in BF16): a grid the
+// device holds at once, each warp striding over columns with the next
+// column's pieces loaded while this one's are multiplied. The multi-wave
+// kernel's 12,570 blocks of three pieces a lane drew about 2 TB/s from an
+// H200 (38 us a token; docs/CUDA.md, the kernel trace): each block lived
+// for one round trip of a few KB. P: pieces a lane a column, at least
+// K / (32 V).
+template <WeightType T, int P>
+__global__ void __launch_bounds__(kWarps * 32) stream_columns_kernel(SkinnyLinear a) {
+  let_next_kernel_start();
+  constexpr int V = kVec<T>;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t{gridDim.x} * kWarps, N = a.y.cols, K = a.x.cols;
+  const char* W = static_cast<const char*>(a.W);
+  const int64_t row_bytes = a.w_stride * (T == WeightType::kF32 ? 4 : 2);
+  const auto load = [&](uint4 (&dst)[P], int64_t n) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int64_t k = (int64_t{lane} + 32 * i) * V;
+      if (n < N && k < K) dst[i] = load_piece<T>(W + n * row_bytes, k);
+    }
+  };
+  int64_t n = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
+  uint4 cur[P] = {}, next[P] = {};
+  load(cur, n);
+  wait_for_previous_kernel();
+  for (; n < N; n += warps) {  // the whole warp
+    load(next, n + warps);
+    float acc = 0.f;
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int64_t k = (int64_t{lane} + 32 * i) * V;
+      if (k < K) {
+        float w[V];
+        widen_piece<T>(cur[i], w);
+#pragma unroll
+        for (int e = 0; e < V; e += 4) {
+          const float4 xv = *reinterpret_cast<const float4*>(a.x.p + k + e);
+          acc += w[e] * xv.x + w[e + 1] * xv.y + w[e + 2] * xv.z + w[e + 3] * xv.w;
+        }
+      }
+      cur[i] = next[i];
+    }
+    for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) {
+      if (a.bias) acc += a.bias[n];
+      float* y = a.y.p + n;
+      *y = a.accumulate ? *y + acc : acc;
+    }
+  }
+}
+
 // One 16-byte piece of W's row at k, for the norm inside the projection:
 // ss += g^2 and acc += W g f over its values (g = x, times SiLU(gate)
 // before the norm; f = the norm's weight, times SiLU(gate) after it).
@@ -538,6 +591,21 @@ Plan plan_typed(const SkinnyLinear& a) {
   if (a.norm && a.warp_norm && a.split_norm)
     if (Plan p = split_plan<T>(a); p.split) return p;
   Plan p;
+  if (!a.norm && a.stream_columns && a.x.rows == 1) {
+    const bool vec = K % V == 0 && (a.w_stride * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 &&
+                     a.x.stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x.p) % 16 == 0;
+    const int64_t pieces = (K + 32 * V - 1) / (32 * V);
+    p.multi = pieces <= 2 ? stream_columns_kernel<T, 2>
+              : pieces <= 4 ? stream_columns_kernel<T, 4>
+                            : stream_columns_kernel<T, 8>;
+    const int64_t blocks = resident_blocks(reinterpret_cast<const void*>(p.multi), 0);
+    // Columns enough for each warp to stream several.
+    if (vec && pieces <= 8 && blocks > 0 && N >= 4 * blocks * kWarps) {
+      p.blocks = static_cast<unsigned>(blocks);
+      return p;
+    }
+    p = Plan{};
+  }
   if (a.norm && a.warp_norm) {
     // skinny_warp_norm_fits has checked the pieces' alignment and the group.
     p.multi = warp_norm_kernel<T>;

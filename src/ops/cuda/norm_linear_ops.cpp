@@ -30,6 +30,7 @@ SkinnyLinear skinny_of(Context& ctx, const Tensor& x, const Tensor& W, const Ten
   const CudaResources& r = resources(ctx);
   l.overlap = r.overlap_launches;
   l.one_wave = r.one_wave_projections;
+  l.stream_columns = r.stream_columns;
   return l;
 }
 

@@ -61,6 +61,8 @@ CudaResources::CudaResources(int device_index) : device(device_index) {
   fused_mamba3_step = !(m3_step && std::string_view(m3_step) == "0");
   const char* one_wave = std::getenv("SSM_CUDA_ONE_WAVE");
   one_wave_projections = one_wave && std::string_view(one_wave) == "1";
+  const char* columns = std::getenv("SSM_CUDA_STREAM_COLUMNS");
+  stream_columns = !(columns && std::string_view(columns) == "0");
   if (const char* fused = std::getenv("SSM_CUDA_FUSED_DECODE")) {
     const std::string_view v(fused);
     fused_decode = v == "0"          ? FusedDecode::kNever

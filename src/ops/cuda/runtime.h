@@ -105,6 +105,10 @@ class CudaResources : public BackendResources {
   // H100 it made a 130m Mamba-2's decode slower (1,616 against 1,922
   // tokens/s at batch 1, 6,453 against 7,066 at batch 8; docs/CUDA.md).
   bool one_wave_projections = false;
+  // One row against many columns (the decode step's head at batch 1) by a
+  // grid of warps streaming columns (linear_skinny.cu's
+  // stream_columns_kernel); SSM_CUDA_STREAM_COLUMNS=0 the multi-wave kernel.
+  bool stream_columns = true;
   // The decode step's fused kernels: norm_linear's few-row kernels normalise
   // inside the projection (else the norm, then linear). By default at warp
   // level where it fits (one row, one norm group; a column's K split over
