@@ -379,6 +379,9 @@ __global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) 
   }
   wait_for_previous_kernel();
   if (!column) return;
+  // y's value when accumulating and the bias, read now so that their round
+  // trip overlaps the sums (split_norm_kernel's leader does the same).
+  const float prev = lane == 0 && a.accumulate ? a.y.p[n] : 0.f, bias = lane == 0 && a.bias ? a.bias[n] : 0.f;
   const bool gated = a.gate.p != nullptr;
   const bool normalised = !gated || a.norm_weight;  // as normalise_rows
   const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
@@ -398,9 +401,8 @@ __global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) 
   }
   if (lane == 0) {
     if (normalised) acc *= rsqrtf(ss / static_cast<float>(K) + a.eps);
-    if (a.bias) acc += a.bias[n];
-    float* y = a.y.p + n;
-    *y = a.accumulate ? *y + acc : acc;
+    if (a.bias) acc += bias;
+    a.y.p[n] = a.accumulate ? prev + acc : acc;
   }
 }
 
@@ -434,6 +436,11 @@ __global__ void __launch_bounds__(kSplitWarps * 32) split_norm_kernel(SkinnyLine
     if (column && k < K) ahead[i] = load_piece<T>(row, k);
   }
   wait_for_previous_kernel();
+  // What the column's sum is added to (y's value when accumulating: the
+  // residual), read by its leader now rather than after the sums, so that
+  // the round trip overlaps them.
+  const bool leader = column && tc == 0;
+  const float prev = leader && a.accumulate ? a.y.p[n] : 0.f, bias = leader && a.bias ? a.bias[n] : 0.f;
   const bool gated = a.gate.p != nullptr;
   const bool normalised = !gated || a.norm_weight;  // as normalise_rows
   const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
@@ -452,13 +459,12 @@ __global__ void __launch_bounds__(kSplitWarps * 32) split_norm_kernel(SkinnyLine
   __shared__ float sums[2][kSplitWarps];
   if (lane == 0) sums[0][warp] = acc, sums[1][warp] = ss;
   __syncthreads();
-  if (!column || tc != 0) return;
+  if (!leader) return;
   float dot = 0.f, squares = 0.f;
   for (int w = warp; w < warp + wpc; ++w) dot += sums[0][w], squares += sums[1][w];
   if (normalised) dot *= rsqrtf(squares / static_cast<float>(K) + a.eps);
-  if (a.bias) dot += a.bias[n];
-  float* y = a.y.p + n;
-  *y = a.accumulate ? *y + dot : dot;
+  if (a.bias) dot += bias;
+  a.y.p[n] = a.accumulate ? prev + dot : dot;
 }
 
 // The one-wave kernel's 16-byte pieces a lane, all held in registers from
