@@ -42,9 +42,10 @@ struct SkinnyLinear {
   // The norm at warp level (warp_norm_kernel: no shared memory, no
   // barrier), where skinny_warp_norm_fits (FusedDecode::kWarp).
   bool warp_norm = false;
-  // With a column's K split over several warps of a block
-  // (split_norm_kernel; FusedDecode::kSplit), where its pieces allow.
-  bool split_norm = false;
+  // At one row, a column's K split over several warps of a block
+  // (split_k_kernel; FusedDecode::kSplit), where its pieces allow: the
+  // warp-level norm's, or a plain projection's.
+  bool split_k = false;
 };
 // Whether launch_skinny_linear takes a's norm: the normalised rows and their
 // factors fit in 48 KB of shared memory.

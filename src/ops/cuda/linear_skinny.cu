@@ -37,6 +37,15 @@ __device__ float widen(const void* w, int64_t i) {
     return __half2float(static_cast<const __half*>(w)[i]);
 }
 
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// One row whose W rows and x are read in 16-byte pieces.
+bool one_row_in_pieces(const SkinnyLinear& a) {
+  const int64_t V = a.type == WeightType::kF32 ? 4 : 8, elem = a.type == WeightType::kF32 ? 4 : 2;
+  return a.x.rows == 1 && a.x.cols % V == 0 && (a.w_stride * elem) % 16 == 0 && aligned16(a.W) &&
+         a.x.stride % 4 == 0 && aligned16(a.x.p);
+}
+
 // Values per 16-byte piece.
 template <WeightType T>
 constexpr int kVec = T == WeightType::kF32 ? 4 : 8;
@@ -380,7 +389,7 @@ __global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) 
   wait_for_previous_kernel();
   if (!column) return;
   // y's value when accumulating and the bias, read now so that their round
-  // trip overlaps the sums (split_norm_kernel's leader does the same).
+  // trip overlaps the sums (split_k_kernel's leader does the same).
   const float prev = lane == 0 && a.accumulate ? a.y.p[n] : 0.f, bias = lane == 0 && a.bias ? a.bias[n] : 0.f;
   const bool gated = a.gate.p != nullptr;
   const bool normalised = !gated || a.norm_weight;  // as normalise_rows
@@ -406,20 +415,21 @@ __global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) 
   }
 }
 
-// The warp-level norm with a column's K split over `wpc` warps of a block
-// (FusedDecode::kSplit, the default), PPL pieces a lane at most, all loaded
-// before the wait. With a warp a column, the 130m out_proj (K = 1536, gated)
+// One row's projection (NORM: norm_linear's, the norm at warp level) with
+// a column's K split over `wpc` warps of a block (FusedDecode::kSplit, the
+// default), PPL pieces a lane at most, all loaded before the wait. With a warp a column, the 130m out_proj (K = 1536, gated)
 // gave each lane 48 values' SiLU and products in sequence, with 768 warps on
 // the H200's 528 schedulers to hide their latency: 7.0 us a launch, the
 // largest part of a batch-1 decode layer (docs/CUDA.md, the kernel trace).
 // Here a lane takes 8 values (one piece) where the grid still fits in one
-// wave. Each warp sums its lanes by shuffles, then the column's warps' sums
+// wave; so does a plain projection of few columns and long rows (Mamba-3's
+// out_proj, whose norm is per head, in its own op). Each warp sums its lanes by shuffles, then the column's warps' sums
 // are added in warp order by one thread: every column gets the same factor.
 // `columns` columns a block, `wpc` warps each (columns x wpc <= kSplitWarps).
 constexpr int kSplitWarps = 8;
 
-template <WeightType T, int PPL>
-__global__ void __launch_bounds__(kSplitWarps * 32) split_norm_kernel(SkinnyLinear a, int wpc) {
+template <WeightType T, int PPL, bool NORM>
+__global__ void __launch_bounds__(kSplitWarps * 32) split_k_kernel(SkinnyLinear a, int wpc) {
   let_next_kernel_start();
   constexpr int V = kVec<T>;
   const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
@@ -441,20 +451,31 @@ __global__ void __launch_bounds__(kSplitWarps * 32) split_norm_kernel(SkinnyLine
   // the round trip overlaps them.
   const bool leader = column && tc == 0;
   const float prev = leader && a.accumulate ? a.y.p[n] : 0.f, bias = leader && a.bias ? a.bias[n] : 0.f;
-  const bool gated = a.gate.p != nullptr;
-  const bool normalised = !gated || a.norm_weight;  // as normalise_rows
+  const bool gated = NORM && a.gate.p != nullptr;
+  const bool normalised = NORM && (!gated || a.norm_weight);  // as normalise_rows
   const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
   float acc = 0.f, ss = 0.f;
   if (column) {
 #pragma unroll
     for (int i = 0; i < PPL; ++i) {
       const int64_t k = (int64_t{tc} + int64_t{lanes} * i) * V;
-      if (k < K) add_norm_piece<T>(a, gated, gate_after, ahead[i], k, acc, ss);
+      if (k >= K) continue;
+      if constexpr (NORM) {
+        add_norm_piece<T>(a, gated, gate_after, ahead[i], k, acc, ss);
+      } else {
+        float w[V];
+        widen_piece<T>(ahead[i], w);
+#pragma unroll
+        for (int e = 0; e < V; e += 4) {
+          const float4 xv = *reinterpret_cast<const float4*>(a.x.p + k + e);
+          acc += w[e] * xv.x + w[e + 1] * xv.y + w[e + 2] * xv.z + w[e + 3] * xv.w;
+        }
+      }
     }
   }
   for (int o = 16; o > 0; o /= 2) {
     acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if constexpr (NORM) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   }
   __shared__ float sums[2][kSplitWarps];
   if (lane == 0) sums[0][warp] = acc, sums[1][warp] = ss;
@@ -563,7 +584,7 @@ struct Plan {
   size_t smem = 0;
 };
 
-// split_norm_kernel's plan: the fewest pieces a lane (1, 2 or 4) whose grid
+// split_k_kernel's plan: the fewest pieces a lane (1, 2 or 4) whose grid
 // the device holds in one wave, else 4; none (split unset) where one warp a
 // column would do (warp_norm_kernel) or a column would need more than
 // kSplitWarps warps of 4 pieces a lane.
@@ -577,7 +598,10 @@ Plan split_plan(const SkinnyLinear& a) {
     if (wpc > kSplitWarps) continue;
     if (wpc == 1) return Plan{};  // warp_norm_kernel's work, without the barrier
     const int64_t columns = kSplitWarps / wpc;
-    p.split = ppl == 1 ? split_norm_kernel<T, 1> : ppl == 2 ? split_norm_kernel<T, 2> : split_norm_kernel<T, 4>;
+    if (a.norm)
+      p.split = ppl == 1 ? split_k_kernel<T, 1, true> : ppl == 2 ? split_k_kernel<T, 2, true> : split_k_kernel<T, 4, true>;
+    else
+      p.split = ppl == 1 ? split_k_kernel<T, 1, false> : ppl == 2 ? split_k_kernel<T, 2, false> : split_k_kernel<T, 4, false>;
     p.wpc = static_cast<int>(wpc);
     p.threads = static_cast<unsigned>(columns * wpc * 32);
     p.blocks = static_cast<unsigned>((N + columns - 1) / columns);
@@ -594,7 +618,7 @@ Plan plan_typed(const SkinnyLinear& a) {
   // (the normalised rows in shared memory are).
   const bool vec = K % V == 0 && (a.w_stride * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 &&
                    (a.norm || (a.x.stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x.p) % 16 == 0));
-  if (a.norm && a.warp_norm && a.split_norm)
+  if (a.norm && a.warp_norm && a.split_k)
     if (Plan p = split_plan<T>(a); p.split) return p;
   Plan p;
   if (!a.norm && a.stream_columns && a.x.rows == 1) {
@@ -612,6 +636,8 @@ Plan plan_typed(const SkinnyLinear& a) {
     }
     p = Plan{};
   }
+  if (!a.norm && a.split_k && one_row_in_pieces(a))
+    if (Plan q = split_plan<T>(a); q.split) return q;
   if (a.norm && a.warp_norm) {
     // skinny_warp_norm_fits has checked the pieces' alignment and the group.
     p.multi = warp_norm_kernel<T>;
@@ -664,12 +690,9 @@ bool skinny_norm_fits(const SkinnyLinear& a) {
 }
 
 bool skinny_warp_norm_fits(const SkinnyLinear& a) {
-  const int64_t V = a.type == WeightType::kF32 ? 4 : 8, elem = a.type == WeightType::kF32 ? 4 : 2;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return a.x.rows == 1 && a.norm_group == a.x.cols && a.x.cols % V == 0 &&
-         (a.w_stride * elem) % 16 == 0 && aligned(a.W) && a.x.stride % 4 == 0 && aligned(a.x.p) &&
-         (a.gate.p == nullptr || (a.gate.stride % 4 == 0 && aligned(a.gate.p))) &&
-         (a.norm_weight == nullptr || aligned(a.norm_weight));
+  return one_row_in_pieces(a) && a.norm_group == a.x.cols &&
+         (a.gate.p == nullptr || (a.gate.stride % 4 == 0 && aligned16(a.gate.p))) &&
+         (a.norm_weight == nullptr || aligned16(a.norm_weight));
 }
 
 bool skinny_in_one_wave(const SkinnyLinear& a) { return a.y.rows * a.y.cols > 0 && plan_of(a).one_wave; }

@@ -31,6 +31,7 @@ SkinnyLinear skinny_of(Context& ctx, const Tensor& x, const Tensor& W, const Ten
   l.overlap = r.overlap_launches;
   l.one_wave = r.one_wave_projections;
   l.stream_columns = r.stream_columns;
+  l.split_k = r.fused_decode == FusedDecode::kSplit;
   return l;
 }
 
@@ -56,7 +57,7 @@ void norm_linear(Context& ctx, const ops::NormLinearArgs& a) {
   // barrier, so no wave pays a prologue: one row (decode at batch 1).
   if ((mode == FusedDecode::kWarp || mode == FusedDecode::kSplit) && skinny_warp_norm_fits(l)) {
     l.warp_norm = true;
-    l.split_norm = mode == FusedDecode::kSplit;
+    l.split_k = mode == FusedDecode::kSplit;
     launch_skinny_linear(l, stream(ctx));
     check_launch("norm_linear (few rows, warp norm)");
     return;

@@ -112,7 +112,8 @@ class CudaResources : public BackendResources {
   // The decode step's fused kernels: norm_linear's few-row kernels normalise
   // inside the projection (else the norm, then linear). By default at warp
   // level where it fits (one row, one norm group; a column's K split over
-  // several warps, =warp a warp a column), else at block level where the
+  // several warps, as one row's plain projections of few columns are;
+  // =warp a warp a column for both), else at block level where the
   // projection runs in one wave; SSM_CUDA_FUSED_DECODE=0 never,
   // =one_wave the block level where in one wave only (the default before),
   // =1 the block level also in the multi-wave kernel, where on an H100 it
