@@ -190,6 +190,19 @@ __device__ void add_piece(const uint4 raw, const ConstRows& x, int M, int64_t k,
     }
 }
 
+// acc += the piece's 16 bytes of W (widened) times one row x at k.
+template <WeightType T>
+__device__ void add_row_piece(const uint4 raw, const float* x, int64_t k, float& acc) {
+  constexpr int V = kVec<T>;
+  float w[V];
+  widen_piece<T>(raw, w);
+#pragma unroll
+  for (int e = 0; e < V; e += 4) {
+    const float4 xv = *reinterpret_cast<const float4*>(x + k + e);
+    acc += w[e] * xv.x + w[e + 1] * xv.y + w[e + 2] * xv.z + w[e + 3] * xv.w;
+  }
+}
+
 // The rows of x a block's warps multiply: a's, or (NORM_PER > 0:
 // norm_linear) normalised into shared memory by the whole block, after the
 // weights' loads are issued and the previous kernel has finished.
@@ -306,15 +319,7 @@ __global__ void __launch_bounds__(kWarps * 32) stream_columns_kernel(SkinnyLinea
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       const int64_t k = (int64_t{lane} + 32 * i) * V;
-      if (k < K) {
-        float w[V];
-        widen_piece<T>(cur[i], w);
-#pragma unroll
-        for (int e = 0; e < V; e += 4) {
-          const float4 xv = *reinterpret_cast<const float4*>(a.x.p + k + e);
-          acc += w[e] * xv.x + w[e + 1] * xv.y + w[e + 2] * xv.z + w[e + 3] * xv.w;
-        }
-      }
+      if (k < K) add_row_piece<T>(cur[i], a.x.p, k, acc);
       cur[i] = next[i];
     }
     for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
@@ -463,13 +468,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) split_k_kernel(SkinnyLinear 
       if constexpr (NORM) {
         add_norm_piece<T>(a, gated, gate_after, ahead[i], k, acc, ss);
       } else {
-        float w[V];
-        widen_piece<T>(ahead[i], w);
-#pragma unroll
-        for (int e = 0; e < V; e += 4) {
-          const float4 xv = *reinterpret_cast<const float4*>(a.x.p + k + e);
-          acc += w[e] * xv.x + w[e + 1] * xv.y + w[e + 2] * xv.z + w[e + 3] * xv.w;
-        }
+        add_row_piece<T>(ahead[i], a.x.p, k, acc);
       }
     }
   }
