@@ -6,7 +6,7 @@
 # step (ssd_step: conv_ssd.cu, ssd_step_wide.cu, norms.cu) and of the decode stack
 # (mamba2_decode_stack.cu: a launch a phase, or all phases on one block), AdamW
 # per slice and fused (loss_optimizer.cu, optimizer_ops.cpp), of the few-row projection with
-# its norm (norm_linear and linear's few rows: linear_skinny.cu), of conv1d, the norms and the chunked
+# its norm (norm_linear and linear's few rows: linear_skinny.cu, linear_one_row.cu), of conv1d, the norms and the chunked
 # SSD and Mamba-3 scans (chunk_scan.cu, with emu_tf32_mma.h for its
 # tensor-core products; mamba3_scan.cu, mamba3_scan_step.cu; the fused Mamba-3 decode step,
 # mamba3_step.cu) and the SSD scan's backward
@@ -51,7 +51,7 @@ CXX=${CXX:-g++}
 FLAGS="-std=c++20 -O2 -g -pthread -I$SRC/src -I$SRC/include -I$SRC/tests -I$HERE -isystem /usr/local/cuda/include -DSSM_GPU_TESTS=1 -DSSM_GOLDEN_DIR=\"$SRC/tests/golden\""
 kernels="mamba3_prepare mamba3_output_backward mamba3_scan_backward mamba3_prepare_backward attention attention_backward hybrid_backward hybrid_kernels
   conv_ssd ssd_step_wide norms chunk_scan mamba3_scan mamba3_scan_step ssd_scan_backward ssd_scan_backward_tiles ssd_scan_backward_f16 mamba3_scan_backward_tiles
-  linear_skinny dropout norms_backward mixer_backward loss_optimizer mamba2_decode_stack mamba3_step"
+  linear_skinny linear_one_row dropout norms_backward mixer_backward loss_optimizer mamba2_decode_stack mamba3_step"
 # An object is rebuilt when it is older than its source or the emulator's
 # headers (the engine's headers are not followed: a fresh WORK_DIR rebuilds
 # everything).

@@ -1,11 +1,12 @@
 // launch_linear.h's kernels: a warp per output column (the multi-wave
 // kernel) or several consecutive columns a warp in a grid the device holds
 // at once (the one-wave kernel), its lanes over K in 16-byte pieces of W's
-// row (8 bf16/f16 values or 4 floats, when the rows allow it; else one
-// value at a time, multi-wave only), each lane keeping the partial sums of
-// all M rows; the lanes' sums are combined by shuffles in a fixed order.
-// norm_linear's variants first normalise x's rows into shared memory, or
-// (warp_norm_kernel) sum their squares beside the products.
+// row (skinny_pieces.h; when the rows allow it, else one value at a time,
+// multi-wave only), each lane keeping the partial sums of all M rows; the
+// lanes' sums are combined by shuffles in a fixed order. norm_linear's
+// variants first normalise x's rows into shared memory. One row's own
+// kernels (the norm at warp level, split and streamed columns) are
+// linear_one_row.cu's.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -16,15 +17,12 @@
 
 #include "ops/cuda/launch_linear.h"
 #include "ops/cuda/overlap_launch.h"
-#include "ops/cuda/streamed_load.h"
+#include "ops/cuda/skinny_pieces.h"
 
 namespace ssm::cuda {
+namespace skinny {
 namespace {
 
-// Four warps a block: a decode step's out projection (768 columns) is 192
-// blocks, more than the 132 multiprocessors of an H100 (at eight, 96 left a
-// third of them idle).
-constexpr int kWarps = 4;
 constexpr int M_MAX = static_cast<int>(kSkinnyRows);
 
 template <WeightType T>
@@ -36,51 +34,6 @@ __device__ float widen(const void* w, int64_t i) {
   else
     return __half2float(static_cast<const __half*>(w)[i]);
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// One row whose W rows and x are read in 16-byte pieces.
-bool one_row_in_pieces(const SkinnyLinear& a) {
-  const int64_t V = a.type == WeightType::kF32 ? 4 : 8, elem = a.type == WeightType::kF32 ? 4 : 2;
-  return a.x.rows == 1 && a.x.cols % V == 0 && (a.w_stride * elem) % 16 == 0 && aligned16(a.W) &&
-         a.x.stride % 4 == 0 && aligned16(a.x.p);
-}
-
-// Values per 16-byte piece.
-template <WeightType T>
-constexpr int kVec = T == WeightType::kF32 ? 4 : 8;
-
-// The 16-byte piece of W's row at element k: read-only for the whole
-// launch, and read once, so through the non-coherent path without a place
-// in L1 (the activations keep it).
-template <WeightType T>
-__device__ uint4 load_piece(const void* row, int64_t k) {
-  return load_streamed16(static_cast<const char*>(row) + k * (T == WeightType::kF32 ? 4 : 2));
-}
-
-template <WeightType T>
-__device__ void widen_piece(const uint4 raw, float (&w)[kVec<T>]) {
-  if constexpr (T == WeightType::kF32) {
-    w[0] = __uint_as_float(raw.x), w[1] = __uint_as_float(raw.y), w[2] = __uint_as_float(raw.z),
-    w[3] = __uint_as_float(raw.w);
-  } else {
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const unsigned short lo = static_cast<unsigned short>(words[i] & 0xffffu),
-                           hi = static_cast<unsigned short>(words[i] >> 16);
-      if constexpr (T == WeightType::kBF16) {
-        w[2 * i] = __uint_as_float(uint32_t{lo} << 16);
-        w[2 * i + 1] = __uint_as_float(uint32_t{hi} << 16);
-      } else {
-        w[2 * i] = __half2float(__ushort_as_half(lo));
-        w[2 * i + 1] = __half2float(__ushort_as_half(hi));
-      }
-    }
-  }
-}
-
-__device__ float silu(float z) { return z / (1.f + expf(-z)); }
 
 // norm_linear's rows, kNormPer values a thread at most (2,048 at four
 // warps: a 130m decode step's 768 and 1536), so that every load of x, the
@@ -164,14 +117,6 @@ __device__ void normalise_rows(const SkinnyLinear& a, float* xs) {
   }
 }
 
-// The first kAhead 16-byte pieces of each lane's share of W's row are
-// loaded before the kernel waits for the one before it (overlap_launch.h)
-// and all at once: a decode step's rows are 3 (in_proj, K = 768, bf16) to
-// 6 (out_proj, K = 1536) pieces a lane, so its whole weight traffic is in
-// flight while the previous kernel finishes (and the tied F32 head's 6,
-// K = 768). 8 made the F32 kernel spill.
-constexpr int kAhead = 6;
-
 // acc[m] += the piece's 16 bytes of W (widened) times x's row m at k.
 template <WeightType T>
 __device__ void add_piece(const uint4 raw, const ConstRows& x, int M, int64_t k, float (&acc)[M_MAX]) {
@@ -188,19 +133,6 @@ __device__ void add_piece(const uint4 raw, const ConstRows& x, int M, int64_t k,
         acc[m] += w[i] * xv.x + w[i + 1] * xv.y + w[i + 2] * xv.z + w[i + 3] * xv.w;
       }
     }
-}
-
-// acc += the piece's 16 bytes of W (widened) times one row x at k.
-template <WeightType T>
-__device__ void add_row_piece(const uint4 raw, const float* x, int64_t k, float& acc) {
-  constexpr int V = kVec<T>;
-  float w[V];
-  widen_piece<T>(raw, w);
-#pragma unroll
-  for (int e = 0; e < V; e += 4) {
-    const float4 xv = *reinterpret_cast<const float4*>(x + k + e);
-    acc += w[e] * xv.x + w[e + 1] * xv.y + w[e + 2] * xv.z + w[e + 3] * xv.w;
-  }
 }
 
 // The rows of x a block's warps multiply: a's, or (NORM_PER > 0:
@@ -286,207 +218,6 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(SkinnyLinear a) {
   store_column(a, acc, M, n, lane);
 }
 
-// One row against many columns (stream_columns: the decode step's head at
-// batch 1, 50,277 columns of the 130m models, 77 MB in BF16): a grid the
-// device holds at once, each warp striding over columns with the next
-// column's pieces loaded while this one's are multiplied. The multi-wave
-// kernel's 12,570 blocks of three pieces a lane drew about 2 TB/s from an
-// H200 (38 us a token; docs/CUDA.md, the kernel trace): each block lived
-// for one round trip of a few KB. P: pieces a lane a column, at least
-// K / (32 V).
-template <WeightType T, int P>
-__global__ void __launch_bounds__(kWarps * 32) stream_columns_kernel(SkinnyLinear a) {
-  let_next_kernel_start();
-  constexpr int V = kVec<T>;
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = int64_t{gridDim.x} * kWarps, N = a.y.cols, K = a.x.cols;
-  const char* W = static_cast<const char*>(a.W);
-  const int64_t row_bytes = a.w_stride * (T == WeightType::kF32 ? 4 : 2);
-  const auto load = [&](uint4 (&dst)[P], int64_t n) {
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int64_t k = (int64_t{lane} + 32 * i) * V;
-      if (n < N && k < K) dst[i] = load_piece<T>(W + n * row_bytes, k);
-    }
-  };
-  int64_t n = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
-  uint4 cur[P] = {}, next[P] = {};
-  load(cur, n);
-  wait_for_previous_kernel();
-  for (; n < N; n += warps) {  // the whole warp
-    load(next, n + warps);
-    float acc = 0.f;
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int64_t k = (int64_t{lane} + 32 * i) * V;
-      if (k < K) add_row_piece<T>(cur[i], a.x.p, k, acc);
-      cur[i] = next[i];
-    }
-    for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) {
-      if (a.bias) acc += a.bias[n];
-      float* y = a.y.p + n;
-      *y = a.accumulate ? *y + acc : acc;
-    }
-  }
-}
-
-// One 16-byte piece of W's row at k, for the norm inside the projection:
-// ss += g^2 and acc += W g f over its values (g = x, times SiLU(gate)
-// before the norm; f = the norm's weight, times SiLU(gate) after it).
-template <WeightType T>
-__device__ void add_norm_piece(const SkinnyLinear& a, bool gated, bool gate_after, const uint4 raw, int64_t k,
-                               float& acc, float& ss) {
-  constexpr int V = kVec<T>;
-  float w[V];
-  widen_piece<T>(raw, w);
-#pragma unroll
-  for (int i = 0; i < V; i += 4) {
-    const float4 xv = *reinterpret_cast<const float4*>(a.x.p + k + i);
-    const float4 fv = a.norm_weight ? *reinterpret_cast<const float4*>(a.norm_weight + k + i)
-                                    : make_float4(1.f, 1.f, 1.f, 1.f);
-    float g[4] = {xv.x, xv.y, xv.z, xv.w}, f[4] = {fv.x, fv.y, fv.z, fv.w};
-    if (gated) {
-      const float4 zv = *reinterpret_cast<const float4*>(a.gate.p + k + i);
-      const float z[4] = {zv.x, zv.y, zv.z, zv.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (gate_after) f[e] *= silu(z[e]);
-        else g[e] *= silu(z[e]);
-      }
-    }
-    ss += g[0] * g[0] + g[1] * g[1] + g[2] * g[2] + g[3] * g[3];
-    acc += w[i] * (g[0] * f[0]) + w[i + 1] * (g[1] * f[1]) + w[i + 2] * (g[2] * f[2]) + w[i + 3] * (g[3] * f[3]);
-  }
-}
-
-// norm_linear with the norm at warp level (FusedDecode::kWarp): a warp a
-// column, as the multi-wave kernel, but no shared memory and no barrier.
-// One norm group spans K (the decode step's RMSNorm before in_proj and its
-// gated norm at one group before out_proj), and a warp's lanes already
-// read all of x's row for their dot product, so each warp sums the row's
-// squares beside it and scales at the end:
-//   y_n = rsqrt(mean(g^2) + eps) * sum_k W_nk g_k f_k,
-// g = x (times SiLU(gate) before the norm), f = the norm's weight (times
-// SiLU(gate) after it). Every warp sums the squares in the same order, so
-// every column gets the same factor. One row only: at 8 rows (128
-// registers, and every warp taking SiLU of all 8 gate rows) a 130m Mamba-2
-// decoded 3,890 tokens/s at batch 8 on an H100 against 6,390 with the norm
-// apart (docs/CUDA.md). The
-// block-level prologue
-// (normalise_rows) paid a block's reduction and two barriers before any
-// product, in every wave; this pays about K / 32 products a lane.
-template <WeightType T>
-__global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) {
-  let_next_kernel_start();
-  constexpr int V = kVec<T>;
-  const int64_t n = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
-  const bool column = n < a.y.cols;  // the whole warp
-  const int lane = threadIdx.x % 32;
-  const int64_t K = a.x.cols;
-  const void* row = static_cast<const char*>(a.W) + (column ? n : 0) * a.w_stride * (T == WeightType::kF32 ? 4 : 2);
-  uint4 ahead[kAhead] = {};
-#pragma unroll
-  for (int i = 0; i < kAhead; ++i) {
-    const int64_t k = (int64_t{lane} + 32 * i) * V;
-    if (column && k < K) ahead[i] = load_piece<T>(row, k);
-  }
-  wait_for_previous_kernel();
-  if (!column) return;
-  // y's value when accumulating and the bias, read now so that their round
-  // trip overlaps the sums (split_k_kernel's leader does the same).
-  const float prev = lane == 0 && a.accumulate ? a.y.p[n] : 0.f, bias = lane == 0 && a.bias ? a.bias[n] : 0.f;
-  const bool gated = a.gate.p != nullptr;
-  const bool normalised = !gated || a.norm_weight;  // as normalise_rows
-  const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
-  float acc = 0.f, ss = 0.f;
-  const auto add = [&](const uint4 raw, int64_t k) { add_norm_piece<T>(a, gated, gate_after, raw, k, acc, ss); };
-  // Each lane's pieces in order of k, as the multi-wave kernel's.
-#pragma unroll
-  for (int i = 0; i < kAhead; ++i) {
-    const int64_t k = (int64_t{lane} + 32 * i) * V;
-    if (k < K) add(ahead[i], k);
-  }
-#pragma unroll 2
-  for (int64_t k = (int64_t{lane} + 32 * kAhead) * V; k < K; k += 32 * V) add(load_piece<T>(row, k), k);
-  for (int o = 16; o > 0; o /= 2) {
-    acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  }
-  if (lane == 0) {
-    if (normalised) acc *= rsqrtf(ss / static_cast<float>(K) + a.eps);
-    if (a.bias) acc += bias;
-    a.y.p[n] = a.accumulate ? prev + acc : acc;
-  }
-}
-
-// One row's projection (NORM: norm_linear's, the norm at warp level) with
-// a column's K split over `wpc` warps of a block (FusedDecode::kSplit, the
-// default), PPL pieces a lane at most, all loaded before the wait. With a warp a column, the 130m out_proj (K = 1536, gated)
-// gave each lane 48 values' SiLU and products in sequence, with 768 warps on
-// the H200's 528 schedulers to hide their latency: 7.0 us a launch, the
-// largest part of a batch-1 decode layer (docs/CUDA.md, the kernel trace).
-// Here a lane takes 8 values (one piece) where the grid still fits in one
-// wave; so does a plain projection of few columns and long rows (Mamba-3's
-// out_proj, whose norm is per head, in its own op). Each warp sums its lanes by shuffles, then the column's warps' sums
-// are added in warp order by one thread: every column gets the same factor.
-// `columns` columns a block, `wpc` warps each (columns x wpc <= kSplitWarps).
-constexpr int kSplitWarps = 8;
-
-template <WeightType T, int PPL, bool NORM>
-__global__ void __launch_bounds__(kSplitWarps * 32) split_k_kernel(SkinnyLinear a, int wpc) {
-  let_next_kernel_start();
-  constexpr int V = kVec<T>;
-  const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
-  const int columns = static_cast<int>(blockDim.x) / (32 * wpc), in_block = warp / wpc;
-  const int lanes = 32 * wpc, tc = (warp % wpc) * 32 + lane;  // the column's lanes, this one's index
-  const int64_t n = blockIdx.x * int64_t{columns} + in_block;
-  const bool column = n < a.y.cols;  // the whole warp
-  const int64_t K = a.x.cols;
-  const void* row = static_cast<const char*>(a.W) + (column ? n : 0) * a.w_stride * (T == WeightType::kF32 ? 4 : 2);
-  uint4 ahead[PPL] = {};
-#pragma unroll
-  for (int i = 0; i < PPL; ++i) {
-    const int64_t k = (int64_t{tc} + int64_t{lanes} * i) * V;
-    if (column && k < K) ahead[i] = load_piece<T>(row, k);
-  }
-  wait_for_previous_kernel();
-  // What the column's sum is added to (y's value when accumulating: the
-  // residual), read by its leader now rather than after the sums, so that
-  // the round trip overlaps them.
-  const bool leader = column && tc == 0;
-  const float prev = leader && a.accumulate ? a.y.p[n] : 0.f, bias = leader && a.bias ? a.bias[n] : 0.f;
-  const bool gated = NORM && a.gate.p != nullptr;
-  const bool normalised = NORM && (!gated || a.norm_weight);  // as normalise_rows
-  const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
-  float acc = 0.f, ss = 0.f;
-  if (column) {
-#pragma unroll
-    for (int i = 0; i < PPL; ++i) {
-      const int64_t k = (int64_t{tc} + int64_t{lanes} * i) * V;
-      if (k >= K) continue;
-      if constexpr (NORM) {
-        add_norm_piece<T>(a, gated, gate_after, ahead[i], k, acc, ss);
-      } else {
-        add_row_piece<T>(ahead[i], a.x.p, k, acc);
-      }
-    }
-  }
-  for (int o = 16; o > 0; o /= 2) {
-    acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if constexpr (NORM) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  }
-  __shared__ float sums[2][kSplitWarps];
-  if (lane == 0) sums[0][warp] = acc, sums[1][warp] = ss;
-  __syncthreads();
-  if (!leader) return;
-  float dot = 0.f, squares = 0.f;
-  for (int w = warp; w < warp + wpc; ++w) dot += sums[0][w], squares += sums[1][w];
-  if (normalised) dot *= rsqrtf(squares / static_cast<float>(K) + a.eps);
-  if (a.bias) dot += bias;
-  a.y.p[n] = a.accumulate ? prev + dot : dot;
-}
-
 // The one-wave kernel's 16-byte pieces a lane, all held in registers from
 // before the wait: 48 registers. A 130m decode step's bf16 projections
 // take 3 (in_proj, K = 768) or 6 (out_proj, K = 1536) a column, so two
@@ -543,71 +274,16 @@ __global__ void __launch_bounds__(kWarps * 32) one_wave_kernel(SkinnyLinear a, i
   }
 }
 
-// Blocks of `kernel` that a device holds at once: the occupancy API's per
-// multiprocessor times the multiprocessors, asked once per (kernel, device,
-// shared memory) and kept (a recorded decode step asks nothing); 0 where
-// the API fails (the multi-wave kernel then). In the emulator, whose blocks
-// run one after another, as many as an H100 has multiprocessors: a 130m
-// out_proj then takes two columns a warp, and the tests' widest rows fall
-// back to the multi-wave kernel.
-int resident_blocks(const void* kernel, size_t smem, int threads = kWarps * 32) {
-#ifdef SSM_CUDA_EMULATOR
-  (void)kernel, (void)smem, (void)threads;
-  return 132;
-#else
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  static std::mutex mu;
-  static std::map<std::tuple<const void*, int, size_t, int>, int> known;
-  const std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(kernel, device, smem, threads);
-  if (const auto it = known.find(key); it != known.end()) return it->second;
-  int sms = 0, per_sm = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess)
-    sms = per_sm = 0;
-  return known[key] = sms * per_sm;
-#endif
-}
-
 // How launch_typed runs a: the one-wave kernel (one_wave set, blocks, and
-// its columns and pieces a warp), the split norm (split set: wpc warps a
-// column, threads a block) or the multi-wave one.
+// its columns and pieces a warp) or the multi-wave one.
 struct Plan {
   bool one_wave = false;
   void (*multi)(SkinnyLinear) = nullptr;
   void (*single)(SkinnyLinear, int, int) = nullptr;
-  void (*split)(SkinnyLinear, int) = nullptr;
-  unsigned blocks = 0, threads = kWarps * 32;
-  int columns = 0, per_column = 0, wpc = 0;
+  unsigned blocks = 0;
+  int columns = 0, per_column = 0;
   size_t smem = 0;
 };
-
-// split_k_kernel's plan: the fewest pieces a lane (1, 2 or 4) whose grid
-// the device holds in one wave, else 4; none (split unset) where one warp a
-// column would do (warp_norm_kernel) or a column would need more than
-// kSplitWarps warps of 4 pieces a lane.
-template <WeightType T>
-Plan split_plan(const SkinnyLinear& a) {
-  constexpr int V = kVec<T>;
-  const int64_t pieces = (a.x.cols + V - 1) / V, N = a.y.cols;
-  Plan p;
-  for (const int ppl : {1, 2, 4}) {
-    const int64_t wpc = (pieces + 32 * ppl - 1) / (32 * ppl);
-    if (wpc > kSplitWarps) continue;
-    if (wpc == 1) return Plan{};  // warp_norm_kernel's work, without the barrier
-    const int64_t columns = kSplitWarps / wpc;
-    if (a.norm)
-      p.split = ppl == 1 ? split_k_kernel<T, 1, true> : ppl == 2 ? split_k_kernel<T, 2, true> : split_k_kernel<T, 4, true>;
-    else
-      p.split = ppl == 1 ? split_k_kernel<T, 1, false> : ppl == 2 ? split_k_kernel<T, 2, false> : split_k_kernel<T, 4, false>;
-    p.wpc = static_cast<int>(wpc);
-    p.threads = static_cast<unsigned>(columns * wpc * 32);
-    p.blocks = static_cast<unsigned>((N + columns - 1) / columns);
-    if (int64_t{p.blocks} <= resident_blocks(reinterpret_cast<const void*>(p.split), 0, static_cast<int>(p.threads))) break;
-  }
-  return p;
-}
 
 template <WeightType T>
 Plan plan_typed(const SkinnyLinear& a) {
@@ -617,32 +293,7 @@ Plan plan_typed(const SkinnyLinear& a) {
   // (the normalised rows in shared memory are).
   const bool vec = K % V == 0 && (a.w_stride * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 &&
                    (a.norm || (a.x.stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x.p) % 16 == 0));
-  if (a.norm && a.warp_norm && a.split_k)
-    if (Plan p = split_plan<T>(a); p.split) return p;
   Plan p;
-  if (!a.norm && a.stream_columns && a.x.rows == 1) {
-    const bool vec = K % V == 0 && (a.w_stride * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 &&
-                     a.x.stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x.p) % 16 == 0;
-    const int64_t pieces = (K + 32 * V - 1) / (32 * V);
-    p.multi = pieces <= 2 ? stream_columns_kernel<T, 2>
-              : pieces <= 4 ? stream_columns_kernel<T, 4>
-                            : stream_columns_kernel<T, 8>;
-    const int64_t blocks = resident_blocks(reinterpret_cast<const void*>(p.multi), 0);
-    // Columns enough for each warp to stream several.
-    if (vec && pieces <= 8 && blocks > 0 && N >= 4 * blocks * kWarps) {
-      p.blocks = static_cast<unsigned>(blocks);
-      return p;
-    }
-    p = Plan{};
-  }
-  if (!a.norm && a.split_k && one_row_in_pieces(a))
-    if (Plan q = split_plan<T>(a); q.split) return q;
-  if (a.norm && a.warp_norm) {
-    // skinny_warp_norm_fits has checked the pieces' alignment and the group.
-    p.multi = warp_norm_kernel<T>;
-    p.blocks = static_cast<unsigned>((N + kWarps - 1) / kWarps);
-    return p;
-  }
   p.smem = a.norm ? norm_smem_floats(a) * sizeof(float) : 0;
   // Half the values a thread where they do: 40 registers fewer, so that a
   // 130m in_proj's 838 blocks take two waves of the multiprocessors, not three.
@@ -682,6 +333,37 @@ Plan plan_of(const SkinnyLinear& a) {
 
 }  // namespace
 
+// Blocks of `kernel` that a device holds at once: the occupancy API's per
+// multiprocessor times the multiprocessors, asked once per (kernel, device,
+// shared memory) and kept (a recorded decode step asks nothing); 0 where
+// the API fails (the multi-wave kernel then). In the emulator, whose blocks
+// run one after another, as many as an H100 has multiprocessors: a 130m
+// out_proj then takes two columns a warp, and the tests' widest rows fall
+// back to the multi-wave kernel.
+int resident_blocks(const void* kernel, size_t smem, int threads) {
+#ifdef SSM_CUDA_EMULATOR
+  (void)kernel, (void)smem, (void)threads;
+  return 132;
+#else
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, size_t, int>, int> known;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(kernel, device, smem, threads);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  int sms = 0, per_sm = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess)
+    sms = per_sm = 0;
+  return known[key] = sms * per_sm;
+#endif
+}
+
+}  // namespace skinny
+
+using namespace skinny;
+
 bool skinny_norm_fits(const SkinnyLinear& a) {
   return a.norm_group > 0 && a.x.cols % a.norm_group == 0 &&
          a.x.rows * a.x.cols <= int64_t{kNormPer} * kWarps * 32 &&
@@ -698,11 +380,10 @@ bool skinny_in_one_wave(const SkinnyLinear& a) { return a.y.rows * a.y.cols > 0 
 
 void launch_skinny_linear(const SkinnyLinear& a, cudaStream_t s) {
   if (a.y.rows * a.y.cols == 0) return;
+  if (launch_one_row(a, s)) return;
   const Plan p = plan_of(a);
   const dim3 block(kWarps * 32);
-  if (p.split)
-    launch_overlapped(a.overlap, p.split, dim3(p.blocks), dim3(p.threads), 0, s, a, p.wpc);
-  else if (p.one_wave)
+  if (p.one_wave)
     launch_overlapped(a.overlap, p.single, dim3(p.blocks), block, p.smem, s, a, p.columns, p.per_column);
   else
     launch_overlapped(a.overlap, p.multi, dim3(p.blocks), block, p.smem, s, a);

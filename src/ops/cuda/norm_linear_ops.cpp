@@ -56,8 +56,7 @@ void norm_linear(Context& ctx, const ops::NormLinearArgs& a) {
   // The norm at warp level (the default) needs neither shared memory nor a
   // barrier, so no wave pays a prologue: one row (decode at batch 1).
   if ((mode == FusedDecode::kWarp || mode == FusedDecode::kSplit) && skinny_warp_norm_fits(l)) {
-    l.warp_norm = true;
-    l.split_k = mode == FusedDecode::kSplit;
+    l.warp_norm = true;  // split_k as skinny_of set it
     launch_skinny_linear(l, stream(ctx));
     check_launch("norm_linear (few rows, warp norm)");
     return;
