@@ -92,6 +92,33 @@ TEST_P(LinearTest, FewRowsMatchRefForEveryWeightType) {
       }
 }
 
+// More rows than a decode step with 16-bit weights and a column count that
+// is not a multiple of 8, into rows padded to one (the decode step's logits)
+// or not: cuda's GEMMs split the columns there (the aligned ones, then the
+// rest), and accumulate into y on both sides of the split.
+TEST_P(LinearTest, ManyRowsWithUnalignedColumnCount) {
+  for (const int64_t N : {77, 1001, 64})
+    for (const int64_t M : {20, 64})
+      for (const DType dtype : {DType::kBF16, DType::kF16})
+        for (const bool padded : {true, false}) {
+          SCOPED_TRACE(::testing::Message() << "M " << M << " N " << N << " " << dtype_name(dtype)
+                                            << (padded ? " padded" : ""));
+          const int64_t K = 96, width = padded ? (N + 7) / 8 * 8 : N + 3;
+          const uint64_t seed = M * 1000 + N;
+          const Tensor x = random_tensor({M, K}, seed, -2.f, 2.f);
+          const Tensor W = random_tensor({N, K}, seed + 1, -0.1f, 0.1f).to_dtype(dtype);
+          const Tensor y0 = random_tensor({M, width}, seed + 2);
+          auto run = [&](Context& ctx) -> testing::Outputs {
+            const Tensor y = on(ctx, y0);
+            ops::linear(ctx, {.x = on(ctx, x), .W = on(ctx, W), .y = y.cols(0, N), .accumulate = true});
+            return testing::outputs({{"y", y}});
+          };
+          const testing::Tolerance tol =
+              testing::kGpuTests ? testing::Tolerance{} : testing::tolerance_for(dtype);
+          testing::expect_matches_ref(GetParam(), run, {.tol = tol});
+        }
+}
+
 // A backend computes F16, BF16 and Q8 weights within the dtype's tolerance
 // of ref, or refuses them with an error naming the op, itself and the dtype.
 TEST_P(LinearTest, LowPrecisionWeightsAreComputedOrRefusedByName) {

@@ -46,13 +46,23 @@ void linear(Context& ctx, const ops::LinearArgs& a) {
       launch_to_16bit(x, xh.raw(), bf16, pieces, r.stream);
       check_launch("linear (activations to 16 bits)");
       const size_t piece_bytes = static_cast<size_t>(M * K) * dtype_size(a.W.dtype());
-      for (int i = pieces - 1; i >= 0; --i) {
-        const float b = i == pieces - 1 ? beta : 1.f;
-        check(cublasGemmEx(r.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.W.raw(), type, k,
-                           static_cast<const char*>(xh.raw()) + i * piece_bytes, type, k, &b, y.p, CUDA_R_32F,
-                           static_cast<int>(y.stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              "linear (cublasGemmEx)");
-      }
+      // cuBLAS takes kernels for unaligned operands (align1) for the whole
+      // product when m is not a multiple of 8, e.g. the 130m head's 50,277
+      // columns (156 us of a 1,177 us batch-64 step on an H200): the aligned
+      // columns go alone, the few left after them by a second, small GEMM.
+      const int aligned = m > 8 && y.stride % 8 == 0 ? m / 8 * 8 : m;
+      const auto columns = [&](int c0, int c1) {
+        const char* w = static_cast<const char*>(a.W.raw()) + static_cast<size_t>(c0) * k * dtype_size(a.W.dtype());
+        for (int i = pieces - 1; i >= 0; --i) {
+          const float b = i == pieces - 1 ? beta : 1.f;
+          check(cublasGemmEx(r.blas, CUBLAS_OP_T, CUBLAS_OP_N, c1 - c0, n, k, &alpha, w, type, k,
+                             static_cast<const char*>(xh.raw()) + i * piece_bytes, type, k, &b, y.p + c0,
+                             CUDA_R_32F, static_cast<int>(y.stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                "linear (cublasGemmEx)");
+        }
+      };
+      columns(0, aligned);
+      if (aligned < m) columns(aligned, m);
       break;
     }
     default:
