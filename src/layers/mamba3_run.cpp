@@ -61,12 +61,21 @@ void Mamba3Layer::run(const Tensor& x, const Tensor& y, Mamba3State* st, Context
   }
 
   // y_h = sum_r [RMSNorm(o_r) * w] * SiLU(z * mimo_z_r) * mimo_o_r
-  const ops::Mamba3OutputArgs out{
+  ops::Mamba3OutputArgs out{
       .rank = R, .o = scan.o, .z = s.z(proj), .mimo_z = value(mimo_z_), .mimo_o = value(mimo_o_),
-      .norm = value(norm_), .norm_eps = c.norm_eps, .y = work({B, L, s.d_inner})};
-  ops::mamba3_output(ctx, out);
-
-  ops::linear(ctx, {.x = out.y, .W = value(out_proj_), .y = y, .accumulate = add_to_y});
+      .norm = value(norm_), .norm_eps = c.norm_eps};
+  if (!keep && L == 1 && !out.mimo_z.defined() && !out.mimo_o.defined()) {
+    // A SISO decode step: the per-head norm and the gate are norm_linear's
+    // gated norm of P-channel groups, inside the out projection (one GPU
+    // launch where mamba3_output and linear took two).
+    ops::norm_linear(ctx, {.x = scan.o.reshape({B, s.d_inner}), .gate = out.z, .norm_weight = out.norm,
+                           .group = P, .eps = c.norm_eps, .norm_before_gate = true,
+                           .W = value(out_proj_), .y = y, .accumulate = add_to_y});
+  } else {
+    out.y = work({B, L, s.d_inner});
+    ops::mamba3_output(ctx, out);
+    ops::linear(ctx, {.x = out.y, .W = value(out_proj_), .y = y, .accumulate = add_to_y});
+  }
   if (keep) {
     keep->proj = proj;
     keep->prepare = prep;

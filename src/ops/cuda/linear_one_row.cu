@@ -97,8 +97,14 @@ __global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) 
   const bool gated = a.gate.p != nullptr;
   const bool normalised = !gated || a.norm_weight;  // as normalise_rows
   const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
+  // Groups narrower than K: each piece scaled by its group's factor.
+  const bool grouped = normalised && a.norm_group != K;
+  const int group_lanes = static_cast<int>(a.norm_group / V);
   float acc = 0.f, ss = 0.f;
-  const auto add = [&](const uint4 raw, int64_t k) { add_norm_piece<T>(a, gated, gate_after, raw, k, acc, ss); };
+  const auto add = [&](const uint4 raw, int64_t k) {
+    if (grouped) add_group_norm_piece<T>(a, gated, gate_after, raw, k, group_lanes, acc);
+    else add_norm_piece<T>(a, gated, gate_after, raw, k, acc, ss);
+  };
   // Each lane's pieces in order of k, as the multi-wave kernel's.
 #pragma unroll
   for (int i = 0; i < kAhead; ++i) {
@@ -112,7 +118,7 @@ __global__ void __launch_bounds__(kWarps * 32) warp_norm_kernel(SkinnyLinear a) 
     ss += __shfl_xor_sync(0xffffffffu, ss, o);
   }
   if (lane == 0) {
-    if (normalised) acc *= rsqrtf(ss / static_cast<float>(K) + a.eps);
+    if (normalised && !grouped) acc *= rsqrtf(ss / static_cast<float>(K) + a.eps);
     if (a.bias) acc += bias;
     a.y.p[n] = a.accumulate ? prev + acc : acc;
   }
@@ -157,6 +163,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) split_k_kernel(SkinnyLinear 
   const bool gated = NORM && a.gate.p != nullptr;
   const bool normalised = NORM && (!gated || a.norm_weight);  // as normalise_rows
   const bool gate_after = gated && a.norm_weight && a.norm_before_gate;
+  const bool grouped = normalised && a.norm_group != K;  // as warp_norm_kernel
   float acc = 0.f, ss = 0.f;
   if (column) {
 #pragma unroll
@@ -164,7 +171,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32) split_k_kernel(SkinnyLinear 
       const int64_t k = (int64_t{tc} + int64_t{lanes} * i) * V;
       if (k >= K) continue;
       if constexpr (NORM) {
-        add_norm_piece<T>(a, gated, gate_after, ahead[i], k, acc, ss);
+        if (grouped) add_group_norm_piece<T>(a, gated, gate_after, ahead[i], k, static_cast<int>(a.norm_group / V), acc);
+        else add_norm_piece<T>(a, gated, gate_after, ahead[i], k, acc, ss);
       } else {
         add_row_piece<T>(ahead[i], a.x.p, k, acc);
       }
@@ -180,7 +188,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) split_k_kernel(SkinnyLinear 
   if (!leader) return;
   float dot = 0.f, squares = 0.f;
   for (int w = warp; w < warp + wpc; ++w) dot += sums[0][w], squares += sums[1][w];
-  if (normalised) dot *= rsqrtf(squares / static_cast<float>(K) + a.eps);
+  if (normalised && !grouped) dot *= rsqrtf(squares / static_cast<float>(K) + a.eps);
   if (a.bias) dot += bias;
   a.y.p[n] = a.accumulate ? prev + dot : dot;
 }

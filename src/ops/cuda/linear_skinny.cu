@@ -371,7 +371,13 @@ bool skinny_norm_fits(const SkinnyLinear& a) {
 }
 
 bool skinny_warp_norm_fits(const SkinnyLinear& a) {
-  return one_row_in_pieces(a) && a.norm_group == a.x.cols &&
+  // A group spans K, or whole aligned runs of up to 32 lanes' pieces
+  // (add_group_norm_piece).
+  const int64_t V = a.type == WeightType::kF32 ? 4 : 8, lanes = a.norm_group / V;
+  const bool groups_fit = a.norm_group == a.x.cols || (a.norm_group > 0 && a.norm_group % V == 0 &&
+                                                       a.x.cols % a.norm_group == 0 && lanes <= 32 &&
+                                                       (lanes & (lanes - 1)) == 0);
+  return one_row_in_pieces(a) && groups_fit &&
          (a.gate.p == nullptr || (a.gate.stride % 4 == 0 && aligned16(a.gate.p))) &&
          (a.norm_weight == nullptr || aligned16(a.norm_weight));
 }

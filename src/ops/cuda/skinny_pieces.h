@@ -114,6 +114,24 @@ __device__ void add_norm_piece(const SkinnyLinear& a, bool gated, bool gate_afte
   }
 }
 
+// The same piece where the norm has groups narrower than K (Mamba-3's per
+// head, 64 channels: rsqrt(mean(g^2) + eps) a group): the `lanes` lanes
+// holding one group's pieces (group / V, a power of two up to 32, aligned,
+// as the kernels' k = (lane + 32 i) V lay them out) sum its squares by
+// shuffles among themselves, and the piece's products join acc already
+// scaled by their group's factor. The butterfly gives each lane of a group
+// the same sum, so each piece of a group gets the same factor.
+template <WeightType T>
+__device__ void add_group_norm_piece(const SkinnyLinear& a, bool gated, bool gate_after, const uint4 raw,
+                                     int64_t k, int lanes, float& acc) {
+  float dot = 0.f, ss = 0.f;
+  add_norm_piece<T>(a, gated, gate_after, raw, k, dot, ss);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const unsigned mask = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u) << (lane & ~(lanes - 1));
+  for (int o = 1; o < lanes; o *= 2) ss += __shfl_xor_sync(mask, ss, o);
+  acc += dot * rsqrtf(ss / static_cast<float>(a.norm_group) + a.eps);
+}
+
 // Blocks of `kernel` (of `threads` threads) that a device holds at once;
 // 0 where the occupancy API fails (linear_skinny.cu).
 int resident_blocks(const void* kernel, size_t smem, int threads = kWarps * 32);
