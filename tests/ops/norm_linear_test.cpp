@@ -54,9 +54,9 @@ const NormLinearCase kCases[] = {
     // channels): cuda's one-row kernels scale each group's pieces by its
     // factor, at 8 and 16 lanes a group (BF16 and F32 pieces), 2 lanes, and
     // a column over one warp (64 columns) or several (the 130m out_proj).
-    {1, 1536, 768, true, true, 64, true, false, true, true, DType::kBF16},
+    {1, 1536, 768, true, true, 64, true, false, true, false, DType::kBF16},
     {1, 1536, 200, true, true, 64, true, false, true, false, DType::kBF16},
-    {1, 512, 64, true, true, 64, true, true, false, true, DType::kF32},
+    {1, 512, 64, true, true, 64, true, true, false, false, DType::kF32},
     {1, 256, 40, true, true, 16, false, false, true, false, DType::kF16},
     {1, 768, 30, true, true, 256, true, false, true, false, DType::kBF16},  // 32 lanes a group
 };
