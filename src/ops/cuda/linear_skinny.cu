@@ -320,15 +320,7 @@ Plan plan_typed(const SkinnyLinear& a) {
 }
 
 Plan plan_of(const SkinnyLinear& a) {
-  switch (a.type) {
-    case WeightType::kF32:
-      return plan_typed<WeightType::kF32>(a);
-    case WeightType::kBF16:
-      return plan_typed<WeightType::kBF16>(a);
-    case WeightType::kF16:
-      break;
-  }
-  return plan_typed<WeightType::kF16>(a);
+  return for_weight_type(a.type, [&](auto t) { return plan_typed<decltype(t)::value>(a); });
 }
 
 }  // namespace

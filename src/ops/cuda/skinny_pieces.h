@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/cuda/launch_linear.h"
 #include "ops/cuda/streamed_load.h"
@@ -34,6 +35,21 @@ inline bool one_row_in_pieces(const SkinnyLinear& a) {
 // flight while the previous kernel finishes (and the tied F32 head's 6,
 // K = 768). 8 made the F32 kernel spill.
 inline constexpr int kAhead = 6;
+
+// f(std::integral_constant<WeightType, T>{}) for the weight type T: the
+// typed kernel plans of both files, chosen at run time.
+template <class F>
+auto for_weight_type(WeightType type, F f) {
+  switch (type) {
+    case WeightType::kF32:
+      return f(std::integral_constant<WeightType, WeightType::kF32>{});
+    case WeightType::kBF16:
+      return f(std::integral_constant<WeightType, WeightType::kBF16>{});
+    case WeightType::kF16:
+      break;
+  }
+  return f(std::integral_constant<WeightType, WeightType::kF16>{});
+}
 
 // Values per 16-byte piece.
 template <WeightType T>
